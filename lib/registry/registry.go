@@ -1,0 +1,172 @@
+// Package registry holds the station registry a service works from: each
+// station's identity, place, township and signing keys. It loads the
+// registry from a JSON file (the format `shindo dev` writes and operators
+// provision) and reloads it when the file changes, without a restart.
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync/atomic"
+	"time"
+)
+
+// Station is one provisioned station.
+type Station struct {
+	ID     string  `json:"id"`
+	Name   string  `json:"name,omitempty"`
+	Net    string  `json:"net,omitempty"`
+	Lat    float64 `json:"lat"`
+	Lon    float64 `json:"lon"`
+	Code   uint32  `json:"code,omitempty"`
+	KeyID  uint32  `json:"key_id"`
+	KeyHex string  `json:"key_hex"`
+	// Active is false for retired stations; their packets are rejected.
+	Active *bool `json:"active,omitempty"`
+
+	key []byte
+}
+
+// Key returns the station's signing key if keyID names it.
+func (s *Station) Key(keyID uint32) ([]byte, bool) {
+	if keyID != s.KeyID {
+		return nil, false
+	}
+	return s.key, true
+}
+
+// InService reports whether the station is active.
+func (s *Station) InService() bool { return s.Active == nil || *s.Active }
+
+// Set is an immutable set of stations.
+type Set struct {
+	byID map[string]*Station
+	list []*Station
+}
+
+// Parse decodes and validates a registry document: a JSON array of stations
+// with unique IDs and 16–64 byte hex keys.
+func Parse(b []byte) (*Set, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var list []*Station
+	if err := dec.Decode(&list); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	set := &Set{byID: make(map[string]*Station, len(list))}
+	for i, s := range list {
+		if s == nil || s.ID == "" {
+			return nil, fmt.Errorf("station %d: missing id", i)
+		}
+		if len(s.ID) > 64 {
+			return nil, fmt.Errorf("station %d: id longer than 64 bytes", i)
+		}
+		if _, dup := set.byID[s.ID]; dup {
+			return nil, fmt.Errorf("station %q: listed twice", s.ID)
+		}
+		key, err := hex.DecodeString(s.KeyHex)
+		if err != nil || len(key) < 16 || len(key) > 64 {
+			return nil, fmt.Errorf("station %q: key_hex must be 16 to 64 bytes of hex", s.ID)
+		}
+		if s.Lat < -90 || s.Lat > 90 || s.Lon < -180 || s.Lon > 180 {
+			return nil, fmt.Errorf("station %q: position %.4f,%.4f out of range", s.ID, s.Lat, s.Lon)
+		}
+		s.key = key
+		set.byID[s.ID] = s
+	}
+	set.list = list
+	sort.Slice(set.list, func(i, j int) bool { return set.list[i].ID < set.list[j].ID })
+	return set, nil
+}
+
+// Lookup returns the station with id.
+func (s *Set) Lookup(id string) (*Station, bool) {
+	st, ok := s.byID[id]
+	return st, ok
+}
+
+// All returns the stations ordered by ID; callers must not modify them.
+func (s *Set) All() []*Station { return s.list }
+
+// Len returns the number of stations.
+func (s *Set) Len() int { return len(s.list) }
+
+// File is a registry backed by a JSON file, reloaded when it changes.
+type File struct {
+	path    string
+	current atomic.Pointer[Set]
+	modTime time.Time
+	size    int64
+	log     *slog.Logger
+}
+
+// Open loads the registry file at path.
+func Open(path string, log *slog.Logger) (*File, error) {
+	f := &File{path: path, log: log}
+	if err := f.reload(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Current returns the latest successfully loaded set.
+func (f *File) Current() *Set { return f.current.Load() }
+
+// Lookup finds a station in the current set.
+func (f *File) Lookup(id string) (*Station, bool) { return f.Current().Lookup(id) }
+
+func (f *File) reload() error {
+	st, err := os.Stat(f.path)
+	if err != nil {
+		return fmt.Errorf("station registry: %w", err)
+	}
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		return fmt.Errorf("station registry: %w", err)
+	}
+	set, err := Parse(b)
+	if err != nil {
+		return fmt.Errorf("station registry %s: %w", f.path, err)
+	}
+	f.current.Store(set)
+	f.modTime, f.size = st.ModTime(), st.Size()
+	return nil
+}
+
+// Run polls the file every interval and reloads it when its size or
+// modification time changed. A file that fails to load is logged and the
+// previous set stays in use.
+func (f *File) Run(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		st, err := os.Stat(f.path)
+		if err != nil {
+			f.log.Warn("station registry unreadable, keeping the loaded one", slog.Any("error", err))
+			continue
+		}
+		if st.ModTime().Equal(f.modTime) && st.Size() == f.size {
+			continue
+		}
+		if err := f.reload(); err != nil {
+			f.log.Warn("station registry reload failed, keeping the loaded one", slog.Any("error", err))
+			continue
+		}
+		f.log.Info("station registry reloaded", slog.Int("stations", f.Current().Len()))
+	}
+}
+
+// ErrUnknownStation is returned for a station ID not in the registry.
+var ErrUnknownStation = errors.New("unknown station")

@@ -1,0 +1,119 @@
+package registry
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const key32 = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, doc, wantErr string
+	}{
+		{"ok", `[{"id":"B","key_id":1,"key_hex":"` + key32 + `","lat":23.9,"lon":121.6,"code":970},{"id":"A","key_id":2,"key_hex":"` + key32 + `"}]`, ""},
+		{"not json", `{`, "decode"},
+		{"unknown field", `[{"id":"A","key_hex":"` + key32 + `","colour":"red"}]`, "unknown field"},
+		{"missing id", `[{"key_hex":"` + key32 + `"}]`, "missing id"},
+		{"duplicate", `[{"id":"A","key_hex":"` + key32 + `"},{"id":"A","key_hex":"` + key32 + `"}]`, "listed twice"},
+		{"short key", `[{"id":"A","key_hex":"0011"}]`, "16 to 64 bytes"},
+		{"bad hex", `[{"id":"A","key_hex":"zz` + key32[2:] + `"}]`, "16 to 64 bytes"},
+		{"bad position", `[{"id":"A","key_hex":"` + key32 + `","lat":91}]`, "out of range"},
+		{"null entry", `[null]`, "missing id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			set, err := Parse([]byte(tt.doc))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if set.Len() != 2 || set.All()[0].ID != "A" {
+				t.Fatalf("set not ordered: %v", set.All())
+			}
+			b, _ := set.Lookup("B")
+			if k, ok := b.Key(1); !ok || len(k) != 32 {
+				t.Fatal("key 1 of B not found")
+			}
+			if _, ok := b.Key(2); ok {
+				t.Fatal("key 2 of B found")
+			}
+			if !b.InService() {
+				t.Fatal("station without active flag not in service")
+			}
+		})
+	}
+}
+
+func TestFileReloads(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "stations.json")
+	write := func(doc string) {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`[{"id":"A","key_hex":"` + key32 + `"}]`)
+	f, err := Open(path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx, 10*time.Millisecond)
+
+	write(`not json at all, and longer than before`)
+	write(`[{"id":"A","key_hex":"` + key32 + `"},{"id":"B","key_hex":"` + key32 + `"}]`)
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Current().Len() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("registry not reloaded")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, ok := f.Lookup("B"); !ok {
+		t.Fatal("B missing after reload")
+	}
+}
+
+func TestOpenMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := Open(filepath.Join(t.TempDir(), "nope.json"), slog.Default())
+	if err == nil || !strings.Contains(err.Error(), "nope.json") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`[{"id":"A","key_id":1,"key_hex":"` + key32 + `","lat":23.9,"lon":121.6,"code":970}]`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`[{"id":"","key_hex":""}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		set, err := Parse(b)
+		if err != nil {
+			return
+		}
+		for _, s := range set.All() {
+			if _, ok := s.Key(s.KeyID); !ok {
+				t.Fatalf("station %q has no usable key", s.ID)
+			}
+		}
+	})
+}

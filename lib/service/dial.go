@@ -1,0 +1,62 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// Dial connects to a dependency's gRPC endpoint and waits up to wait for its
+// grpc.health.v1 check to report SERVING, so an unreachable dependency is one
+// clear error at start rather than a silent retry loop. After that the
+// connection reconnects on its own.
+func Dial(ctx context.Context, what, target string, wait time.Duration) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", what, target, err)
+	}
+	if err := WaitServing(ctx, conn, wait); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%s at %s not reachable within %s: %w", what, target, wait, err)
+	}
+	return conn, nil
+}
+
+// WaitServing polls conn's health check until it reports SERVING or wait
+// passes.
+func WaitServing(ctx context.Context, conn *grpc.ClientConn, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	hc := healthpb.NewHealthClient(conn)
+	var last error
+	for {
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		switch {
+		case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
+			return nil
+		case err == nil:
+			last = fmt.Errorf("health status %s", resp.GetStatus())
+		default:
+			// The status message alone reads better in a one-line error.
+			last = errors.New(status.Convert(err).Message())
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = ctx.Err()
+			}
+			return last
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,426 @@
+// Package service is the runtime every shindo service binary shares: the
+// common configuration, logging, tracing, the gRPC server with health and
+// reflection, the admin listener (Prometheus /metrics, /healthz, /readyz,
+// pprof), extra HTTP listeners, background components, and a bounded,
+// ordered shutdown.
+//
+// A service's run function builds a Service with New, registers its gRPC
+// servers, HTTP handlers, components and closers, then calls Run. Run serves
+// until ctx ends or a component fails, then shuts down in this order:
+//
+//  1. readiness and grpc.health.v1 report NOT_SERVING;
+//  2. wait DrainDelay so load balancers and peers notice;
+//  3. Stopping closes, so long-lived streams end; HTTP servers shut down and
+//     gRPC stops gracefully, both bounded by what is left of
+//     ShutdownTimeout, then forced;
+//  4. components are cancelled and awaited;
+//  5. closers run in reverse order of registration (NATS, pgx, etcd, …);
+//  6. telemetry is flushed.
+//
+// Listeners are bound in New and Listen, so a busy port is reported before
+// anything starts.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"shindo.dev/lib/conf"
+	"shindo.dev/lib/logging"
+	"shindo.dev/lib/telemetry"
+)
+
+// Common is the configuration every service has. Services embed it in their
+// own config struct and preset GRPCAddr and AdminAddr to their default ports.
+type Common struct {
+	Site            string        `conf:"site" default:"TNN-1" help:"name of the site this process runs at (TNN-1, TYO-1, TPE-1, KHH-1)"`
+	GRPCAddr        string        `conf:"grpc-addr" help:"gRPC listen address"`
+	AdminAddr       string        `conf:"admin-addr" help:"admin listen address: /metrics, /healthz, /readyz, /debug/pprof"`
+	LogFormat       string        `conf:"log-format" default:"json" help:"log format: json or text"`
+	LogLevel        string        `conf:"log-level" default:"info" help:"log level: debug, info, warn or error"`
+	OTLPEndpoint    string        `conf:"otlp-endpoint" help:"OTLP/gRPC trace collector host:port; empty exports nothing"`
+	DrainDelay      time.Duration `conf:"drain-delay" default:"0s" help:"time between reporting NOT_SERVING and closing listeners"`
+	ShutdownTimeout time.Duration `conf:"shutdown-timeout" default:"8s" help:"upper bound on the whole graceful shutdown"`
+	DependencyWait  time.Duration `conf:"dependency-wait" default:"10s" help:"how long to wait at start for a dependency to become reachable"`
+}
+
+// ValidateCommon checks the common fields; services call it from Validate.
+func (c *Common) ValidateCommon() error {
+	var errs []error
+	if c.Site == "" {
+		errs = append(errs, errors.New("site must not be empty"))
+	}
+	for name, addr := range map[string]string{"grpc-addr": c.GRPCAddr, "admin-addr": c.AdminAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, addr))
+		}
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("shutdown-timeout must be positive"))
+	}
+	if c.DrainDelay < 0 || c.DrainDelay >= c.ShutdownTimeout {
+		errs = append(errs, errors.New("drain-delay must be at least 0 and below shutdown-timeout"))
+	}
+	if c.DependencyWait <= 0 {
+		errs = append(errs, errors.New("dependency-wait must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Component is a long-running part of a service. Run returns when ctx ends
+// (nil) or when the component fails (an error, which stops the service).
+type Component interface {
+	Run(ctx context.Context) error
+}
+
+// ComponentFunc adapts a function to Component.
+type ComponentFunc func(ctx context.Context) error
+
+// Run calls f.
+func (f ComponentFunc) Run(ctx context.Context) error { return f(ctx) }
+
+type namedComponent struct {
+	name string
+	c    Component
+}
+
+type namedCloser struct {
+	name string
+	fn   func(context.Context) error
+}
+
+type httpListener struct {
+	name string
+	ln   net.Listener
+	srv  *http.Server
+}
+
+// Service is one running shindo service process.
+type Service struct {
+	name   string
+	common Common
+	log    *slog.Logger
+
+	grpc      *grpc.Server
+	health    *health.Server
+	grpcLn    net.Listener
+	adminLn   net.Listener
+	admin     *http.Server
+	metrics   *prometheus.Registry
+	listeners []httpListener
+	comps     []namedComponent
+	closers   []namedCloser
+
+	stopping chan struct{}
+
+	mu        sync.Mutex
+	ready     []namedCheck
+	notReady  bool
+	telemetry func(context.Context) error
+}
+
+type namedCheck struct {
+	name  string
+	check func(context.Context) error
+}
+
+// New prepares service name (e.g. "shindo-ingest") with its common
+// configuration and full configuration cfg (logged once, secrets masked). It
+// binds the gRPC and admin listeners, so a busy port fails here.
+func New(ctx context.Context, name string, common Common, cfg any) (*Service, error) {
+	log, err := logging.New(os.Stderr, common.LogFormat, common.LogLevel,
+		slog.String("service", name), slog.String("site", common.Site))
+	if err != nil {
+		return nil, err
+	}
+	shutdownTel, err := telemetry.Setup(ctx, name, common.Site, common.OTLPEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		name:      name,
+		common:    common,
+		log:       log,
+		health:    health.NewServer(),
+		metrics:   prometheus.NewRegistry(),
+		telemetry: shutdownTel,
+		stopping:  make(chan struct{}),
+	}
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if s.grpcLn, err = net.Listen("tcp", common.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("listen grpc %s: %w", common.GRPCAddr, err)
+	}
+	if s.adminLn, err = net.Listen("tcp", common.AdminAddr); err != nil {
+		s.grpcLn.Close()
+		return nil, fmt.Errorf("listen admin %s: %w", common.AdminAddr, err)
+	}
+	s.grpc = grpc.NewServer(grpc.StatsHandler(otelgrpc.NewServerHandler()))
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	// Not serving until Run has started everything.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.admin = &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+
+	log.Info("configuration", slog.Any("config", conf.LogValue(cfg)))
+	return s, nil
+}
+
+// Serve is the whole life of a service process: New, then wire to set up
+// its parts, then Run. If wire fails, everything New and wire opened is
+// released and wire's error is returned.
+func Serve(ctx context.Context, name string, common Common, cfg any, wire func(context.Context, *Service) error) error {
+	s, err := New(ctx, name, common, cfg)
+	if err != nil {
+		return err
+	}
+	if err := wire(ctx, s); err != nil {
+		s.abort()
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// abort releases what New and the wiring opened when the service never
+// started.
+func (s *Service) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.common.ShutdownTimeout)
+	defer cancel()
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		_ = s.closers[i].fn(ctx)
+	}
+	for _, l := range s.listeners {
+		l.ln.Close()
+	}
+	s.grpcLn.Close()
+	s.adminLn.Close()
+	_ = s.telemetry(ctx)
+}
+
+// Stopping is closed when the service stops accepting work, after the drain
+// delay. Handlers of long-lived streams (SSE, gRPC subscriptions) return
+// when it closes, since a graceful stop waits for every open request.
+func (s *Service) Stopping() <-chan struct{} { return s.stopping }
+
+// Logger returns the service's logger.
+func (s *Service) Logger() *slog.Logger { return s.log }
+
+// Site returns the site name.
+func (s *Service) Site() string { return s.common.Site }
+
+// GRPC returns the gRPC server on which services register before Run.
+func (s *Service) GRPC() *grpc.Server { return s.grpc }
+
+// Metrics returns the registry served on /metrics.
+func (s *Service) Metrics() *prometheus.Registry { return s.metrics }
+
+// GRPCAddr returns the bound gRPC address (useful when the port was 0).
+func (s *Service) GRPCAddr() net.Addr { return s.grpcLn.Addr() }
+
+// AdminAddr returns the bound admin address.
+func (s *Service) AdminAddr() net.Addr { return s.adminLn.Addr() }
+
+// SetServingStatus reports the health of one named gRPC service (for
+// example "shindo.rts.v1.RTSService") to grpc.health.v1 clients.
+func (s *Service) SetServingStatus(svc string, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus(svc, st)
+}
+
+// Listen binds an extra HTTP listener (public API, SSE, WebSocket) that is
+// served by Run and shut down in order. The handler is wrapped in otelhttp.
+func (s *Service) Listen(name, addr string, h http.Handler) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s %s: %w", name, addr, err)
+	}
+	srv := &http.Server{
+		Handler:           otelhttp.NewHandler(h, name),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.listeners = append(s.listeners, httpListener{name: name, ln: ln, srv: srv})
+	return ln.Addr(), nil
+}
+
+// Go registers a component started by Run.
+func (s *Service) Go(name string, c Component) {
+	s.comps = append(s.comps, namedComponent{name, c})
+}
+
+// OnShutdown registers fn to run after the servers and components stopped;
+// closers run in reverse order of registration.
+func (s *Service) OnShutdown(name string, fn func(context.Context) error) {
+	s.closers = append(s.closers, namedCloser{name, fn})
+}
+
+// AddReadiness adds a check that /readyz runs; the service is ready when
+// every check passes.
+func (s *Service) AddReadiness(name string, check func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ready = append(s.ready, namedCheck{name, check})
+}
+
+func (s *Service) adminMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func (s *Service) serveReady(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	notReady, checks := s.notReady, append([]namedCheck(nil), s.ready...)
+	s.mu.Unlock()
+	if notReady {
+		http.Error(w, "not serving", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	for _, c := range checks {
+		if err := c.check(ctx); err != nil {
+			http.Error(w, fmt.Sprintf("%s: %v", c.name, err), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// Run serves until ctx ends or a component fails, then shuts down in the
+// documented order within ShutdownTimeout. It returns the first component
+// error, or nil after a requested shutdown.
+func (s *Service) Run(ctx context.Context) error {
+	compCtx, cancelComps := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelComps()
+
+	failed := make(chan error, 2+len(s.comps)+len(s.listeners))
+	var wg sync.WaitGroup
+	serve := func(name string, fn func() error) {
+		wg.Go(func() {
+			if err := fn(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+				failed <- fmt.Errorf("%s: %w", name, err)
+			}
+		})
+	}
+	serve("grpc server", func() error { return s.grpc.Serve(s.grpcLn) })
+	serve("admin server", func() error { return s.admin.Serve(s.adminLn) })
+	for _, l := range s.listeners {
+		serve(l.name+" server", func() error { return l.srv.Serve(l.ln) })
+	}
+	var compWG sync.WaitGroup
+	for _, c := range s.comps {
+		compWG.Go(func() {
+			if err := c.c.Run(compCtx); err != nil && compCtx.Err() == nil {
+				failed <- fmt.Errorf("%s: %w", c.name, err)
+			}
+		})
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("serving",
+		slog.String("grpc", s.grpcLn.Addr().String()),
+		slog.String("admin", s.adminLn.Addr().String()))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutdown requested")
+	case runErr = <-failed:
+		s.log.Error("component failed, shutting down", slog.Any("error", runErr))
+	}
+
+	deadline := time.Now().Add(s.common.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+
+	// 1. Tell health checkers and load balancers.
+	s.mu.Lock()
+	s.notReady = true
+	s.mu.Unlock()
+	s.health.Shutdown()
+	// 2. Let them notice.
+	if s.common.DrainDelay > 0 {
+		select {
+		case <-time.After(s.common.DrainDelay):
+		case <-shutdownCtx.Done():
+		}
+	}
+	// 3. End long-lived streams, stop accepting and drain, bounded.
+	close(s.stopping)
+	var stopWG sync.WaitGroup
+	for _, l := range s.listeners {
+		stopWG.Go(func() {
+			if err := l.srv.Shutdown(shutdownCtx); err != nil {
+				l.srv.Close()
+			}
+		})
+	}
+	stopWG.Go(func() {
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		// Streams (subscriptions) never end on their own, so the graceful
+		// stop gets half the remaining budget before it is forced.
+		half := time.Until(deadline) / 2
+		select {
+		case <-done:
+		case <-time.After(half):
+			s.grpc.Stop()
+			<-done
+		}
+	})
+	stopWG.Wait()
+	// 4. Components.
+	cancelComps()
+	compsDone := make(chan struct{})
+	go func() { compWG.Wait(); close(compsDone) }()
+	select {
+	case <-compsDone:
+	case <-shutdownCtx.Done():
+		s.log.Warn("components did not stop in time")
+	}
+	// 5. Closers, last registered first.
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		c := s.closers[i]
+		if err := c.fn(shutdownCtx); err != nil {
+			s.log.Warn("close failed", slog.String("what", c.name), slog.Any("error", err))
+		}
+	}
+	s.admin.Close()
+	// 6. Telemetry.
+	if err := s.telemetry(shutdownCtx); err != nil {
+		s.log.Warn("telemetry flush failed", slog.Any("error", err))
+	}
+	wg.Wait()
+	s.log.Info("stopped")
+	return runErr
+}
