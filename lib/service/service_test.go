@@ -1,0 +1,263 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"shindo.dev/lib/conf"
+)
+
+func testCommon() Common {
+	return Common{
+		Site: "TNN-1", GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
+		LogFormat: "json", LogLevel: "error", ShutdownTimeout: 5 * time.Second, DependencyWait: time.Second,
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// recorder notes the order of shutdown steps.
+type recorder struct {
+	mu    sync.Mutex
+	steps []string
+}
+
+func (r *recorder) add(s string) {
+	r.mu.Lock()
+	r.steps = append(r.steps, s)
+	r.mu.Unlock()
+}
+
+func (r *recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.steps, ",")
+}
+
+func TestServiceLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	svc, err := New(ctx, "shindo-test", testCommon(), &struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	var healthy sync.Mutex
+	ready := true
+	svc.AddReadiness("dependency", func(context.Context) error {
+		healthy.Lock()
+		defer healthy.Unlock()
+		if !ready {
+			return errors.New("down")
+		}
+		return nil
+	})
+	streamEnded := make(chan struct{})
+	httpAddr, err := svc.Listen("public", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A stream that only ends when the service stops.
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-svc.Stopping()
+		rec.add("stream ended")
+		close(streamEnded)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Go("worker", ComponentFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		rec.add("component stopped")
+		return nil
+	}))
+	svc.OnShutdown("first registered", func(context.Context) error { rec.add("close first"); return nil })
+	svc.OnShutdown("second registered", func(context.Context) error { rec.add("close second"); return nil })
+
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+
+	conn, err := grpc.NewClient(svc.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := WaitServing(ctx, conn, 5*time.Second); err != nil {
+		t.Fatalf("health: %v", err)
+	}
+	refl, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refl.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+	resp, err := refl.Recv()
+	if err != nil || !strings.Contains(resp.String(), "grpc.health.v1.Health") {
+		t.Fatalf("reflection: %v %v", resp, err)
+	}
+	refl.CloseSend()
+
+	admin := "http://" + svc.AdminAddr().String()
+	if code, _ := get(t, admin+"/healthz"); code != 200 {
+		t.Errorf("/healthz %d", code)
+	}
+	if code, _ := get(t, admin+"/readyz"); code != 200 {
+		t.Errorf("/readyz %d", code)
+	}
+	healthy.Lock()
+	ready = false
+	healthy.Unlock()
+	if code, body := get(t, admin+"/readyz"); code != 503 || !strings.Contains(body, "dependency: down") {
+		t.Errorf("/readyz with a failing check: %d %q", code, body)
+	}
+	if code, body := get(t, admin+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics %d", code)
+	}
+	if code, _ := get(t, admin+"/debug/pprof/"); code != 200 {
+		t.Errorf("pprof %d", code)
+	}
+
+	// Open the never-ending stream, then shut down.
+	streamResp, err := http.Get("http://" + httpAddr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer streamResp.Body.Close()
+	start := time.Now()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("shutdown took %s with an open stream", took)
+	}
+	<-streamEnded
+	if got, want := rec.String(), "stream ended,component stopped,close second,close first"; got != want {
+		t.Errorf("shutdown order %q, want %q", got, want)
+	}
+	// Health reports NOT_SERVING (or the server is gone) after shutdown.
+	hc, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err == nil && hc.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+		t.Error("still SERVING after shutdown")
+	}
+}
+
+func TestComponentFailureStopsService(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	err := Serve(context.Background(), "shindo-test", testCommon(), &struct{}{}, func(_ context.Context, svc *Service) error {
+		svc.Go("failing", ComponentFunc(func(context.Context) error { return boom }))
+		return nil
+	})
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "failing") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBusyPort(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c := testCommon()
+	c.AdminAddr = l.Addr().String()
+	_, err = New(context.Background(), "shindo-test", c, &struct{}{})
+	if err == nil || !strings.Contains(err.Error(), "listen admin") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestWireFailureReleasesPorts(t *testing.T) {
+	t.Parallel()
+	c := testCommon()
+	c.GRPCAddr = freeAddr(t)
+	wantErr := errors.New("dependency missing")
+	closed := false
+	err := Serve(context.Background(), "shindo-test", c, &struct{}{}, func(_ context.Context, svc *Service) error {
+		svc.OnShutdown("conn", func(context.Context) error { closed = true; return nil })
+		return wantErr
+	})
+	if !errors.Is(err, wantErr) || !closed {
+		t.Fatalf("err = %v, closer ran %v", err, closed)
+	}
+	l, err := net.Listen("tcp", c.GRPCAddr)
+	if err != nil {
+		t.Fatalf("port not released: %v", err)
+	}
+	l.Close()
+}
+
+func TestDialUnreachable(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	_, err := Dial(context.Background(), "rts", addr, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "rts at "+addr+" not reachable within 300ms") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestValidateCommon(t *testing.T) {
+	t.Parallel()
+	c := testCommon()
+	if err := c.ValidateCommon(); err != nil {
+		t.Fatal(err)
+	}
+	c.GRPCAddr, c.Site, c.DrainDelay = "nope", "", 10*time.Second
+	err := c.ValidateCommon()
+	for _, want := range []string{`grpc-addr "nope"`, "site must not be empty", "drain-delay"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err      error
+		code     int
+		wantLine string
+	}{
+		{nil, 0, ""},
+		{conf.ErrHelp, 0, ""},
+		{&conf.UsageError{Err: errors.New("bad flag")}, 2, "shindo-x: bad flag (see -h)\n"},
+		{errors.New("rts unreachable"), 1, "shindo-x: rts unreachable\n"},
+	}
+	for _, tt := range tests {
+		var buf strings.Builder
+		if code := ExitCode(&buf, "shindo-x", tt.err); code != tt.code || buf.String() != tt.wantLine {
+			t.Errorf("ExitCode(%v) = %d, %q; want %d, %q", tt.err, code, buf.String(), tt.code, tt.wantLine)
+		}
+	}
+}
