@@ -1,0 +1,3 @@
+module shindo.dev/seismo
+
+go 1.26.0

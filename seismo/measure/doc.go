@@ -1,0 +1,29 @@
+// Package measure is a station's measurement pipeline: it turns a continuous
+// 50 Hz three-axis acceleration stream (gal) into the two frames a station
+// sends every 500 ms (SPEC §3): an intensity frame (real-time JMA intensity,
+// PGA and PGV of the interval) and a sensor frame (the interval's 25 samples
+// per axis as integer counts).
+//
+// The types mirror the station protocol's IntensityFrame and SensorFrame
+// field for field (float32 where the wire has float) but are plain Go
+// structs: this module does not import generated protobuf code, and the
+// station agent maps them at its edge.
+//
+// Conventions:
+//   - Sample i of the stream is at StartMs + 20·i ms. Frame j holds samples
+//     25j … 25j+24: FirstSampleMs = StartMs + 500·j and WindowEndMs =
+//     FirstSampleMs + 500 (the end of the interval, exclusive).
+//   - Samples are quantised first (counts = round(gal / scale), scale as the
+//     float32 the wire carries), and intensity, PGA and PGV are computed
+//     from counts × scale, so a core recomputing them from the sensor frames
+//     gets the same numbers.
+//   - Intensity is the unrounded real-time intensity of jma.Realtime (the
+//     last 60 s, settled with a 1 s hold-back) as of the end of the frame.
+//     PGA is the peak three-component vector acceleration of the frame's
+//     samples; PGV the peak three-component vector velocity of the frame's
+//     samples, from jma.VelocityFilter run continuously over the stream.
+//
+// A Pipeline reuses its buffers and allocates nothing per sample or frame;
+// one update (25 samples and a frame) costs a few tens of microseconds. It is
+// not safe for concurrent use; run one per station.
+package measure
