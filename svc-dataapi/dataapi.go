@@ -1,0 +1,84 @@
+// Package dataapi is svc-dataapi: a core's public data API, served over
+// gRPC and, through grpc-gateway, as REST with an OpenAPI document.
+package dataapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"shindo.dev/gen/openapi"
+	datav1 "shindo.dev/gen/shindo/data/v1"
+	"shindo.dev/lib/registry"
+	"shindo.dev/lib/service"
+	"shindo.dev/svc-dataapi/internal/stations"
+)
+
+// Name is the binary and service name.
+const Name = "shindo-dataapi"
+
+// Config is svc-dataapi's configuration (env prefix SHINDO_DATAAPI_).
+type Config struct {
+	service.Common
+	HTTPAddr         string        `conf:"http-addr" help:"REST listen address"`
+	Registry         string        `conf:"registry" help:"station registry JSON file"`
+	RegistryInterval time.Duration `conf:"registry-interval" default:"5s" help:"how often to check the registry file for changes"`
+}
+
+// DefaultConfig returns the configuration with svc-dataapi's default ports.
+func DefaultConfig() Config {
+	return Config{Common: service.Common{GRPCAddr: ":7402", AdminAddr: ":7409"}, HTTPAddr: ":7401"}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	errs := []error{c.ValidateCommon()}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("http-addr %q: want host:port", c.HTTPAddr))
+	}
+	if c.Registry == "" {
+		errs = append(errs, errors.New("registry is required"))
+	}
+	if c.RegistryInterval <= 0 {
+		errs = append(errs, errors.New("registry-interval must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs svc-dataapi until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	return service.Serve(ctx, Name, cfg.Common, &cfg, func(ctx context.Context, svc *service.Service) error {
+		reg, err := registry.Open(cfg.Registry, svc.Logger())
+		if err != nil {
+			return fmt.Errorf("load %w", err)
+		}
+		svc.Go("registry watch", service.ComponentFunc(func(ctx context.Context) error {
+			return reg.Run(ctx, cfg.RegistryInterval)
+		}))
+		data := stations.New(reg.Current)
+		datav1.RegisterDataServiceServer(svc.GRPC(), data)
+		svc.SetServingStatus(datav1.DataService_ServiceDesc.ServiceName, true)
+
+		gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}))
+		if err := datav1.RegisterDataServiceHandlerServer(ctx, gw, data); err != nil {
+			return fmt.Errorf("register gateway: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/", gw)
+		mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(openapi.JSON)
+		})
+		_, err = svc.Listen("data api", cfg.HTTPAddr, mux)
+		return err
+	})
+}

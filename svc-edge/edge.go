@@ -1,0 +1,192 @@
+// Package edge is svc-edge: an entrance that subscribes to the cores and
+// pushes real-time data to browsers and apps over Server-Sent Events on the
+// compatible routes of SPEC §7.
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	edgev1 "shindo.dev/gen/shindo/edge/v1"
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/service"
+	"shindo.dev/svc-edge/internal/compat"
+	"shindo.dev/svc-edge/internal/source"
+	"shindo.dev/svc-edge/internal/sse"
+)
+
+// Name is the binary and service name.
+const Name = "shindo-edge"
+
+// Config is svc-edge's configuration (env prefix SHINDO_EDGE_).
+type Config struct {
+	service.Common
+	HTTPAddr     string        `conf:"http-addr" help:"public HTTP listen address (SSE and compatible routes)"`
+	RTS          []string      `conf:"rts" help:"svc-rts gRPC addresses of the cores, comma-separated, preferred first"`
+	Retry        time.Duration `conf:"sse-retry" default:"3s" help:"reconnect delay announced to SSE clients"`
+	KeepAlive    time.Duration `conf:"sse-keepalive" default:"15s" help:"interval of SSE keep-alive comments"`
+	ClientBuffer int           `conf:"sse-buffer" default:"16" help:"events an SSE client may fall behind before it is dropped"`
+	WriteTimeout time.Duration `conf:"sse-write-timeout" default:"10s" help:"longest one write to an SSE client may take"`
+	MaxClients   int           `conf:"sse-max-clients" default:"60000" help:"most SSE clients per stream"`
+}
+
+// DefaultConfig returns the configuration with svc-edge's default ports.
+func DefaultConfig() Config {
+	return Config{Common: service.Common{Site: "TPE-1", GRPCAddr: ":8082", AdminAddr: ":8089"}, HTTPAddr: ":8080"}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	errs := []error{c.ValidateCommon()}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("http-addr %q: want host:port", c.HTTPAddr))
+	}
+	if len(c.RTS) == 0 {
+		errs = append(errs, errors.New("rts needs at least one core address"))
+	}
+	if c.Retry < 100*time.Millisecond || c.KeepAlive < time.Second || c.WriteTimeout <= 0 {
+		errs = append(errs, errors.New("sse-retry must be at least 100ms, sse-keepalive at least 1s, sse-write-timeout positive"))
+	}
+	if c.ClientBuffer < 1 || c.MaxClients < 1 {
+		errs = append(errs, errors.New("sse-buffer and sse-max-clients must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs svc-edge until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	return service.Serve(ctx, Name, cfg.Common, &cfg, func(ctx context.Context, svc *service.Service) error {
+		return wire(ctx, svc, cfg)
+	})
+}
+
+func wire(ctx context.Context, svc *service.Service, cfg Config) error {
+	rts := sse.NewHub(sse.Options{
+		Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: cfg.ClientBuffer,
+		WriteTimeout: cfg.WriteTimeout, MaxClients: cfg.MaxClients, Stop: svc.Stopping(),
+	})
+	var latestTick atomic.Int64
+	ticks := prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_rts_ticks_total", Help: "RTS snapshots served."})
+	svc.Metrics().MustRegister(ticks, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shindo_edge_sse_clients", Help: "Connected SSE clients of the RTS stream.",
+	}, func() float64 { n, _ := rts.Stats(); return float64(n) }))
+
+	conns := make([]*grpc.ClientConn, 0, len(cfg.RTS))
+	for _, target := range cfg.RTS {
+		conn, err := service.Dial(ctx, "rts", target, cfg.DependencyWait)
+		if err != nil {
+			return err
+		}
+		svc.OnShutdown("rts connection "+target, func(context.Context) error { return conn.Close() })
+		conns = append(conns, conn)
+	}
+	sel := source.New(cfg.Site, cfg.RTS, conns, func(snap *rtsv1.Snapshot) {
+		latestTick.Store(snap.GetTimeMs())
+		rts.Publish(sse.NewEvent("", compat.RTS(snap)))
+		ticks.Inc()
+	}, svc.Logger())
+	svc.Go("core subscriptions", sel)
+
+	status := &statusServer{site: cfg.Site, sel: sel, hub: rts, latest: latestTick.Load}
+	edgev1.RegisterEdgeServiceServer(svc.GRPC(), status)
+	svc.SetServingStatus(edgev1.EdgeService_ServiceDesc.ServiceName, true)
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+	}))
+	if err := edgev1.RegisterEdgeServiceHandlerServer(ctx, gw, status); err != nil {
+		return fmt.Errorf("register gateway: %w", err)
+	}
+
+	hello, err := json.Marshal(map[string]string{"location": cfg.Site})
+	if err != nil {
+		return err
+	}
+	info := sse.NewEvent("info", hello)
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", gw)
+	mux.HandleFunc("GET /api/v2/trem/rts", func(w http.ResponseWriter, r *http.Request) {
+		q, err := parseStreamQuery(r)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if q.sse {
+			rts.Serve(w, r, q.compress, info)
+			return
+		}
+		latest := rts.Latest()
+		if latest == nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "no snapshot yet")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(latest.Data())
+	})
+	_, err = svc.Listen("edge http", cfg.HTTPAddr, mux)
+	svc.AddReadiness("rts source", func(context.Context) error {
+		if rts.Latest() == nil {
+			return errors.New("no snapshot received yet")
+		}
+		return nil
+	})
+	return err
+}
+
+type streamQuery struct{ sse, compress bool }
+
+// parseStreamQuery reads sse= and compress=, each "0" or "1"; other
+// parameters are ignored, as clients add cache-busters.
+func parseStreamQuery(r *http.Request) (streamQuery, error) {
+	var q streamQuery
+	vals := r.URL.Query()
+	for name, dst := range map[string]*bool{"sse": &q.sse, "compress": &q.compress} {
+		switch v := vals[name]; {
+		case len(v) == 0:
+		case len(v) > 1:
+			return q, fmt.Errorf("%s given more than once", name)
+		case v[0] == "1":
+			*dst = true
+		case v[0] == "0":
+		default:
+			return q, fmt.Errorf("%s must be 0 or 1", name)
+		}
+	}
+	return q, nil
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	w.Write(b)
+}
+
+type statusServer struct {
+	edgev1.UnimplementedEdgeServiceServer
+	site   string
+	sel    *source.Selector
+	hub    *sse.Hub
+	latest func() int64
+}
+
+func (s *statusServer) GetStatus(context.Context, *edgev1.GetStatusRequest) (*edgev1.GetStatusResponse, error) {
+	clients, _ := s.hub.Stats()
+	resp := &edgev1.GetStatusResponse{Site: s.site, SseClients: uint32(clients), LatestTickMs: s.latest()}
+	for _, c := range s.sel.Status() {
+		resp.Sources = append(resp.Sources, &edgev1.Source{Target: c.Target, Connected: c.Connected, Serving: c.Serving, Snapshots: c.Snapshots})
+	}
+	return resp, nil
+}

@@ -1,0 +1,81 @@
+// Package compat renders shindo's internal messages in the JSON of the
+// compatible routes of SPEC §7, field for field, so existing clients can
+// switch to shindo unchanged. Encoding is hand-written: a snapshot of ten
+// thousand stations is rendered every 500 ms and shared by every client.
+package compat
+
+import (
+	"math"
+	"strconv"
+
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+)
+
+// RTS renders a snapshot as the body of GET /api/v2/trem/rts:
+//
+//	{"station":{"<id>":{"pga":f,"pgv":f,"i":f,"I":f,"alert":true}},
+//	 "box":{"<areaId>":int},"int":[{"code":int,"i":int}],"time":ms}
+//
+// alert appears only for triggered stations.
+func RTS(s *rtsv1.Snapshot) []byte {
+	b := make([]byte, 0, 64+len(s.GetStations())*72)
+	b = append(b, `{"station":{`...)
+	for i, st := range s.GetStations() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, st.GetStationId())
+		b = append(b, `:{"pga":`...)
+		b = appendFloat(b, st.GetPga(), 3)
+		b = append(b, `,"pgv":`...)
+		b = appendFloat(b, st.GetPgv(), 3)
+		b = append(b, `,"i":`...)
+		b = appendFloat(b, st.GetIntensity(), 2)
+		b = append(b, `,"I":`...)
+		b = appendFloat(b, st.GetDisplayIntensity(), 2)
+		if st.GetAlert() {
+			b = append(b, `,"alert":true`...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `},"box":{`...)
+	for i, bx := range s.GetBoxes() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendUint(b, uint64(bx.GetBoxId()), 10)
+		b = append(b, `":`...)
+		b = strconv.AppendUint(b, uint64(bx.GetLevel()), 10)
+	}
+	b = append(b, `},"int":[`...)
+	for i, a := range s.GetAreas() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"code":`...)
+		b = strconv.AppendUint(b, uint64(a.GetCode()), 10)
+		b = append(b, `,"i":`...)
+		b = strconv.AppendUint(b, uint64(a.GetLevel()), 10)
+		b = append(b, '}')
+	}
+	b = append(b, `],"time":`...)
+	b = strconv.AppendInt(b, s.GetTimeMs(), 10)
+	return append(b, '}')
+}
+
+// appendFloat writes v with at most prec decimals and no trailing zeros;
+// values that are not finite (never valid here) are written as 0 to keep
+// the document valid JSON.
+func appendFloat(b []byte, v float32, prec int) []byte {
+	f := float64(v)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, '0')
+	}
+	p := math.Pow10(prec)
+	f = math.Round(f*p) / p
+	if f == 0 {
+		return append(b, '0') // no "-0"
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}

@@ -1,0 +1,226 @@
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testHub(t *testing.T, opts Options) (*Hub, *httptest.Server) {
+	if opts.Retry == 0 {
+		opts.Retry = 3 * time.Second
+	}
+	if opts.KeepAlive == 0 {
+		opts.KeepAlive = time.Hour
+	}
+	if opts.Buffer == 0 {
+		opts.Buffer = 4
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = time.Second
+	}
+	h := NewHub(opts)
+	hello := NewEvent("info", []byte(`{"location":"TPE-1"}`))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.Serve(w, r, r.URL.Query().Get("compress") == "1", hello)
+	}))
+	// Registered before any client's cleanup, so it runs after them: a
+	// server closes only once its streams have ended.
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return h, srv
+}
+
+// readBlocks returns SSE blocks (separated by blank lines) as they arrive.
+func readBlocks(t *testing.T, body io.Reader) <-chan string {
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		r := bufio.NewReader(body)
+		var block strings.Builder
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if line == "\n" {
+				out <- block.String()
+				block.Reset()
+				continue
+			}
+			block.WriteString(line)
+		}
+	}()
+	return out
+}
+
+func connect(t *testing.T, url string) (*http.Response, <-chan string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, readBlocks(t, resp.Body)
+}
+
+func waitClients(t *testing.T, h *Hub, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if c, _ := h.Stats(); c == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c, _ := h.Stats()
+			t.Fatalf("%d clients, want %d", c, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestStreamFormat(t *testing.T) {
+	t.Parallel()
+	h, srv := testHub(t, Options{})
+	h.Publish(NewEvent("", []byte(`{"time":1}`)))
+	resp, blocks := connect(t, srv.URL)
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	want := []string{
+		"retry: 3000\n",
+		"event: info\ndata: {\"location\":\"TPE-1\"}\n",
+		"data: {\"time\":1}\n", // the latest event at once
+	}
+	for _, w := range want {
+		if got := <-blocks; got != w {
+			t.Fatalf("block %q, want %q", got, w)
+		}
+	}
+	waitClients(t, h, 1)
+	h.Publish(NewEvent("", []byte(`{"time":2}`)))
+	if got := <-blocks; got != "data: {\"time\":2}\n" {
+		t.Fatalf("block %q", got)
+	}
+}
+
+func TestCompressed(t *testing.T) {
+	t.Parallel()
+	h, srv := testHub(t, Options{})
+	_, blocks := connect(t, srv.URL+"?compress=1")
+	<-blocks
+	<-blocks
+	waitClients(t, h, 1)
+	payload := `{"station":{"A":{"pga":1}},"time":5}`
+	h.Publish(NewEvent("", []byte(payload)))
+	b := <-blocks
+	data, ok := strings.CutPrefix(b, "event: g\ndata: ")
+	if !ok {
+		t.Fatalf("block %q is not a g event", b)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(data, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(zr)
+	if string(plain) != payload {
+		t.Fatalf("decompressed %q", plain)
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	t.Parallel()
+	h, srv := testHub(t, Options{KeepAlive: 50 * time.Millisecond})
+	_, blocks := connect(t, srv.URL)
+	<-blocks
+	<-blocks
+	for range 3 {
+		select {
+		case b := <-blocks:
+			if b != ": keep-alive\n" {
+				t.Fatalf("block %q", b)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no keep-alive")
+		}
+	}
+	_ = h
+}
+
+// TestSlowClientDropped: a client that stops reading is disconnected while
+// a reading client gets every event.
+func TestSlowClientDropped(t *testing.T) {
+	t.Parallel()
+	h, srv := testHub(t, Options{Buffer: 2, WriteTimeout: 200 * time.Millisecond})
+
+	// The slow client: a raw connection that never reads after the request.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	_, fastBlocks := connect(t, srv.URL)
+	<-fastBlocks
+	<-fastBlocks
+	waitClients(t, h, 2)
+
+	big := bytes.Repeat([]byte("x"), 64<<10)
+	for i := range 200 {
+		h.Publish(NewEvent("", big))
+		select {
+		case <-fastBlocks:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("fast client stalled at event %d", i)
+		}
+	}
+	waitClients(t, h, 1)
+	if _, dropped := h.Stats(); dropped != 1 {
+		t.Fatalf("dropped %d", dropped)
+	}
+}
+
+func TestMaxClientsAndStop(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	h, srv := testHub(t, Options{MaxClients: 1, Stop: stop})
+	_, blocks := connect(t, srv.URL)
+	<-blocks
+	waitClients(t, h, 1)
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("second client: %s", resp.Status)
+	}
+	close(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		select {
+		case _, ok := <-blocks:
+			if !ok {
+				return // stream ended
+			}
+		case <-ctx.Done():
+			t.Fatal("stream did not end on stop")
+		}
+	}
+}

@@ -1,0 +1,256 @@
+// Package ingest is svc-ingest: it terminates station uplinks (UDP and
+// WebSocket), verifies and acks each packet, and forwards the accepted ones
+// to the core's RTS and waveform services over batched gRPC streams.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	stationv1 "shindo.dev/gen/shindo/station/v1"
+	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/registry"
+	"shindo.dev/lib/service"
+	"shindo.dev/svc-ingest/internal/forward"
+	"shindo.dev/svc-ingest/internal/links"
+	"shindo.dev/svc-ingest/internal/listen"
+	"shindo.dev/svc-ingest/internal/verify"
+)
+
+// Name is the binary and service name.
+const Name = "shindo-ingest"
+
+// Config is svc-ingest's configuration (env prefix SHINDO_INGEST_).
+type Config struct {
+	service.Common
+	UDPAddr          string        `conf:"udp-addr" help:"station UDP listen address"`
+	WSAddr           string        `conf:"ws-addr" help:"station WebSocket listen address (path /v1/station/ws)"`
+	Registry         string        `conf:"registry" help:"station registry JSON file (IDs and keys)"`
+	RegistryInterval time.Duration `conf:"registry-interval" default:"5s" help:"how often to check the registry file for changes"`
+	RTS              string        `conf:"rts" help:"svc-rts gRPC address of this core"`
+	Waveform         string        `conf:"waveform" help:"svc-waveform gRPC address of this core"`
+	Freshness        time.Duration `conf:"freshness" default:"30s" help:"largest accepted difference between a packet's sent_at and the server clock"`
+	ReplayWindow     int           `conf:"replay-window" default:"4096" help:"seqs remembered per station for replay protection"`
+	Readers          int           `conf:"udp-readers" default:"0" help:"UDP reader goroutines; 0 means one per CPU"`
+	QueueSize        int           `conf:"forward-queue" default:"200000" help:"records that may wait per downstream service before stations stop being acked"`
+	MaxBatch         int           `conf:"forward-batch" default:"512" help:"most records per forwarded batch"`
+	Window           int           `conf:"forward-window" default:"64" help:"most unacked batches per downstream service"`
+}
+
+// DefaultConfig returns the configuration with svc-ingest's default ports.
+func DefaultConfig() Config {
+	return Config{
+		Common:  service.Common{GRPCAddr: ":7102", AdminAddr: ":7109"},
+		UDPAddr: ":7100",
+		WSAddr:  ":7101",
+	}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	errs := []error{c.ValidateCommon()}
+	for name, v := range map[string]string{"registry": c.Registry, "rts": c.RTS, "waveform": c.Waveform} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	for name, addr := range map[string]string{"udp-addr": c.UDPAddr, "ws-addr": c.WSAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, addr))
+		}
+	}
+	if c.Freshness <= 0 {
+		errs = append(errs, errors.New("freshness must be positive"))
+	}
+	if c.ReplayWindow < 64 {
+		errs = append(errs, errors.New("replay-window must be at least 64"))
+	}
+	if c.QueueSize < 1 || c.MaxBatch < 1 || c.Window < 1 {
+		errs = append(errs, errors.New("forward-queue, forward-batch and forward-window must be positive"))
+	}
+	if c.Readers < 0 {
+		errs = append(errs, errors.New("udp-readers must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs svc-ingest until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	return service.Serve(ctx, Name, cfg.Common, &cfg, func(ctx context.Context, svc *service.Service) error {
+		return wire(ctx, svc, cfg)
+	})
+}
+
+func wire(ctx context.Context, svc *service.Service, cfg Config) error {
+	log := svc.Logger()
+	reg, err := registry.Open(cfg.Registry, log)
+	if err != nil {
+		return fmt.Errorf("load %w", err)
+	}
+	rtsConn, err := service.Dial(ctx, "rts", cfg.RTS, cfg.DependencyWait)
+	if err != nil {
+		return err
+	}
+	svc.OnShutdown("rts connection", func(context.Context) error { return rtsConn.Close() })
+	wfConn, err := service.Dial(ctx, "waveform", cfg.Waveform, cfg.DependencyWait)
+	if err != nil {
+		return err
+	}
+	svc.OnShutdown("waveform connection", func(context.Context) error { return wfConn.Close() })
+
+	fm := forward.NewMetrics(svc.Metrics())
+	opts := forward.Options{Queue: cfg.QueueSize, MaxBatch: cfg.MaxBatch, Window: cfg.Window, DrainTimeout: cfg.ShutdownTimeout / 2}
+	toRTS := forward.New("rts", rtsOpener(rtsConn), opts, fm, log)
+	toWaveform := forward.New("waveform", waveformOpener(wfConn), opts, fm, log)
+	svc.Go("forward to rts", toRTS)
+	svc.Go("forward to waveform", toWaveform)
+	svc.Go("forward gauges", service.ComponentFunc(func(ctx context.Context) error {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				toRTS.Collect(fm)
+				toWaveform.Collect(fm)
+			}
+		}
+	}))
+
+	linkTable := links.New(cfg.Site)
+	gate := verify.New(cfg.Site, reg, cfg.Freshness, cfg.ReplayWindow)
+	counts := newPacketCounter(svc.Metrics(), cfg.Site)
+	handle := func(b []byte, tr ingestv1.Transport) []byte {
+		out := gate.Check(b, func(p *stationv1.Packet, at time.Time) bool {
+			rec := &ingestv1.Record{Packet: p, RecvAtMs: at.UnixMilli(), Site: cfg.Site, Transport: tr}
+			switch p.GetBody().(type) {
+			case *stationv1.Packet_Intensity:
+				// Both must take it, or the station is not acked and
+				// retries; a copy taken by one alone is then delivered
+				// twice, which receivers absorb.
+				return toRTS.Offer(rec) && toWaveform.Offer(rec)
+			case *stationv1.Packet_Sensor:
+				return toWaveform.Offer(rec)
+			default: // probes only measure the path
+				return true
+			}
+		})
+		counts.inc(tr, out.Result)
+		if out.Result == verify.Accepted {
+			linkTable.Observe(out.Packet.GetStationId(), out.Packet.GetSeq(), tr, out.RecvAt)
+		}
+		return out.Ack
+	}
+
+	udp, err := listen.ListenUDP(cfg.UDPAddr, cfg.Readers, handle, log)
+	if err != nil {
+		return err
+	}
+	svc.OnShutdown("udp socket", func(context.Context) error { udp.Close(); return nil })
+	svc.Go("udp listener", udp)
+	wsAddr, err := svc.Listen("station websocket", cfg.WSAddr, listen.WebSocket(handle, log))
+	if err != nil {
+		return err
+	}
+	log.Info("station listeners", slog.String("udp", udp.Addr().String()), slog.String("ws", wsAddr.String()))
+
+	ingestv1.RegisterIngestServiceServer(svc.GRPC(), &linkServer{links: linkTable})
+	svc.SetServingStatus(ingestv1.IngestService_ServiceDesc.ServiceName, true)
+	svc.Go("registry watch", service.ComponentFunc(func(ctx context.Context) error {
+		return reg.Run(ctx, cfg.RegistryInterval)
+	}))
+	svc.AddReadiness("rts", func(ctx context.Context) error { return service.WaitServing(ctx, rtsConn, time.Second) })
+	svc.AddReadiness("waveform", func(ctx context.Context) error { return service.WaitServing(ctx, wfConn, time.Second) })
+	return nil
+}
+
+// packetCounter is shindo_ingest_packets_total with every series created up
+// front, so dashboards show zeros rather than gaps.
+type packetCounter struct {
+	series map[ingestv1.Transport][]prometheus.Counter
+}
+
+func newPacketCounter(reg prometheus.Registerer, site string) *packetCounter {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shindo_ingest_packets_total",
+		Help: "Station datagrams received, by transport and result.",
+	}, []string{"site", "transport", "result"})
+	reg.MustRegister(vec)
+	pc := &packetCounter{series: map[ingestv1.Transport][]prometheus.Counter{}}
+	for tr, name := range map[ingestv1.Transport]string{ingestv1.Transport_TRANSPORT_UDP: "udp", ingestv1.Transport_TRANSPORT_WS: "ws"} {
+		for _, r := range verify.Results() {
+			pc.series[tr] = append(pc.series[tr], vec.WithLabelValues(site, name, r.String()))
+		}
+	}
+	return pc
+}
+
+func (pc *packetCounter) inc(tr ingestv1.Transport, r verify.Result) { pc.series[tr][r].Inc() }
+
+type linkServer struct {
+	ingestv1.UnimplementedIngestServiceServer
+	links *links.Table
+}
+
+func (s *linkServer) ListLinks(_ context.Context, req *ingestv1.ListLinksRequest) (*ingestv1.ListLinksResponse, error) {
+	return &ingestv1.ListLinksResponse{Links: s.links.List(req.GetStationId())}, nil
+}
+
+// The generated stream types differ per service; these adapters give the
+// forwarder one shape.
+
+type rtsStream struct {
+	s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]
+}
+
+func (r rtsStream) Send(id uint64, recs []*ingestv1.Record) error {
+	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: recs})
+}
+
+func (r rtsStream) Recv() (uint64, error) {
+	resp, err := r.s.Recv()
+	return resp.GetAckedBatchId(), err
+}
+
+func (r rtsStream) CloseSend() error { return r.s.CloseSend() }
+
+func rtsOpener(conn *grpc.ClientConn) forward.Opener {
+	client := rtsv1.NewRTSServiceClient(conn)
+	return func(ctx context.Context) (forward.Stream, error) {
+		s, err := client.Ingest(ctx)
+		return rtsStream{s}, err
+	}
+}
+
+type waveformStream struct {
+	s grpc.BidiStreamingClient[waveformv1.IngestRequest, waveformv1.IngestResponse]
+}
+
+func (w waveformStream) Send(id uint64, recs []*ingestv1.Record) error {
+	return w.s.Send(&waveformv1.IngestRequest{BatchId: id, Records: recs})
+}
+
+func (w waveformStream) Recv() (uint64, error) {
+	resp, err := w.s.Recv()
+	return resp.GetAckedBatchId(), err
+}
+
+func (w waveformStream) CloseSend() error { return w.s.CloseSend() }
+
+func waveformOpener(conn *grpc.ClientConn) forward.Opener {
+	client := waveformv1.NewWaveformServiceClient(conn)
+	return func(ctx context.Context) (forward.Stream, error) {
+		s, err := client.Ingest(ctx)
+		return waveformStream{s}, err
+	}
+}

@@ -1,0 +1,129 @@
+// Package replay is the per-station anti-replay window of svc-ingest, in the
+// manner of IPsec's (RFC 4303 §3.4.3): the highest accepted seq plus a bitmap
+// of the Size seqs below it. A seq above the window is new; inside it, the
+// bitmap tells new from already accepted; below it, the packet is a replay.
+package replay
+
+import "sync"
+
+// Verdict is the outcome of checking a seq.
+type Verdict int
+
+// Verdicts.
+const (
+	New       Verdict = iota // never accepted: process it
+	Duplicate                // accepted before: ack again, do not process
+	TooOld                   // below the window: reject without an ack
+)
+
+// Window tracks accepted seqs of one station. It is safe for concurrent use.
+type Window struct {
+	mu   sync.Mutex
+	size uint64
+	top  uint64   // highest accepted seq; 0 before any
+	bits []uint64 // bit (top - seq) set when seq was accepted
+}
+
+// NewWindow returns a window remembering the size seqs below the highest
+// accepted one; size is rounded up to a multiple of 64.
+func NewWindow(size int) *Window {
+	words := max((size+63)/64, 1)
+	return &Window{size: uint64(words * 64), bits: make([]uint64, words)}
+}
+
+// Check classifies seq without recording it.
+func (w *Window) Check(seq uint64) Verdict {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.check(seq)
+}
+
+func (w *Window) check(seq uint64) Verdict {
+	switch {
+	case seq > w.top:
+		return New
+	case w.top-seq >= w.size:
+		return TooOld
+	case w.bit(w.top - seq):
+		return Duplicate
+	default:
+		return New
+	}
+}
+
+// Accept records seq as accepted and returns the verdict it had before, so
+// that of two concurrent deliveries of one seq exactly one sees New.
+func (w *Window) Accept(seq uint64) Verdict {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v := w.check(seq)
+	if v != New {
+		return v
+	}
+	if seq > w.top {
+		w.shift(seq - w.top)
+		w.top = seq
+	}
+	w.set(w.top - seq)
+	return New
+}
+
+// Forget un-records seq, so a later delivery counts as new again; ingest
+// uses it when an accepted packet could not be handed on and was not acked.
+func (w *Window) Forget(seq uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if seq <= w.top && w.top-seq < w.size {
+		off := w.top - seq
+		w.bits[off/64] &^= 1 << (off % 64)
+	}
+}
+
+func (w *Window) bit(off uint64) bool { return w.bits[off/64]&(1<<(off%64)) != 0 }
+func (w *Window) set(off uint64)      { w.bits[off/64] |= 1 << (off % 64) }
+
+// shift moves the bitmap n places further from the top.
+func (w *Window) shift(n uint64) {
+	if n >= w.size {
+		clear(w.bits)
+		return
+	}
+	words, rem := n/64, n%64
+	for i := len(w.bits) - 1; i >= 0; i-- {
+		var v uint64
+		if src := i - int(words); src >= 0 {
+			v = w.bits[src] << rem
+			if rem != 0 && src-1 >= 0 {
+				v |= w.bits[src-1] >> (64 - rem)
+			}
+		}
+		w.bits[i] = v
+	}
+}
+
+// Set holds one window per station.
+type Set struct {
+	size int
+	mu   sync.RWMutex
+	m    map[string]*Window
+}
+
+// NewSet returns an empty set of windows of size.
+func NewSet(size int) *Set { return &Set{size: size, m: map[string]*Window{}} }
+
+// For returns the station's window, creating it on first use.
+func (s *Set) For(station string) *Window {
+	s.mu.RLock()
+	w := s.m[station]
+	s.mu.RUnlock()
+	if w != nil {
+		return w
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w = s.m[station]; w == nil {
+		w = NewWindow(s.size)
+		s.m[station] = w
+	}
+	return w
+}

@@ -1,0 +1,117 @@
+package replay
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func TestWindowSequence(t *testing.T) {
+	t.Parallel()
+	w := NewWindow(128)
+	steps := []struct {
+		seq    uint64
+		accept bool
+		want   Verdict
+	}{
+		{100, true, New},
+		{100, true, Duplicate},
+		{99, true, New},
+		{101, false, New}, // Check only
+		{101, true, New},
+		{101, true, Duplicate},
+		{99, false, Duplicate},
+		{300, true, New},    // jump: window now (172, 300]
+		{173, true, New},    // inside, never seen
+		{172, true, TooOld}, // exactly size below top
+		{101, true, TooOld},
+		{300, false, Duplicate},
+		{1 << 40, true, New}, // huge jump clears everything
+		{300, true, TooOld},
+	}
+	for i, s := range steps {
+		var got Verdict
+		if s.accept {
+			got = w.Accept(s.seq)
+		} else {
+			got = w.Check(s.seq)
+		}
+		if got != s.want {
+			t.Fatalf("step %d seq %d: got %v, want %v", i, s.seq, got, s.want)
+		}
+	}
+}
+
+// TestWindowMatchesModel compares the bitmap against a plain map of accepted
+// seqs on random traffic with reordering and duplicates.
+func TestWindowMatchesModel(t *testing.T) {
+	t.Parallel()
+	const size = 256
+	w := NewWindow(size)
+	seen := map[uint64]bool{}
+	var top uint64
+	r := rand.New(rand.NewPCG(1, 2))
+	base := uint64(1000)
+	for range 200_000 {
+		base += uint64(r.IntN(3))
+		seq := base - uint64(r.IntN(400)) + uint64(r.IntN(70))
+		want := New
+		switch {
+		case seq <= top && top-seq >= size:
+			want = TooOld
+		case seen[seq]:
+			want = Duplicate
+		}
+		if got := w.Accept(seq); got != want {
+			t.Fatalf("seq %d (top %d): got %v, want %v", seq, top, got, want)
+		}
+		if want == New {
+			seen[seq] = true
+			top = max(top, seq)
+		}
+	}
+}
+
+func TestConcurrentDeliveryAcceptsOnce(t *testing.T) {
+	t.Parallel()
+	set := NewSet(1024)
+	var news atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for seq := uint64(1); seq <= 5000; seq++ {
+				if set.For("S1").Accept(seq) == New {
+					news.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if news.Load() != 5000 {
+		t.Fatalf("%d seqs accepted as new, want 5000", news.Load())
+	}
+}
+
+func BenchmarkAccept(b *testing.B) {
+	w := NewWindow(1024)
+	seq := uint64(0)
+	for b.Loop() {
+		seq++
+		w.Accept(seq)
+	}
+}
+
+func TestForget(t *testing.T) {
+	t.Parallel()
+	w := NewWindow(64)
+	w.Accept(10)
+	w.Forget(10)
+	if got := w.Accept(10); got != New {
+		t.Fatalf("after Forget: %v", got)
+	}
+	w.Forget(1 << 20) // above the window: no effect, no panic
+	if got := w.Check(10); got != Duplicate {
+		t.Fatalf("after unrelated Forget: %v", got)
+	}
+}

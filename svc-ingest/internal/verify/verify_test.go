@@ -1,0 +1,132 @@
+package verify
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/lib/registry"
+	"shindo.dev/lib/stationwire"
+)
+
+const keyHex = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+var (
+	key   = []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}
+	epoch = time.UnixMilli(1_800_000_000_000)
+)
+
+func testGate(t testing.TB) *Gate {
+	set, err := registry.Parse([]byte(`[
+		{"id":"S1","key_id":1,"key_hex":"` + keyHex + `"},
+		{"id":"RETIRED","key_id":1,"key_hex":"` + keyHex + `","active":false}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New("TNN-1", set, 30*time.Second, 1024)
+	g.now = func() time.Time { return epoch }
+	return g
+}
+
+func packet(station string, seq uint64, sentAt time.Time) *stationv1.Packet {
+	return &stationv1.Packet{StationId: station, Seq: seq, SentAtMs: sentAt.UnixMilli(),
+		Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{WindowEndMs: sentAt.UnixMilli(), Intensity: 2}}}
+}
+
+func seal(t testing.TB, k []byte, keyID uint32, m proto.Message) []byte {
+	b, err := stationwire.Seal(k, keyID, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func take(*stationv1.Packet, time.Time) bool { return true }
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	g := testGate(t)
+	good := seal(t, key, 1, packet("S1", 5, epoch))
+	tests := []struct {
+		name    string
+		b       []byte
+		handOn  func(*stationv1.Packet, time.Time) bool
+		want    Result
+		wantAck bool
+	}{
+		{"accepted", good, take, Accepted, true},
+		{"retransmission re-acked", good, take, Duplicate, true},
+		{"oversize", make([]byte, 1300), take, Oversize, false},
+		{"garbage", []byte("hello"), take, Malformed, false},
+		{"unknown station", seal(t, key, 1, packet("S9", 1, epoch)), take, UnknownStation, false},
+		{"retired station", seal(t, key, 1, packet("RETIRED", 1, epoch)), take, UnknownStation, false},
+		{"wrong key", seal(t, bytes.Repeat([]byte{7}, 32), 1, packet("S1", 6, epoch)), take, BadMAC, false},
+		{"unknown key id", seal(t, key, 2, packet("S1", 6, epoch)), take, BadMAC, false},
+		{"no body", seal(t, key, 1, &stationv1.Packet{StationId: "S1", Seq: 6, SentAtMs: epoch.UnixMilli()}), take, Malformed, false},
+		{"stale past", seal(t, key, 1, packet("S1", 7, epoch.Add(-31*time.Second))), take, Stale, false},
+		{"stale future", seal(t, key, 1, packet("S1", 8, epoch.Add(31*time.Second))), take, Stale, false},
+		{"fresh edge", seal(t, key, 1, packet("S1", 9, epoch.Add(-30*time.Second))), take, Accepted, true},
+		{"refused downstream", seal(t, key, 1, packet("S1", 10, epoch)), func(*stationv1.Packet, time.Time) bool { return false }, Overloaded, false},
+		{"retried after refusal", seal(t, key, 1, packet("S1", 10, epoch)), take, Accepted, true},
+		{"jump ahead", seal(t, key, 1, packet("S1", 5000, epoch)), take, Accepted, true},
+		{"below window", seal(t, key, 1, packet("S1", 11, epoch)), take, Replayed, false},
+	}
+	for _, tt := range tests { // sequential: the cases share the replay window
+		out := g.Check(tt.b, tt.handOn)
+		if out.Result != tt.want || (out.Ack != nil) != tt.wantAck {
+			t.Fatalf("%s: result %v ack %v; want %v ack %v", tt.name, out.Result, out.Ack != nil, tt.want, tt.wantAck)
+		}
+		if out.Ack != nil {
+			ack, err := stationwire.OpenAck(key, out.Ack)
+			if err != nil {
+				t.Fatalf("%s: ack does not verify: %v", tt.name, err)
+			}
+			if ack.GetSite() != "TNN-1" || ack.GetStationId() != out.Packet.GetStationId() || ack.GetSeq() != out.Packet.GetSeq() || ack.GetRecvAtMs() != epoch.UnixMilli() {
+				t.Fatalf("%s: ack %v", tt.name, ack)
+			}
+		}
+	}
+}
+
+func TestHandOnOncePerSeq(t *testing.T) {
+	t.Parallel()
+	g := testGate(t)
+	b := seal(t, key, 1, packet("S1", 1, epoch))
+	calls := 0
+	for range 5 {
+		g.Check(b, func(*stationv1.Packet, time.Time) bool { calls++; return true })
+	}
+	if calls != 1 {
+		t.Fatalf("handed on %d times", calls)
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	g := testGate(f)
+	f.Add(seal(f, key, 1, packet("S1", 5, epoch)))
+	f.Add(seal(f, key, 1, &stationv1.Packet{StationId: "S1"}))
+	f.Add([]byte{0x0a, 0x00, 0x12, 0x20})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out := g.Check(b, take)
+		if out.Result == Accepted && out.Packet.GetStationId() != "S1" {
+			t.Fatalf("accepted a packet of %q", out.Packet.GetStationId())
+		}
+	})
+}
+
+func BenchmarkCheck(b *testing.B) {
+	g := testGate(b)
+	datagrams := make([][]byte, 4096)
+	for i := range datagrams {
+		datagrams[i] = seal(b, key, 1, packet("S1", uint64(i+1), epoch))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		g.Check(datagrams[i%len(datagrams)], take)
+		i++
+	}
+}

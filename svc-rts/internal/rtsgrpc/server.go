@@ -1,0 +1,265 @@
+// Package rtsgrpc is svc-rts's transport: the RTSService gRPC handlers, the
+// tick loop that turns engine state into snapshots every 500 ms, and the
+// fan-out of snapshots to subscribers.
+package rtsgrpc
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/batchrecv"
+	"shindo.dev/lib/service"
+	"shindo.dev/svc-rts/internal/shake"
+)
+
+// subscriberBuffer is how many snapshots a subscriber may fall behind
+// before it is disconnected: 4 s of ticks.
+const subscriberBuffer = 8
+
+// Server implements rtsv1.RTSServiceServer and runs the tick loop.
+type Server struct {
+	rtsv1.UnimplementedRTSServiceServer
+
+	engine   *shake.Engine
+	site     string
+	maxDelay time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+	stopping <-chan struct{}
+
+	mu     sync.Mutex
+	subs   map[*subscriber]struct{}
+	latest *rtsv1.Snapshot
+
+	records     *prometheus.CounterVec
+	ticks       prometheus.Counter
+	tickCompute prometheus.Histogram
+	tickLate    prometheus.Histogram
+	online      prometheus.Gauge
+	subsGauge   prometheus.Gauge
+	dropped     prometheus.Counter
+}
+
+type subscriber struct {
+	name    string
+	ch      chan *rtsv1.Snapshot
+	dropped chan struct{}
+}
+
+// New returns a server for engine at site. A tick is emitted as soon as
+// every online station delivered its frame, and at the latest maxDelay
+// after the tick time.
+func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-chan struct{}, reg prometheus.Registerer, log *slog.Logger) *Server {
+	s := &Server{
+		stopping: stopping,
+		engine:   engine,
+		site:     site,
+		maxDelay: maxDelay,
+		log:      log,
+		now:      time.Now,
+		subs:     map[*subscriber]struct{}{},
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shindo_rts_records_total", Help: "Records received from ingest, by result.",
+		}, []string{"result"}),
+		ticks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shindo_rts_ticks_total", Help: "Snapshots computed.",
+		}),
+		tickCompute: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "shindo_rts_tick_compute_seconds", Help: "Time to compute one snapshot.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+		}),
+		tickLate: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "shindo_rts_tick_emit_delay_seconds", Help: "Time between a tick's time and its snapshot being published.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
+		}),
+		online: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shindo_rts_stations_online", Help: "Stations in the latest snapshot.",
+		}),
+		subsGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shindo_rts_subscribers", Help: "Connected snapshot subscribers.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shindo_rts_subscribers_dropped_total", Help: "Subscribers disconnected for falling behind.",
+		}),
+	}
+	reg.MustRegister(s.records, s.ticks, s.tickCompute, s.tickLate, s.online, s.subsGauge, s.dropped)
+	return s
+}
+
+// Ingest applies batches of records and acks each one after applying it.
+func (s *Server) Ingest(stream rtsv1.RTSService_IngestServer) error {
+	return service.EndOnStop(s.stopping, func() error { return s.ingest(stream) })
+}
+
+func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
+	return batchrecv.Serve(stream,
+		func(rec *ingestv1.Record) { s.records.WithLabelValues(s.apply(rec)).Inc() },
+		func(id uint64) *rtsv1.IngestResponse { return &rtsv1.IngestResponse{AckedBatchId: id} })
+}
+
+func (s *Server) apply(rec *ingestv1.Record) string {
+	p := rec.GetPacket()
+	f := p.GetIntensity()
+	if f == nil {
+		return "ignored"
+	}
+	ok := s.engine.Apply(p.GetStationId(), shake.Frame{
+		WindowEndMs: f.GetWindowEndMs(),
+		Intensity:   f.GetIntensity(),
+		PGA:         f.GetPgaGal(),
+		PGV:         f.GetPgvCms(),
+	})
+	if !ok {
+		return "rejected"
+	}
+	return "applied"
+}
+
+// Subscribe streams snapshots until the client leaves or falls behind.
+func (s *Server) Subscribe(req *rtsv1.SubscribeRequest, stream rtsv1.RTSService_SubscribeServer) error {
+	sub := &subscriber{name: req.GetSubscriber(), ch: make(chan *rtsv1.Snapshot, subscriberBuffer), dropped: make(chan struct{})}
+	s.mu.Lock()
+	s.subs[sub] = struct{}{}
+	latest := s.latest
+	s.mu.Unlock()
+	s.subsGauge.Inc()
+	defer func() {
+		s.mu.Lock()
+		delete(s.subs, sub)
+		s.mu.Unlock()
+		s.subsGauge.Dec()
+	}()
+	s.log.Info("subscriber joined", slog.String("subscriber", sub.name))
+	// The newest snapshot goes out at once, so a reconnecting edge has data
+	// without waiting for the next tick.
+	if latest != nil {
+		if err := stream.Send(&rtsv1.SubscribeResponse{Snapshot: latest}); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-sub.dropped:
+			return status.Error(codes.ResourceExhausted, "subscriber fell behind")
+		case <-s.stopping:
+			return status.Error(codes.Unavailable, "server shutting down")
+		case snap := <-sub.ch:
+			if err := stream.Send(&rtsv1.SubscribeResponse{Snapshot: snap}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// GetSnapshot returns the latest snapshot.
+func (s *Server) GetSnapshot(context.Context, *rtsv1.GetSnapshotRequest) (*rtsv1.GetSnapshotResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &rtsv1.GetSnapshotResponse{Snapshot: s.latest}, nil
+}
+
+func (s *Server) publish(snap *rtsv1.Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latest = snap
+	for sub := range s.subs {
+		select {
+		case sub.ch <- snap:
+		default:
+			// A slow subscriber must never hold up the others.
+			delete(s.subs, sub)
+			close(sub.dropped)
+			s.dropped.Inc()
+			s.log.Warn("subscriber dropped, fell behind", slog.String("subscriber", sub.name))
+		}
+	}
+}
+
+// Run emits one snapshot per tick until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	next := nextTick(s.now())
+	for {
+		complete := s.engine.Await(next)
+		tickTime := time.UnixMilli(next)
+		deadline := time.NewTimer(time.Until(tickTime.Add(s.maxDelay)))
+		select {
+		case <-ctx.Done():
+			deadline.Stop()
+			return nil
+		case <-complete:
+			// Never before the tick itself: frames ending at it cannot all
+			// be in yet, whatever the count says.
+			if wait := time.Until(tickTime); wait > 0 {
+				select {
+				case <-ctx.Done():
+					deadline.Stop()
+					return nil
+				case <-time.After(wait):
+				}
+			}
+		case <-deadline.C:
+		}
+		deadline.Stop()
+		s.emit(next)
+		next += shake.TickMs
+		// After a stall, skip ahead rather than replaying stale ticks.
+		if now := nextTick(s.now()); now-next > shake.OfflineAfterMs {
+			s.log.Warn("tick loop fell behind, skipping ticks", slog.Int64("from", next), slog.Int64("to", now))
+			next = now
+		}
+	}
+}
+
+func (s *Server) emit(t int64) {
+	start := time.Now()
+	snap := s.engine.Snapshot(t)
+	if t%60_000 == 0 {
+		s.engine.Forget(t)
+	}
+	pb := toProto(snap, s.site)
+	s.tickCompute.Observe(time.Since(start).Seconds())
+	s.publish(pb)
+	s.ticks.Inc()
+	s.online.Set(float64(len(snap.Stations)))
+	s.tickLate.Observe(s.now().Sub(time.UnixMilli(t)).Seconds())
+}
+
+// nextTick returns the first tick time (Unix ms, multiple of 500) at or
+// after now.
+func nextTick(now time.Time) int64 {
+	ms := now.UnixMilli()
+	return (ms + shake.TickMs - 1) / shake.TickMs * shake.TickMs
+}
+
+func toProto(snap shake.Snapshot, site string) *rtsv1.Snapshot {
+	pb := &rtsv1.Snapshot{
+		TimeMs:   snap.TimeMs,
+		Site:     site,
+		Stations: make([]*rtsv1.StationState, len(snap.Stations)),
+		Boxes:    make([]*rtsv1.BoxLevel, len(snap.Boxes)),
+		Areas:    make([]*rtsv1.AreaLevel, len(snap.Areas)),
+	}
+	for i, v := range snap.Stations {
+		pb.Stations[i] = &rtsv1.StationState{
+			StationId: v.ID, Pga: v.PGA, Pgv: v.PGV,
+			Intensity: v.Intensity, DisplayIntensity: v.Display, Alert: v.Alert,
+		}
+	}
+	for i, b := range snap.Boxes {
+		pb.Boxes[i] = &rtsv1.BoxLevel{BoxId: b.ID, Level: b.Level}
+	}
+	for i, a := range snap.Areas {
+		pb.Areas[i] = &rtsv1.AreaLevel{Code: a.ID, Level: a.Level}
+	}
+	return pb
+}

@@ -1,0 +1,190 @@
+package rtsgrpc
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/svc-rts/internal/shake"
+)
+
+func start(t *testing.T) (*Server, rtsv1.RTSServiceClient, chan struct{}) {
+	t.Helper()
+	stopping := make(chan struct{})
+	eng := shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15})
+	srv := New(eng, "TNN-1", 100*time.Millisecond, stopping, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	rtsv1.RegisterRTSServiceServer(gs, srv)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return srv, rtsv1.NewRTSServiceClient(conn), stopping
+}
+
+func record(station string, windowEnd int64, intensity float32) *ingestv1.Record {
+	return &ingestv1.Record{Packet: &stationv1.Packet{StationId: station, Seq: uint64(windowEnd),
+		Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{WindowEndMs: windowEnd, Intensity: intensity}}}}
+}
+
+// TestIngestTickSubscribe runs the tick loop for real: records sent over
+// the Ingest stream are acked per batch and show up in the snapshots that
+// Subscribe streams, one per 500 ms tick.
+func TestIngestTickSubscribe(t *testing.T) {
+	t.Parallel()
+	srv, client, _ := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go srv.Run(ctx)
+
+	sub, err := client.Subscribe(ctx, &rtsv1.SubscribeRequest{Subscriber: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing, err := client.Ingest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Frames for the next three ticks, sent in one batch, then the same
+	// batch again (a resend after reconnect).
+	base := (time.Now().UnixMilli()/500 + 1) * 500
+	batch := &rtsv1.IngestRequest{BatchId: 7, Records: []*ingestv1.Record{
+		record("A", base, 2.5), record("A", base+500, 2.6), record("A", base+1000, 2.7), {Packet: &stationv1.Packet{StationId: "A"}},
+	}}
+	for range 2 {
+		if err := ing.Send(batch); err != nil {
+			t.Fatal(err)
+		}
+		ack, err := ing.Recv()
+		if err != nil || ack.GetAckedBatchId() != 7 {
+			t.Fatalf("ack %v %v", ack, err)
+		}
+	}
+	want := map[int64]float32{base: 2.5, base + 500: 2.6, base + 1000: 2.7}
+	for len(want) > 0 {
+		resp, err := sub.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := resp.GetSnapshot()
+		if s.GetTimeMs()%500 != 0 || s.GetSite() != "TNN-1" {
+			t.Fatalf("snapshot %v", s)
+		}
+		if v, ok := want[s.GetTimeMs()]; ok {
+			if len(s.GetStations()) != 1 || s.GetStations()[0].GetIntensity() != v || !s.GetStations()[0].GetAlert() {
+				t.Fatalf("tick %d: %v", s.GetTimeMs(), s.GetStations())
+			}
+			delete(want, s.GetTimeMs())
+		}
+	}
+	got, err := client.GetSnapshot(ctx, &rtsv1.GetSnapshotRequest{})
+	if err != nil || got.GetSnapshot().GetTimeMs() < base+1000 {
+		t.Fatalf("GetSnapshot %v %v", got, err)
+	}
+}
+
+func TestSlowSubscriberDropped(t *testing.T) {
+	t.Parallel()
+	srv, client, _ := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	slow, err := client.Subscribe(ctx, &rtsv1.SubscribeRequest{Subscriber: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := client.Subscribe(ctx, &rtsv1.SubscribeRequest{Subscriber: "fast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribers(t, srv, 2)
+	// Publish far more than the buffer plus what the transport holds; the
+	// slow subscriber reads nothing, the fast one everything.
+	payload := make([]*rtsv1.StationState, 2000)
+	for i := range payload {
+		payload[i] = &rtsv1.StationState{StationId: "S"}
+	}
+	got := make(chan error)
+	go func() {
+		for {
+			_, err := fast.Recv()
+			got <- err
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for i := range int64(300) {
+		srv.publish(&rtsv1.Snapshot{TimeMs: i * 500, Stations: payload})
+		if err := <-got; err != nil { // the fast subscriber keeps up
+			t.Fatalf("fast subscriber at %d: %v", i, err)
+		}
+	}
+	for {
+		_, err := slow.Recv()
+		if err == nil {
+			continue // drains what was buffered before the drop
+		}
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("slow subscriber ended with %v", err)
+		}
+		break
+	}
+}
+
+func TestStreamsEndWhenStopping(t *testing.T) {
+	t.Parallel()
+	_, client, stopping := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := client.Subscribe(ctx, &rtsv1.SubscribeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing, err := client.Ingest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(stopping)
+	if _, err := sub.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("subscription: %v", err)
+	}
+	if _, err := ing.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("ingest: %v", err)
+	}
+}
+
+func waitSubscribers(t *testing.T, s *Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		got := len(s.subs)
+		s.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscribers, want %d", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

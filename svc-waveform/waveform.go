@@ -1,0 +1,136 @@
+// Package waveform is svc-waveform: it receives a core's verified sample
+// stream from svc-ingest and streams live chunks to subscribers. The 7-day
+// archive behind it is the subject of the two-core issue; until then the
+// service keeps no history.
+package waveform
+
+import (
+	"context"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/batchrecv"
+	"shindo.dev/lib/service"
+	"shindo.dev/svc-waveform/internal/live"
+)
+
+// Name is the binary and service name.
+const Name = "shindo-waveform"
+
+// maxLiveStations bounds one Live request.
+const maxLiveStations = 100
+
+// Config is svc-waveform's configuration (env prefix SHINDO_WAVEFORM_).
+type Config struct {
+	service.Common
+}
+
+// DefaultConfig returns the configuration with svc-waveform's default ports.
+func DefaultConfig() Config {
+	return Config{Common: service.Common{GRPCAddr: ":7302", AdminAddr: ":7309"}}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error { return c.ValidateCommon() }
+
+// Run runs svc-waveform until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	return service.Serve(ctx, Name, cfg.Common, &cfg, func(_ context.Context, svc *service.Service) error {
+		srv := newServer(svc.Stopping(), svc.Metrics())
+		waveformv1.RegisterWaveformServiceServer(svc.GRPC(), srv)
+		svc.SetServingStatus(waveformv1.WaveformService_ServiceDesc.ServiceName, true)
+		return nil
+	})
+}
+
+type server struct {
+	waveformv1.UnimplementedWaveformServiceServer
+	hub      *live.Hub
+	stopping <-chan struct{}
+
+	mu     sync.Mutex
+	newest map[string]int64 // newest chunk start per station, to skip resent batches
+
+	chunks *prometheus.CounterVec
+}
+
+func newServer(stopping <-chan struct{}, reg prometheus.Registerer) *server {
+	s := &server{
+		stopping: stopping,
+		hub:      live.NewHub(),
+		newest:   map[string]int64{},
+		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shindo_waveform_chunks_total", Help: "Sensor chunks received, by result.",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(s.chunks, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shindo_waveform_live_subscribers", Help: "Live stream subscribers.",
+	}, func() float64 { n, _ := s.hub.Count(); return float64(n) }))
+	return s
+}
+
+// Ingest takes batches from svc-ingest and acks each.
+func (s *server) Ingest(stream waveformv1.WaveformService_IngestServer) error {
+	return service.EndOnStop(s.stopping, func() error { return s.ingest(stream) })
+}
+
+func (s *server) ingest(stream waveformv1.WaveformService_IngestServer) error {
+	return batchrecv.Serve(stream, s.apply,
+		func(id uint64) *waveformv1.IngestResponse { return &waveformv1.IngestResponse{AckedBatchId: id} })
+}
+
+func (s *server) apply(rec *ingestv1.Record) {
+	p := rec.GetPacket()
+	f := p.GetSensor()
+	if f == nil {
+		return // intensity series join the archive later
+	}
+	if !s.isNew(p.GetStationId(), f.GetFirstSampleMs()) {
+		s.chunks.WithLabelValues("duplicate").Inc()
+		return
+	}
+	s.chunks.WithLabelValues("accepted").Inc()
+	s.hub.Publish(&waveformv1.Chunk{
+		StationId: p.GetStationId(), FirstSampleMs: f.GetFirstSampleMs(), RateHz: f.GetRateHz(),
+		ScaleGal: f.GetScaleGal(), Ns: f.GetNs(), Ew: f.GetEw(), Ud: f.GetUd(),
+	})
+}
+
+func (s *server) isNew(station string, first int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if first <= s.newest[station] {
+		return false
+	}
+	s.newest[station] = first
+	return true
+}
+
+// Live streams chunks of the requested stations.
+func (s *server) Live(req *waveformv1.LiveRequest, stream waveformv1.WaveformService_LiveServer) error {
+	ids := req.GetStationIds()
+	if len(ids) == 0 || len(ids) > maxLiveStations {
+		return status.Errorf(codes.InvalidArgument, "station_ids: give 1 to %d stations", maxLiveStations)
+	}
+	sub := s.hub.Subscribe(ids)
+	defer s.hub.Unsubscribe(sub)
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-sub.Dropped:
+			return status.Error(codes.ResourceExhausted, "subscriber fell behind")
+		case <-s.stopping:
+			return status.Error(codes.Unavailable, "server shutting down")
+		case c := <-sub.C:
+			if err := stream.Send(&waveformv1.LiveResponse{Chunk: c}); err != nil {
+				return err
+			}
+		}
+	}
+}
