@@ -1,0 +1,213 @@
+// Package devstack implements `shindo dev`: it runs the shindo topology on
+// this machine as separate OS processes — the same binaries and flags a
+// production deployment uses — with a simulated station fleet, writes where
+// everything listens to <dir>/endpoints.json and the provisioned stations to
+// <dir>/stations.json, prints "ready" once every health check passes, and
+// stops every process on Ctrl-C or SIGTERM.
+//
+// This stage of the topology runs one core (TNN-1: ingest, rts, waveform,
+// dataapi) and one edge (TPE-1).
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"shindo.dev/cli/internal/proc"
+	"shindo.dev/lib/conf"
+	"shindo.dev/lib/service"
+)
+
+// Config is the configuration of `shindo dev` (env prefix SHINDO_DEV_).
+type Config struct {
+	Stations     int           `conf:"stations" default:"50" help:"number of simulated stations to provision"`
+	Simulate     bool          `conf:"simulate" default:"true" help:"run the simulated fleet; false provisions the stations but sends nothing"`
+	Dir          string        `conf:"dir" default:"var/dev" help:"directory for endpoints.json, stations.json and logs"`
+	BinDir       string        `conf:"bin-dir" help:"directory holding the service binaries; default: the directory of this shindo binary"`
+	Host         string        `conf:"host" default:"127.0.0.1" help:"address every listener binds"`
+	PortBase     int           `conf:"port-base" default:"17000" help:"first port of the port plan (see docs/ARCHITECTURE.md)"`
+	ReadyTimeout time.Duration `conf:"ready-timeout" default:"60s" help:"how long each process may take to become ready"`
+	StopTimeout  time.Duration `conf:"stop-timeout" default:"10s" help:"how long processes get to stop before they are killed"`
+	LogLevel     string        `conf:"log-level" default:"info" help:"log level of the services"`
+	Scenario     string        `conf:"scenario" help:"built-in earthquake for the fleet to play (hualien, hualien-m6, yilan-m4); empty for a quiet network"`
+	ScenarioIn   time.Duration `conf:"scenario-in" default:"20s" help:"origin time of the scenario after the fleet starts"`
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Stations < 1 || c.Stations > 100_000 {
+		errs = append(errs, errors.New("stations must be between 1 and 100000"))
+	}
+	if c.PortBase < 1024 || c.PortBase+portSpan > 65535 {
+		errs = append(errs, fmt.Errorf("port-base must be between 1024 and %d", 65535-portSpan))
+	}
+	if net.ParseIP(c.Host) == nil {
+		errs = append(errs, fmt.Errorf("host %q is not an IP address", c.Host))
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("dir must not be empty"))
+	}
+	if c.ReadyTimeout <= 0 || c.StopTimeout <= 0 {
+		errs = append(errs, errors.New("ready-timeout and stop-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Main runs `shindo dev`.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg Config
+	if err := conf.Load(&cfg, "DEV", args, conf.Options{Name: "shindo dev", Help: stdout}); err != nil {
+		return service.ExitCode(stderr, "shindo dev", err)
+	}
+	if cfg.BinDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return service.ExitCode(stderr, "shindo dev", fmt.Errorf("locate binaries: %w", err))
+		}
+		cfg.BinDir = filepath.Dir(exe)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return service.ExitCode(stderr, "shindo dev", run(ctx, cfg, stdout, log))
+}
+
+func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) error {
+	plan := newPlan(cfg)
+	if err := plan.checkBinaries(); err != nil {
+		return err
+	}
+	if err := plan.checkPorts(); err != nil {
+		return err
+	}
+	logDir := filepath.Join(cfg.Dir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", logDir, err)
+	}
+	stations, err := provision(cfg.Stations)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(plan.stationsFile, stations); err != nil {
+		return err
+	}
+
+	var running []*proc.Proc
+	stopAll := func() {
+		deadline := time.Now().Add(cfg.StopTimeout)
+		for i := len(running) - 1; i >= 0; i-- {
+			if !running[i].Stop(deadline) {
+				log.Warn("process killed after stop timeout", slog.String("process", running[i].Name))
+			}
+		}
+	}
+	defer stopAll()
+
+	for _, group := range plan.groups() {
+		var started []*proc.Proc
+		for _, p := range group {
+			pr, err := proc.Start(p.name, p.bin, p.args, filepath.Join(logDir, p.name+".log"))
+			if err != nil {
+				return err
+			}
+			p.proc = pr
+			running = append(running, pr)
+			started = append(started, pr)
+		}
+		for _, p := range group {
+			if err := waitReady(ctx, p, cfg.ReadyTimeout); err != nil {
+				return err
+			}
+		}
+		log.Info("started", slog.Any("processes", names(started)))
+	}
+	if err := writeJSON(plan.endpointsFile, plan.endpoints(func(p *process) int { return p.proc.Pid() })); err != nil {
+		return err
+	}
+	for _, line := range plan.summary() {
+		log.Info(line)
+	}
+	fmt.Fprintln(stdout, "ready")
+
+	// Run until asked to stop, or until a process dies: a half topology
+	// would mislead whoever is looking at it.
+	exited := make(chan *proc.Proc, len(running))
+	for _, pr := range running {
+		go func() { <-pr.Done(); exited <- pr }()
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+		return nil
+	case pr := <-exited:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%s exited (%s); last lines of %s:\n%s", pr.Name, pr.ExitDescription(), pr.LogPath, pr.Tail(5))
+	}
+}
+
+func names(ps []*proc.Proc) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// waitReady polls the process's readiness URL until it answers 200.
+func waitReady(ctx context.Context, p *process, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	var last string
+	for {
+		select {
+		case <-p.proc.Done():
+			return fmt.Errorf("%s exited while starting (%s); last lines of %s:\n%s", p.name, p.proc.ExitDescription(), p.proc.LogPath, p.proc.Tail(5))
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		resp, err := client.Get(p.readyURL)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s (%s); see %s", p.name, timeout, last, p.proc.LogPath)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -1,0 +1,135 @@
+package devstack
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"shindo.dev/lib/registry"
+)
+
+func testConfig() Config {
+	return Config{Stations: 60, Simulate: true, Dir: "var/dev", BinDir: "/opt/shindo", Host: "127.0.0.1", PortBase: 17000,
+		ReadyTimeout: time.Second, StopTimeout: time.Second, LogLevel: "info"}
+}
+
+func TestPortsUniqueAndInSpan(t *testing.T) {
+	t.Parallel()
+	p := newPlan(testConfig())
+	seen := map[int]string{}
+	for _, pt := range p.ports() {
+		if other, dup := seen[pt.n]; dup {
+			t.Errorf("port %d used by %s and %s", pt.n, other, pt.what)
+		}
+		seen[pt.n] = pt.what
+		if pt.n < 17000 || pt.n >= 17000+portSpan {
+			t.Errorf("%s port %d outside the span", pt.what, pt.n)
+		}
+	}
+}
+
+// TestProcessesUsePlannedPorts: every address a process is told to listen
+// on, or to reach, is in the port plan, so endpoints.json and the processes
+// agree.
+func TestProcessesUsePlannedPorts(t *testing.T) {
+	t.Parallel()
+	p := newPlan(testConfig())
+	planned := map[string]bool{}
+	for _, pt := range p.ports() {
+		planned[hostPort("127.0.0.1", pt.n)] = true
+	}
+	for _, g := range p.groups() {
+		for _, pr := range g {
+			for _, a := range pr.args {
+				if strings.HasPrefix(a, "127.0.0.1:") && !planned[a] {
+					t.Errorf("%s uses %s, not in the plan", pr.name, a)
+				}
+			}
+			if !strings.HasPrefix(pr.bin, "/opt/shindo/shindo") {
+				t.Errorf("%s runs %s", pr.name, pr.bin)
+			}
+		}
+	}
+}
+
+func TestEndpointsDocument(t *testing.T) {
+	t.Parallel()
+	p := newPlan(testConfig())
+	b, err := json.Marshal(p.endpoints(func(*process) int { return 42 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loose map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(b, &loose); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string][]string{
+		"TNN-1": {
+			"ingest":   {"udp", "ws", "grpc", "admin", "pid"},
+			"rts":      {"grpc", "admin", "pid"},
+			"waveform": {"grpc", "admin", "pid"},
+			"dataapi":  {"http", "grpc", "admin", "pid"},
+		},
+		"TPE-1": {"edge": {"http", "grpc", "admin", "pid"}},
+	}
+	for site, svcs := range want {
+		for svc, keys := range svcs {
+			var m map[string]any
+			if err := json.Unmarshal(loose[site][svc], &m); err != nil {
+				t.Fatalf("%s %s: %v", site, svc, err)
+			}
+			for _, k := range keys {
+				if _, ok := m[k]; !ok {
+					t.Errorf("%s %s lacks %q", site, svc, k)
+				}
+			}
+		}
+	}
+	var ingest map[string]any
+	json.Unmarshal(loose["TNN-1"]["ingest"], &ingest)
+	if ingest["ws"] != "ws://127.0.0.1:17001/v1/station/ws" || ingest["udp"] != "127.0.0.1:17000" {
+		t.Errorf("ingest %v", ingest)
+	}
+}
+
+func TestProvision(t *testing.T) {
+	t.Parallel()
+	stations, err := provision(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(stations)
+	set, err := registry.Parse(b)
+	if err != nil {
+		t.Fatalf("provisioned stations do not load: %v", err)
+	}
+	if set.Len() != 200 {
+		t.Fatalf("%d stations", set.Len())
+	}
+	keys := map[string]bool{}
+	for _, s := range set.All() {
+		if keys[s.KeyHex] {
+			t.Fatalf("key reused by %s", s.ID)
+		}
+		keys[s.KeyHex] = true
+		if s.Lat < 21.8 || s.Lat > 25.5 || s.Lon < 118 || s.Lon > 122.2 || s.Code == 0 {
+			t.Errorf("%s at %.3f,%.3f code %d", s.ID, s.Lat, s.Lon, s.Code)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	c := testConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Stations, c.PortBase, c.Host = 0, 65000, "::zz"
+	err := c.Validate()
+	for _, want := range []string{"stations", "port-base", "not an IP"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}

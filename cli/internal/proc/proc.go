@@ -1,0 +1,106 @@
+// Package proc supervises the child processes of `shindo dev`: each runs in
+// its own process group with its output in a log file, dies with its parent
+// (Linux parent-death signal), and is stopped with SIGTERM, then SIGKILL
+// after a deadline, so nothing is left behind.
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Proc is one supervised child process.
+type Proc struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	log     *os.File
+	done    chan struct{}
+	err     error
+}
+
+// Start runs bin with args, writing its stdout and stderr to logPath.
+func Start(name, bin string, args []string, logPath string) (*Proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%s log: %w", name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Proc{Name: name, LogPath: logPath, cmd: cmd, log: f, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid returns the process ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Err returns how the process ended; valid after Done.
+func (p *Proc) Err() error { return p.err }
+
+// Signal sends sig to the process group.
+func (p *Proc) Signal(sig syscall.Signal) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// Stop sends SIGTERM and waits until deadline, then kills the group. It
+// reports whether the process stopped on its own.
+func (p *Proc) Stop(deadline time.Time) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(time.Until(deadline)):
+		p.Signal(syscall.SIGKILL)
+		<-p.done
+		return false
+	}
+}
+
+// Tail returns the last n lines of the process's log.
+func (p *Proc) Tail(n int) string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return ""
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// ExitDescription says how the process ended, for an error message.
+func (p *Proc) ExitDescription() string {
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return strings.TrimPrefix(ee.Error(), "exit ")
+	}
+	if p.err == nil {
+		return "status 0"
+	}
+	return p.err.Error()
+}

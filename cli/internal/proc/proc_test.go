@@ -1,0 +1,82 @@
+package proc
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStopGraceful(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "p.log")
+	p, err := Start("sleeper", "/bin/sh", []string{"-c", "echo one; echo two; exec sleep 60"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(p.Tail(5), "two") })
+	if !p.Stop(time.Now().Add(5 * time.Second)) {
+		t.Fatal("sleep did not stop on SIGTERM")
+	}
+	if got := p.Tail(1); got != "two" {
+		t.Fatalf("tail %q", got)
+	}
+	if !strings.Contains(p.ExitDescription(), "terminated") {
+		t.Fatalf("exit %q", p.ExitDescription())
+	}
+}
+
+func TestStopKillsStubbornGroup(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "p.log")
+	// The shell ignores SIGTERM and has a child: both must go.
+	p, err := Start("stubborn", "/bin/sh", []string{"-c", `trap "" TERM; sleep 60 & echo started; wait`}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(p.Tail(1), "started") })
+	if p.Stop(time.Now().Add(300 * time.Millisecond)) {
+		t.Fatal("reported a graceful stop")
+	}
+	waitFor(t, func() bool { return !groupRunning(p.Pid()) })
+}
+
+// groupRunning reports whether any process of group pgid is running;
+// zombies awaiting a reaper do not count.
+func groupRunning(pgid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// After the parenthesised command: state, ppid, pgrp.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+		f := strings.Fields(rest)
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStartMissingBinary(t *testing.T) {
+	t.Parallel()
+	_, err := Start("ghost", filepath.Join(t.TempDir(), "nope"), nil, filepath.Join(t.TempDir(), "g.log"))
+	if err == nil || !strings.Contains(err.Error(), "start ghost") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
