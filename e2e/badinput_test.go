@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func httpGet(t testing.TB, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestDevBadInput: bad flags, bad environment, a busy port and a missing
+// binary each give one clear error and a non-zero exit, without hanging.
+func TestDevBadInput(t *testing.T) {
+	bin := binDir(t)
+	shindo := filepath.Join(bin, "shindo")
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := busy.Addr().(*net.TCPAddr).Port
+	// The edge's HTTP port is base+200 in the port plan.
+	busyBase := fmt.Sprint(busyPort - 200)
+
+	tests := []struct {
+		name     string
+		env      []string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{"unknown command", nil, []string{"devv"}, 2, `unknown command "devv"`},
+		{"unknown flag", nil, []string{"dev", "-nope"}, 2, "flag provided but not defined: -nope"},
+		{"bad count", nil, []string{"dev", "-stations", "0"}, 2, "stations must be between 1 and 100000"},
+		{"not a number", nil, []string{"dev", "-stations", "many"}, 2, `"many" is not an integer`},
+		{"bad env", []string{"SHINDO_DEV_SIMULATE=perhaps"}, []string{"dev"}, 2, "SHINDO_DEV_SIMULATE"},
+		{"bad host", nil, []string{"dev", "-host", "localhost:1"}, 2, "is not an IP address"},
+		{"missing binary", nil, []string{"dev", "-bin-dir", t.TempDir()}, 1, "missing binary"},
+		{"busy port", nil, []string{"dev", "-dir", t.TempDir(), "-port-base", busyBase}, 1, fmt.Sprintf("port %d (TPE-1 edge HTTP) is not free", busyPort)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCmd(t, tt.env, shindo, tt.args...)
+			if code != tt.wantCode || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr, tt.wantCode, tt.want)
+			}
+		})
+	}
+}
+
+// TestServiceBadInput: every service binary answers a bad flag, an invalid
+// value, an unreachable dependency and a busy port with one error line.
+func TestServiceBadInput(t *testing.T) {
+	bin := binDir(t)
+	registry := filepath.Join(t.TempDir(), "stations.json")
+	writeFile(t, registry, `[{"id":"S1","key_id":1,"key_hex":"000102030405060708090a0b0c0d0e0f"}]`)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	free := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+
+	tests := []struct {
+		name     string
+		bin      string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{"ingest unknown flag", "shindo-ingest", []string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"rts bad duration", "shindo-rts", []string{"-registry", registry, "-tick-max-delay", "soon"}, 2, `"soon" is not a duration`},
+		{"waveform bad address", "shindo-waveform", []string{"-grpc-addr", "nowhere"}, 2, `grpc-addr "nowhere": want host:port`},
+		{"dataapi missing registry", "shindo-dataapi", []string{"-registry", filepath.Join(t.TempDir(), "none.json"), "-grpc-addr", free(), "-admin-addr", free(), "-http-addr", free()}, 1, "none.json"},
+		{"edge without cores", "shindo-edge", nil, 2, "rts needs at least one core address"},
+		{"ingest unreachable rts", "shindo-ingest", []string{"-registry", registry, "-rts", dead, "-waveform", dead, "-dependency-wait", "1s",
+			"-grpc-addr", free(), "-admin-addr", free(), "-udp-addr", "127.0.0.1:0", "-ws-addr", free()}, 1, "rts at " + dead + " not reachable within 1s"},
+		{"edge unreachable rts", "shindo-edge", []string{"-rts", dead, "-dependency-wait", "1s", "-grpc-addr", free(), "-admin-addr", free(), "-http-addr", free()}, 1, "not reachable within 1s"},
+		{"rts busy port", "shindo-rts", []string{"-registry", registry, "-grpc-addr", busy.Addr().String(), "-admin-addr", free()}, 1, "address already in use"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCmd(t, nil, filepath.Join(bin, tt.bin), tt.args...)
+			if code != tt.wantCode || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, tt.wantCode, tt.want)
+			}
+			last := lastLine(stderr)
+			if !strings.HasPrefix(last, tt.bin+": ") {
+				t.Fatalf("last line %q does not name the binary", last)
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}

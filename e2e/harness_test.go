@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binDir is where the binaries under test are.
+func binDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("SHINDO_BIN")
+	if dir == "" {
+		dir = filepath.Join("..", "bin")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(abs, "shindo")); err != nil {
+		t.Fatalf("binaries not found in %s (run `make build`, or set SHINDO_BIN): %v", abs, err)
+	}
+	return abs
+}
+
+// endpoints mirrors var/dev/endpoints.json.
+type endpoints map[string]map[string]json.RawMessage
+
+func (e endpoints) get(t testing.TB, site, svc, key string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(e[site][svc], &m); err != nil {
+		t.Fatalf("endpoints[%s][%s]: %v", site, svc, err)
+	}
+	switch v := m[key].(type) {
+	case string:
+		return v
+	case float64:
+		return fmt.Sprint(int64(v))
+	}
+	t.Fatalf("endpoints[%s][%s][%s] missing", site, svc, key)
+	return ""
+}
+
+// pids lists every process ID in the document.
+func (e endpoints) pids() []int {
+	var out []int
+	for _, site := range e {
+		for _, raw := range site {
+			var m map[string]any
+			if json.Unmarshal(raw, &m) == nil {
+				if p, ok := m["pid"].(float64); ok {
+					out = append(out, int(p))
+				}
+			}
+		}
+	}
+	return out
+}
+
+type devStation struct {
+	ID     string  `json:"id"`
+	KeyHex string  `json:"key_hex"`
+	KeyID  uint32  `json:"key_id"`
+	Lat    float64 `json:"lat"`
+	Lon    float64 `json:"lon"`
+	Code   uint32  `json:"code"`
+}
+
+// dev is a running `shindo dev`.
+type dev struct {
+	cmd       *exec.Cmd
+	dir       string
+	endpoints endpoints
+	stations  []devStation
+	stderr    *lockedBuffer
+	exited    chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startDev runs `shindo dev` with args in a fresh directory on a random
+// port base and waits for its "ready" line.
+func startDev(t testing.TB, args ...string) *dev {
+	t.Helper()
+	bin := binDir(t)
+	var lastErr string
+	for range 3 {
+		d := &dev{dir: t.TempDir(), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+		base := 20000 + rand.IntN(400)*100
+		all := append([]string{"dev", "-dir", d.dir, "-port-base", fmt.Sprint(base)}, args...)
+		d.cmd = exec.Command(filepath.Join(bin, "shindo"), all...)
+		d.cmd.Stderr = d.stderr
+		stdout, err := d.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { d.cmd.Wait(); close(d.exited) }()
+		ready := make(chan bool, 1)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				if sc.Text() == "ready" {
+					ready <- true
+					io.Copy(io.Discard, stdout)
+					return
+				}
+			}
+			ready <- false
+		}()
+		select {
+		case ok := <-ready:
+			if ok {
+				d.load(t)
+				t.Cleanup(func() { d.stop(t) })
+				return d
+			}
+		case <-time.After(90 * time.Second):
+			d.cmd.Process.Kill()
+			t.Fatalf("shindo dev not ready in 90s:\n%s", d.stderr.String())
+		}
+		<-d.exited
+		lastErr = d.stderr.String()
+		if !strings.Contains(lastErr, "is not free") {
+			break // a real failure, not a port collision with another test
+		}
+	}
+	t.Fatalf("shindo dev failed:\n%s", lastErr)
+	return nil
+}
+
+func (d *dev) load(t testing.TB) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dir, "endpoints.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &d.endpoints); err != nil {
+		t.Fatalf("endpoints.json: %v", err)
+	}
+	b, err = os.ReadFile(filepath.Join(d.dir, "stations.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &d.stations); err != nil {
+		t.Fatalf("stations.json: %v", err)
+	}
+}
+
+// stop sends SIGTERM and returns how long shindo dev took to exit.
+func (d *dev) stop(t testing.TB) time.Duration {
+	select {
+	case <-d.exited:
+		return 0
+	default:
+	}
+	start := time.Now()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+		return time.Since(start)
+	case <-time.After(30 * time.Second):
+		d.cmd.Process.Kill()
+		t.Errorf("shindo dev ignored SIGTERM for 30s")
+		return time.Since(start)
+	}
+}
+
+// alive reports whether process pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// sseStream reads one SSE connection as events.
+type sseEvent struct {
+	name, data, id string
+	comment        bool
+	at             time.Time
+}
+
+func openSSE(ctx context.Context, t testing.TB, url string) <-chan sseEvent {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("SSE %s: %v", url, err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("SSE %s: %s %s", url, resp.Status, resp.Header.Get("Content-Type"))
+	}
+	out := make(chan sseEvent, 256)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" || ev.data != "" || ev.id != "" || ev.comment {
+					ev.at = time.Now()
+					select {
+					case out <- ev:
+					case <-ctx.Done():
+						return
+					}
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, ":"):
+				ev.comment = true
+				ev.data = line
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case strings.HasPrefix(line, "id: "):
+				ev.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "retry: "):
+				ev.name = "retry"
+				ev.data = strings.TrimPrefix(line, "retry: ")
+			}
+		}
+	}()
+	return out
+}
+
+// freePort returns a TCP port nobody listens on right now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// runCmd runs a binary to completion (bounded) and returns its exit code
+// and output.
+func runCmd(t testing.TB, env []string, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v hung (killed after 30s); stderr:\n%s", bin, args, stderr.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

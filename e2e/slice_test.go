@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/lib/stationwire"
+)
+
+// probe is a station driven by the test: it sends hand-made intensity
+// frames over UDP and reads the acks.
+type probe struct {
+	t    testing.TB
+	st   devStation
+	key  []byte
+	conn *net.UDPConn
+	seq  uint64
+}
+
+func newProbe(t testing.TB, st devStation, ingestUDP string) *probe {
+	t.Helper()
+	key, err := hex.DecodeString(st.KeyHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := net.ResolveUDPAddr("udp", ingestUDP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialUDP("udp", nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &probe{t: t, st: st, key: key, conn: conn, seq: uint64(time.Now().UnixMilli())}
+}
+
+// send transmits an intensity frame for the interval ending at windowEnd
+// and returns when it was sent.
+func (p *probe) send(windowEnd int64, intensity, pga float32) time.Time {
+	p.t.Helper()
+	p.seq++
+	now := time.Now()
+	b, err := stationwire.Seal(p.key, p.st.KeyID, &stationv1.Packet{
+		StationId: p.st.ID, Seq: p.seq, SentAtMs: now.UnixMilli(),
+		Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{
+			WindowEndMs: windowEnd, Intensity: intensity, PgaGal: pga, PgvCms: 0.1,
+		}},
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := p.conn.Write(b); err != nil {
+		p.t.Fatal(err)
+	}
+	return now
+}
+
+// ack waits for the ack of the last packet sent.
+func (p *probe) ack() *stationv1.Ack {
+	p.t.Helper()
+	buf := make([]byte, 2048)
+	p.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		n, err := p.conn.Read(buf)
+		if err != nil {
+			p.t.Fatalf("no ack: %v", err)
+		}
+		a, err := stationwire.OpenAck(p.key, buf[:n])
+		if err != nil {
+			p.t.Fatalf("ack does not verify: %v", err)
+		}
+		if a.GetSeq() == p.seq {
+			return a
+		}
+	}
+}
+
+type rtsDoc struct {
+	Station map[string]struct {
+		PGA   float64 `json:"pga"`
+		PGV   float64 `json:"pgv"`
+		I     float64 `json:"i"`
+		Disp  float64 `json:"I"`
+		Alert bool    `json:"alert"`
+	} `json:"station"`
+	Box  map[string]int `json:"box"`
+	Int  []struct{ Code, I int }
+	Time int64 `json:"time"`
+}
+
+// nextBoundary waits until just after the next 500 ms boundary and returns
+// it (Unix ms).
+func nextBoundary() int64 {
+	now := time.Now().UnixMilli()
+	t := (now/500 + 1) * 500
+	time.Sleep(time.Until(time.UnixMilli(t)) + 5*time.Millisecond)
+	return t
+}
+
+// TestSliceStationToSSE is the first end-to-end slice: a station's signed
+// packet goes over UDP to ingest (acked, signed), through RTS, and out of
+// the edge's SSE stream within two ticks; SIGTERM then stops every process.
+func TestSliceStationToSSE(t *testing.T) {
+	d := startDev(t, "-stations", "3", "-simulate=false")
+	edge := d.endpoints.get(t, "TPE-1", "edge", "http")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	events := openSSE(ctx, t, edge+"/api/v2/trem/rts?sse=1")
+
+	// The stream opens with the retry hint and the edge's name.
+	first := <-events
+	if first.name != "retry" || first.data != "3000" {
+		t.Fatalf("first event %+v, want retry: 3000", first)
+	}
+	info := <-events
+	if info.name != "info" || info.data != `{"location":"TPE-1"}` {
+		t.Fatalf("second event %+v, want event: info with the location", info)
+	}
+
+	p := newProbe(t, d.stations[0], d.endpoints.get(t, "TNN-1", "ingest", "udp"))
+	windowEnd := nextBoundary()
+	p.send(windowEnd, 3.21, 12.5)
+	ack := p.ack()
+	if ack.GetSite() != "TNN-1" || ack.GetStationId() != d.stations[0].ID {
+		t.Fatalf("ack %v", ack)
+	}
+
+	// The value must be in the snapshot of its own tick or the next one.
+	for {
+		var ev sseEvent
+		select {
+		case ev = <-events:
+		case <-ctx.Done():
+			t.Fatal("value never appeared in the SSE stream")
+		}
+		if ev.comment || ev.name != "" {
+			continue
+		}
+		var doc rtsDoc
+		if err := json.Unmarshal([]byte(ev.data), &doc); err != nil {
+			t.Fatalf("tick is not JSON: %v\n%s", err, ev.data)
+		}
+		if doc.Time%500 != 0 {
+			t.Fatalf("tick time %d not on the 500 ms grid", doc.Time)
+		}
+		st, ok := doc.Station[d.stations[0].ID]
+		if !ok {
+			if doc.Time > windowEnd+500 {
+				t.Fatalf("tick %d (frame ended %d) still lacks the station: more than two ticks", doc.Time, windowEnd)
+			}
+			continue
+		}
+		if st.I != 3.21 || st.PGA != 12.5 || !st.Alert {
+			t.Fatalf("station values %+v, want i=3.21 pga=12.5 alert", st)
+		}
+		if len(doc.Box) == 0 || len(doc.Int) == 0 {
+			t.Fatalf("triggered station without box or int: %s", ev.data)
+		}
+		break
+	}
+
+	pids := d.endpoints.pids()
+	if len(pids) < 5 {
+		t.Fatalf("endpoints.json lists %d processes", len(pids))
+	}
+	took := d.stop(t)
+	if took > 10*time.Second {
+		t.Errorf("SIGTERM took %s to stop everything, want ≤ 10s", took)
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("shindo dev exit status %d after SIGTERM:\n%s", code, d.stderr.String())
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("process %d still running after shindo dev stopped", pid)
+		}
+	}
+}
+
+// TestSimulatedFleetValuesChange checks the default run: the simulated
+// stations appear in the stream and their values change from tick to tick.
+func TestSimulatedFleetValuesChange(t *testing.T) {
+	d := startDev(t, "-stations", "20")
+	edge := d.endpoints.get(t, "TPE-1", "edge", "http")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := openSSE(ctx, t, edge+"/api/v2/trem/rts?sse=1")
+	var docs []rtsDoc
+	for len(docs) < 4 {
+		var ev sseEvent
+		select {
+		case ev = <-events:
+		case <-ctx.Done():
+			t.Fatalf("only %d ticks in 30s", len(docs))
+		}
+		if ev.name != "" || ev.comment {
+			continue
+		}
+		var doc rtsDoc
+		if err := json.Unmarshal([]byte(ev.data), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Station) == 20 {
+			docs = append(docs, doc)
+		}
+	}
+	for i := 1; i < len(docs); i++ {
+		if docs[i].Time != docs[i-1].Time+500 {
+			t.Errorf("ticks %d then %d: not consecutive", docs[i-1].Time, docs[i].Time)
+		}
+		changed := 0
+		for id, v := range docs[i].Station {
+			if v != docs[i-1].Station[id] {
+				changed++
+			}
+		}
+		if changed < 10 {
+			t.Errorf("tick %d: only %d of 20 stations changed", docs[i].Time, changed)
+		}
+	}
+	// The same snapshot over plain GET.
+	code, body := httpGet(t, edge+"/api/v2/trem/rts")
+	if code != 200 || !strings.Contains(body, `"station":{"SIM00001"`) {
+		t.Fatalf("GET /api/v2/trem/rts: %d %s", code, body)
+	}
+}
