@@ -20,8 +20,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/cli/internal/uplink"
+	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
 	"shindo.dev/seismo/measure"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/cli/internal/uplink"
+	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
 )
 
