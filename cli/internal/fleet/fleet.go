@@ -5,9 +5,14 @@
 // the same code.
 //
 // Frames end on the 500 ms grid of the Unix epoch, as the cores' ticks do,
-// and each is sent as soon as its interval ends. Sequence numbers start at
-// the start time in Unix ms and grow by one per packet (four a second), so
-// a restarted station always continues above where it stopped.
+// and each is sent the moment its interval ends. The ground motion is
+// synthetic and so known ahead: each round is measured and signed Lead
+// before its interval ends and only the sending waits for the boundary, so
+// a fleet of thousands on one machine sends on time, as real stations each
+// on its own hardware would, and latency measured through the network is
+// not the simulator's own CPU time. Sequence numbers start at the start
+// time in Unix ms and grow by one per packet (four a second), so a
+// restarted station always continues above where it stopped.
 package fleet
 
 import (
@@ -50,6 +55,9 @@ type Options struct {
 	Ground func(st Station, start time.Time) Ground
 	// Workers measure and send in parallel; 0 means one per CPU.
 	Workers int
+	// Lead is how long before an interval ends its frames are prepared;
+	// 0 means 250 ms.
+	Lead time.Duration
 	// Now is the (time-synced) clock; time.Now when nil.
 	Now func() time.Time
 	Log *slog.Logger
@@ -63,6 +71,12 @@ type member struct {
 	ns     [measure.FrameSamples]float64
 	ew     [measure.FrameSamples]float64
 	ud     [measure.FrameSamples]float64
+	outbox []outgoing // prepared datagrams of the current round
+}
+
+type outgoing struct {
+	seq      uint64
+	datagram []byte
 }
 
 // Run sends every station's packets each 500 ms until ctx ends.
@@ -72,6 +86,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.NumCPU()
+	}
+	if opts.Lead <= 0 {
+		opts.Lead = 250 * time.Millisecond
 	}
 	start := (opts.Now().UnixMilli()/measure.FrameMs + 1) * measure.FrameMs
 	members := make([]*member, len(opts.Stations))
@@ -87,15 +104,23 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	opts.Log.Info("fleet running", slog.Int("stations", len(members)), slog.Int("uplinks", len(opts.Uplinks)))
 
-	// A round hands every station to the workers once; the next round
-	// starts only when it is done, so no station is stepped twice at once.
-	work := make(chan *member)
-	var round, wg sync.WaitGroup
+	// A phase hands every station to the workers once and waits for all,
+	// so no station is ever worked on twice at once.
+	type job struct {
+		m    *member
+		send bool
+	}
+	work := make(chan job)
+	var phase, wg sync.WaitGroup
 	for range opts.Workers {
 		wg.Go(func() {
-			for m := range work {
-				m.step(opts)
-				round.Done()
+			for j := range work {
+				if j.send {
+					j.m.transmit(opts)
+				} else {
+					j.m.prepare(opts)
+				}
+				phase.Done()
 			}
 		})
 	}
@@ -103,28 +128,43 @@ func Run(ctx context.Context, opts Options) error {
 		close(work)
 		wg.Wait()
 	}()
-	next := start + measure.FrameMs
-	for {
-		wait := time.Until(time.UnixMilli(next))
+	runPhase := func(send bool) {
+		phase.Add(len(members))
+		for _, m := range members {
+			work <- job{m, send}
+		}
+		phase.Wait()
+	}
+	sleepUntil := func(t time.Time) bool {
 		select {
 		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(t)):
+			return true
+		}
+	}
+	next := start + measure.FrameMs
+	for {
+		end := time.UnixMilli(next)
+		if !sleepUntil(end.Add(-opts.Lead)) {
 			return nil
-		case <-time.After(wait):
 		}
-		round.Add(len(members))
-		for _, m := range members {
-			work <- m
+		runPhase(false)
+		if late := opts.Now().Sub(end); late > 0 {
+			opts.Log.Warn("fleet falling behind real time", slog.Duration("late", late))
 		}
-		round.Wait()
+		if !sleepUntil(end) {
+			return nil
+		}
+		runPhase(true)
 		next += measure.FrameMs
-		if behind := opts.Now().UnixMilli() - next; behind > 0 {
-			opts.Log.Warn("fleet falling behind real time", slog.Int64("behind_ms", behind))
-		}
 	}
 }
 
-// step measures one 500 ms interval of a station and sends its packets.
-func (m *member) step(opts Options) {
+// prepare measures the station's interval ending at its next boundary and
+// signs its packets, stamped with that boundary as their send time.
+func (m *member) prepare(opts Options) {
+	m.outbox = m.outbox[:0]
 	first := m.pipe.NextSampleMs()
 	m.ground.Fill(first, m.ns[:], m.ew[:], m.ud[:])
 	done := false
@@ -135,20 +175,21 @@ func (m *member) step(opts Options) {
 		return // cannot happen: a frame is exactly FrameSamples samples
 	}
 	in, sf := m.pipe.Intensity(), m.pipe.Sensor()
+	sendAt := in.WindowEndMs
 	// Intensity first: it is what the cores' ticks wait for.
-	m.send(opts, &stationv1.Packet{Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{
+	m.seal(opts, sendAt, &stationv1.Packet{Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{
 		WindowEndMs: in.WindowEndMs, Intensity: in.Intensity, PgaGal: in.PGAGal, PgvCms: in.PGVCms,
 	}}})
-	m.send(opts, &stationv1.Packet{Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{
+	m.seal(opts, sendAt, &stationv1.Packet{Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{
 		FirstSampleMs: sf.FirstSampleMs, RateHz: sf.RateHz, ScaleGal: sf.ScaleGal,
 		Ns: sf.NS, Ew: sf.EW, Ud: sf.UD,
 	}}})
 }
 
-// send numbers, stamps, signs and transmits p on every uplink.
-func (m *member) send(opts Options, p *stationv1.Packet) {
+// seal numbers, stamps and signs p into the outbox.
+func (m *member) seal(opts Options, sendAtMs int64, p *stationv1.Packet) {
 	m.seq++
-	p.StationId, p.Seq, p.SentAtMs = m.st.ID, m.seq, opts.Now().UnixMilli()
+	p.StationId, p.Seq, p.SentAtMs = m.st.ID, m.seq, sendAtMs
 	inner, err := proto.Marshal(p)
 	if err != nil {
 		opts.Log.Error("packet not encoded", slog.String("station", m.st.ID), slog.Any("error", err))
@@ -159,9 +200,16 @@ func (m *member) send(opts Options, p *stationv1.Packet) {
 		opts.Log.Error("packet not sealed", slog.String("station", m.st.ID), slog.Any("error", err))
 		return
 	}
-	for _, u := range opts.Uplinks {
-		if err := u.Send(m.st.ID, m.seq, d); err != nil {
-			opts.Log.Debug("send failed", slog.String("uplink", u.Name), slog.Any("error", err))
+	m.outbox = append(m.outbox, outgoing{m.seq, d})
+}
+
+// transmit sends the prepared packets on every uplink.
+func (m *member) transmit(opts Options) {
+	for _, o := range m.outbox {
+		for _, u := range opts.Uplinks {
+			if err := u.Send(m.st.ID, o.seq, o.datagram); err != nil {
+				opts.Log.Debug("send failed", slog.String("uplink", u.Name), slog.Any("error", err))
+			}
 		}
 	}
 }
