@@ -80,7 +80,7 @@ lint: tools
 # HEAD; the first such commit has nothing to compare with.
 breaking: tools
 	@base=$$(git log -n 1 --format=%H HEAD~1 -- proto 2>/dev/null || true); \
-	if [ -n "$$base" ]; then buf breaking --against ".git#ref=$$base,subdir=proto"; \
+	if [ -n "$$base" ]; then buf breaking --against ".git#ref=$$base,subdir=proto" && echo "breaking: compatible with proto/ of $$base"; \
 	else echo "breaking: no earlier version of proto/ to compare with"; fi
 
 vet:

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -230,4 +234,113 @@ func TestSimulatedFleetValuesChange(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"station":{"SIM00001"`) {
 		t.Fatalf("GET /api/v2/trem/rts: %d %s", code, body)
 	}
+}
+
+// TestStationCommand runs `shindo station` as an operator would against the
+// slice and reads its status endpoint.
+func TestStationCommand(t *testing.T) {
+	d := startDev(t, "-stations", "2", "-simulate=false")
+	st := d.stations[1]
+	status := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(filepath.Join(binDir(t), "shindo"), "station",
+		"-id", st.ID, "-key-hex", st.KeyHex, "-key-id", fmt.Sprint(st.KeyID),
+		"-primary", d.endpoints.get(t, "TNN-1", "ingest", "udp"), "-status-addr", status)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+
+	var doc struct {
+		Stations int `json:"stations"`
+		Uplinks  []struct {
+			Name      string  `json:"name"`
+			Transport string  `json:"transport"`
+			SRTT      float64 `json:"srtt_ms"`
+			Sent      uint64  `json:"sent"`
+			Acked     uint64  `json:"acked"`
+		} `json:"uplinks"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + status + "/status")
+		if err == nil {
+			json.NewDecoder(resp.Body).Decode(&doc)
+			resp.Body.Close()
+			if len(doc.Uplinks) == 1 && doc.Uplinks[0].Acked >= 4 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("station not acked: %+v\n%s", doc, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	u := doc.Uplinks[0]
+	if doc.Stations != 1 || u.Name != "primary" || u.Transport != "udp" || u.SRTT <= 0 {
+		t.Fatalf("status %+v", doc)
+	}
+	code, body := httpGet(t, d.endpoints.get(t, "TPE-1", "edge", "http")+"/api/v2/trem/rts")
+	if code != 200 || !strings.Contains(body, `"`+st.ID+`"`) {
+		t.Fatalf("station missing from RTS: %d %s", code, body)
+	}
+
+	// A station with a wrong key is never acked and never shown.
+	bad := exec.Command(filepath.Join(binDir(t), "shindo"), "station", "-id", d.stations[0].ID,
+		"-key-hex", strings.Repeat("ab", 32), "-primary", d.endpoints.get(t, "TNN-1", "ingest", "udp"))
+	if err := bad.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { bad.Process.Kill(); bad.Wait() }()
+	// Wait until ingest has counted several of its packets as bad MACs.
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		code, body := httpGet(t, d.endpoints.get(t, "TNN-1", "ingest", "admin")+"/metrics")
+		if code == 200 && metricValue(body, `shindo_ingest_packets_total{result="bad_mac",site="TNN-1",transport="udp"}`) >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bad MACs not counted")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, body = httpGet(t, d.endpoints.get(t, "TPE-1", "edge", "http")+"/api/v2/trem/rts")
+	if strings.Contains(body, `"`+d.stations[0].ID+`"`) {
+		t.Fatal("forged station shown")
+	}
+}
+
+func TestStationCommandBadFlags(t *testing.T) {
+	shindo := filepath.Join(binDir(t), "shindo")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"station"}, "id is required"},
+		{[]string{"station", "-id", "S", "-key-hex", "xyz", "-primary", "127.0.0.1:1"}, "key-hex must be"},
+		{[]string{"station", "-id", "S", "-key-hex", strings.Repeat("00", 16), "-primary", "nowhere"}, `primary "nowhere"`},
+		{[]string{"sim", "-primary", "127.0.0.1:1"}, "stations-file is required"},
+		{[]string{"sim", "-primary", "127.0.0.1:1", "-stations-file", "/nonexistent.json"}, "stations file"},
+		{[]string{"sim", "-primary", "127.0.0.1:1", "-stations-file", "/dev/null", "-scenario", "atlantis"}, "atlantis"},
+	} {
+		code, _, stderr := runCmd(t, nil, shindo, tc.args...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// metricValue returns the value of the Prometheus series named exactly
+// series in a /metrics page, or -1.
+func metricValue(page, series string) float64 {
+	for _, line := range strings.Split(page, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
