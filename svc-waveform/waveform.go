@@ -15,8 +15,8 @@ import (
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/batchrecv"
+	"shindo.dev/lib/fanout"
 	"shindo.dev/lib/service"
-	"shindo.dev/svc-waveform/internal/live"
 )
 
 // Name is the binary and service name.
@@ -24,6 +24,10 @@ const Name = "shindo-waveform"
 
 // maxLiveStations bounds one Live request.
 const maxLiveStations = 100
+
+// liveBuffer is how many chunks a Live subscriber may fall behind before
+// it is dropped: 16 s of one station.
+const liveBuffer = 32
 
 // Config is svc-waveform's configuration (env prefix SHINDO_WAVEFORM_).
 type Config struct {
@@ -50,7 +54,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 type server struct {
 	waveformv1.UnimplementedWaveformServiceServer
-	hub      *live.Hub
+	live     *fanout.Hub[*waveformv1.Chunk]
 	stopping <-chan struct{}
 
 	mu     sync.Mutex
@@ -62,7 +66,7 @@ type server struct {
 func newServer(stopping <-chan struct{}, reg prometheus.Registerer) *server {
 	s := &server{
 		stopping: stopping,
-		hub:      live.NewHub(),
+		live:     fanout.New[*waveformv1.Chunk](0),
 		newest:   map[string]int64{},
 		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_waveform_chunks_total", Help: "Sensor chunks received, by result.",
@@ -70,7 +74,7 @@ func newServer(stopping <-chan struct{}, reg prometheus.Registerer) *server {
 	}
 	reg.MustRegister(s.chunks, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shindo_waveform_live_subscribers", Help: "Live stream subscribers.",
-	}, func() float64 { n, _ := s.hub.Count(); return float64(n) }))
+	}, func() float64 { n, _ := s.live.Stats(); return float64(n) }))
 	return s
 }
 
@@ -95,7 +99,7 @@ func (s *server) apply(rec *ingestv1.Record) {
 		return
 	}
 	s.chunks.WithLabelValues("accepted").Inc()
-	s.hub.Publish(&waveformv1.Chunk{
+	s.live.Publish(&waveformv1.Chunk{
 		StationId: p.GetStationId(), FirstSampleMs: f.GetFirstSampleMs(), RateHz: f.GetRateHz(),
 		ScaleGal: f.GetScaleGal(), Ns: f.GetNs(), Ew: f.GetEw(), Ud: f.GetUd(),
 	})
@@ -117,8 +121,12 @@ func (s *server) Live(req *waveformv1.LiveRequest, stream waveformv1.WaveformSer
 	if len(ids) == 0 || len(ids) > maxLiveStations {
 		return status.Errorf(codes.InvalidArgument, "station_ids: give 1 to %d stations", maxLiveStations)
 	}
-	sub := s.hub.Subscribe(ids)
-	defer s.hub.Unsubscribe(sub)
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	sub, _, _, _ := s.live.Subscribe(liveBuffer, func(c *waveformv1.Chunk) bool { return want[c.GetStationId()] })
+	defer s.live.Unsubscribe(sub)
 	for {
 		select {
 		case <-stream.Context().Done():

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"shindo.dev/lib/fanout"
 )
 
 // Event is one message of a stream, with its two wire forms prepared once
@@ -84,80 +86,36 @@ type Options struct {
 // Hub is one broadcast stream.
 type Hub struct {
 	opts Options
-
-	mu      sync.Mutex
-	clients map[*client]struct{}
-	latest  *Event
-	dropped uint64
-}
-
-type client struct {
-	ch      chan *Event
-	dropped chan struct{}
+	fan  *fanout.Hub[*Event]
 }
 
 // NewHub returns a hub with no clients.
 func NewHub(opts Options) *Hub {
-	return &Hub{opts: opts, clients: map[*client]struct{}{}}
+	return &Hub{opts: opts, fan: fanout.New[*Event](opts.MaxClients)}
 }
 
 // Publish sends e to every client and keeps it as the latest event.
-func (h *Hub) Publish(e *Event) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.latest = e
-	for c := range h.clients {
-		select {
-		case c.ch <- e:
-		default:
-			delete(h.clients, c)
-			close(c.dropped)
-			h.dropped++
-		}
-	}
-}
+func (h *Hub) Publish(e *Event) { h.fan.Publish(e) }
 
 // Latest returns the most recent event, or nil.
 func (h *Hub) Latest() *Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.latest
+	e, _ := h.fan.Latest()
+	return e
 }
 
 // Stats returns the number of clients and how many were dropped so far.
-func (h *Hub) Stats() (clients int, dropped uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.clients), h.dropped
-}
-
-func (h *Hub) join() (*client, *Event, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.opts.MaxClients > 0 && len(h.clients) >= h.opts.MaxClients {
-		return nil, nil, false
-	}
-	c := &client{ch: make(chan *Event, h.opts.Buffer), dropped: make(chan struct{})}
-	h.clients[c] = struct{}{}
-	return c, h.latest, true
-}
-
-func (h *Hub) leave(c *client) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.clients, c)
-}
+func (h *Hub) Stats() (clients int, dropped uint64) { return h.fan.Stats() }
 
 // Serve streams the hub to one client: the retry hint, then the hello
 // events, then the latest event and every event after it.
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, compressed bool, hello ...*Event) {
-	c, latest, ok := h.join()
+	c, latest, _, ok := h.fan.Subscribe(h.opts.Buffer, nil)
 	if !ok {
 		w.Header().Set("Retry-After", "3")
 		http.Error(w, `{"error":"too many clients on this edge"}`, http.StatusServiceUnavailable)
 		return
 	}
-	defer h.leave(c)
+	defer h.fan.Unsubscribe(c)
 	rc := http.NewResponseController(w)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -192,11 +150,11 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, compressed bool, hel
 		select {
 		case <-r.Context().Done():
 			return
-		case <-c.dropped:
+		case <-c.Dropped:
 			return
 		case <-h.opts.Stop:
 			return
-		case e := <-c.ch:
+		case e := <-c.C:
 			if !write(e.Bytes(compressed)) {
 				return
 			}

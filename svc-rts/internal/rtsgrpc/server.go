@@ -6,7 +6,6 @@ package rtsgrpc
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,7 @@ import (
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/batchrecv"
+	"shindo.dev/lib/fanout"
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-rts/internal/shake"
 )
@@ -35,23 +35,13 @@ type Server struct {
 	now      func() time.Time
 	stopping <-chan struct{}
 
-	mu     sync.Mutex
-	subs   map[*subscriber]struct{}
-	latest *rtsv1.Snapshot
+	hub *fanout.Hub[*rtsv1.Snapshot]
 
 	records     *prometheus.CounterVec
 	ticks       prometheus.Counter
 	tickCompute prometheus.Histogram
 	tickLate    prometheus.Histogram
 	online      prometheus.Gauge
-	subsGauge   prometheus.Gauge
-	dropped     prometheus.Counter
-}
-
-type subscriber struct {
-	name    string
-	ch      chan *rtsv1.Snapshot
-	dropped chan struct{}
 }
 
 // New returns a server for engine at site. A tick is emitted as soon as
@@ -65,7 +55,7 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		maxDelay: maxDelay,
 		log:      log,
 		now:      time.Now,
-		subs:     map[*subscriber]struct{}{},
+		hub:      fanout.New[*rtsv1.Snapshot](0),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_rts_records_total", Help: "Records received from ingest, by result.",
 		}, []string{"result"}),
@@ -83,14 +73,14 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		online: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shindo_rts_stations_online", Help: "Stations in the latest snapshot.",
 		}),
-		subsGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shindo_rts_subscribers", Help: "Connected snapshot subscribers.",
-		}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shindo_rts_subscribers_dropped_total", Help: "Subscribers disconnected for falling behind.",
-		}),
 	}
-	reg.MustRegister(s.records, s.ticks, s.tickCompute, s.tickLate, s.online, s.subsGauge, s.dropped)
+	reg.MustRegister(s.records, s.ticks, s.tickCompute, s.tickLate, s.online,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shindo_rts_subscribers", Help: "Connected snapshot subscribers.",
+		}, func() float64 { n, _ := s.hub.Stats(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shindo_rts_subscribers_dropped_total", Help: "Subscribers disconnected for falling behind.",
+		}, func() float64 { _, d := s.hub.Stats(); return float64(d) }))
 	return s
 }
 
@@ -125,22 +115,12 @@ func (s *Server) apply(rec *ingestv1.Record) string {
 
 // Subscribe streams snapshots until the client leaves or falls behind.
 func (s *Server) Subscribe(req *rtsv1.SubscribeRequest, stream rtsv1.RTSService_SubscribeServer) error {
-	sub := &subscriber{name: req.GetSubscriber(), ch: make(chan *rtsv1.Snapshot, subscriberBuffer), dropped: make(chan struct{})}
-	s.mu.Lock()
-	s.subs[sub] = struct{}{}
-	latest := s.latest
-	s.mu.Unlock()
-	s.subsGauge.Inc()
-	defer func() {
-		s.mu.Lock()
-		delete(s.subs, sub)
-		s.mu.Unlock()
-		s.subsGauge.Dec()
-	}()
-	s.log.Info("subscriber joined", slog.String("subscriber", sub.name))
+	sub, latest, hasLatest, _ := s.hub.Subscribe(subscriberBuffer, nil)
+	defer s.hub.Unsubscribe(sub)
+	s.log.Info("subscriber joined", slog.String("subscriber", req.GetSubscriber()))
 	// The newest snapshot goes out at once, so a reconnecting edge has data
 	// without waiting for the next tick.
-	if latest != nil {
+	if hasLatest {
 		if err := stream.Send(&rtsv1.SubscribeResponse{Snapshot: latest}); err != nil {
 			return err
 		}
@@ -149,11 +129,12 @@ func (s *Server) Subscribe(req *rtsv1.SubscribeRequest, stream rtsv1.RTSService_
 		select {
 		case <-stream.Context().Done():
 			return nil
-		case <-sub.dropped:
+		case <-sub.Dropped:
+			s.log.Warn("subscriber dropped, fell behind", slog.String("subscriber", req.GetSubscriber()))
 			return status.Error(codes.ResourceExhausted, "subscriber fell behind")
 		case <-s.stopping:
 			return status.Error(codes.Unavailable, "server shutting down")
-		case snap := <-sub.ch:
+		case snap := <-sub.C:
 			if err := stream.Send(&rtsv1.SubscribeResponse{Snapshot: snap}); err != nil {
 				return err
 			}
@@ -163,26 +144,8 @@ func (s *Server) Subscribe(req *rtsv1.SubscribeRequest, stream rtsv1.RTSService_
 
 // GetSnapshot returns the latest snapshot.
 func (s *Server) GetSnapshot(context.Context, *rtsv1.GetSnapshotRequest) (*rtsv1.GetSnapshotResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return &rtsv1.GetSnapshotResponse{Snapshot: s.latest}, nil
-}
-
-func (s *Server) publish(snap *rtsv1.Snapshot) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.latest = snap
-	for sub := range s.subs {
-		select {
-		case sub.ch <- snap:
-		default:
-			// A slow subscriber must never hold up the others.
-			delete(s.subs, sub)
-			close(sub.dropped)
-			s.dropped.Inc()
-			s.log.Warn("subscriber dropped, fell behind", slog.String("subscriber", sub.name))
-		}
-	}
+	latest, _ := s.hub.Latest()
+	return &rtsv1.GetSnapshotResponse{Snapshot: latest}, nil
 }
 
 // Run emits one snapshot per tick until ctx ends.
@@ -228,7 +191,7 @@ func (s *Server) emit(t int64) {
 	}
 	pb := toProto(snap, s.site)
 	s.tickCompute.Observe(time.Since(start).Seconds())
-	s.publish(pb)
+	s.hub.Publish(pb)
 	s.ticks.Inc()
 	s.online.Set(float64(len(snap.Stations)))
 	s.tickLate.Observe(s.now().Sub(time.UnixMilli(t)).Seconds())

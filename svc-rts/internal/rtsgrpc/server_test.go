@@ -133,7 +133,7 @@ func TestSlowSubscriberDropped(t *testing.T) {
 		}
 	}()
 	for i := range int64(300) {
-		srv.publish(&rtsv1.Snapshot{TimeMs: i * 500, Stations: payload})
+		srv.hub.Publish(&rtsv1.Snapshot{TimeMs: i * 500, Stations: payload})
 		if err := <-got; err != nil { // the fast subscriber keeps up
 			t.Fatalf("fast subscriber at %d: %v", i, err)
 		}
@@ -176,9 +176,7 @@ func waitSubscribers(t *testing.T, s *Server, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s.mu.Lock()
-		got := len(s.subs)
-		s.mu.Unlock()
+		got, _ := s.hub.Stats()
 		if got == n {
 			return
 		}
