@@ -125,14 +125,18 @@ func TestOneSourceDedupAndFailover(t *testing.T) {
 	if got := out.list(); len(got) != 4 {
 		t.Fatalf("served %v", got)
 	}
-	st := sel.Status()
-	if !st[1].Serving || st[0].Serving || st[0].Snapshots != 3 || st[1].Snapshots != 5 {
-		t.Fatalf("status %+v", st)
+	// A's last tick may still be on its way through the stream.
+	deadline := time.Now().Add(5 * time.Second)
+	for st := sel.Status(); !st[1].Serving || st[0].Serving || st[0].Snapshots != 3 || st[1].Snapshots != 5; st = sel.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 
 	// B's server dies: A takes over at its next tick without waiting.
 	b.srv.Stop()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for sel.Status()[1].Connected {
 		if time.Now().After(deadline) {
 			t.Fatal("B still connected")
