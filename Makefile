@@ -86,7 +86,8 @@ breaking: tools
 vet:
 	@for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 
-# Every module must build and test on its own, without go.work.
+# Every module must build on its own, without go.work; the tests below run
+# that way too, so each module is also tested standalone.
 gowork-off:
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go build ./... && GOWORK=off go vet ./...) || exit 1; done
 	@echo "all modules build with GOWORK=off"
@@ -94,10 +95,10 @@ gowork-off:
 # --- tests -----------------------------------------------------------------------
 
 unit:
-	@for m in $(MODULES); do [ $$m = e2e ] && continue; (cd $$m && go test -count=1 ./...) || exit 1; done
+	@for m in $(MODULES); do [ $$m = e2e ] && continue; (cd $$m && GOWORK=off go test -count=1 ./...) || exit 1; done
 
 e2e: build
-	cd e2e && SHINDO_BIN=$(CURDIR)/bin go test -count=1 -timeout $(E2E_TIMEOUT) ./...
+	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin go test -count=1 -timeout $(E2E_TIMEOUT) ./...
 
 test: check-generate lint breaking vet gowork-off unit e2e
 
