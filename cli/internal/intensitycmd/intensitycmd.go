@@ -202,8 +202,9 @@ type printer struct {
 func newPrinter(format string, w io.Writer) *printer {
 	if format == "text" {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		// FILE comes last, outside the right-aligned numeric columns.
-		fmt.Fprintln(tw, "RATE(Hz)\tSAMPLES\tA0(gal)\tI\tREPORTED\tCLASS\tPGA(gal)\tPGV(cm/s)\tRT-MAX\tFILE")
+		// Every cell, FILE too, ends in a tab: a trailing cell would not be
+		// a column and would run into the one before it.
+		fmt.Fprintln(tw, "RATE(Hz)\tSAMPLES\tA0(gal)\tI\tREPORTED\tCLASS\tPGA(gal)\tPGV(cm/s)\tRT-MAX\tFILE\t")
 		return &printer{tab: tw}
 	}
 	return &printer{json: json.NewEncoder(w)}
@@ -213,7 +214,7 @@ func (p *printer) print(r Result) error {
 	if p.json != nil {
 		return p.json.Encode(r)
 	}
-	_, err := fmt.Fprintf(p.tab, "%g\t%d\t%.2f\t%.3f\t%.1f\t%s\t%.1f\t%.2f\t%.3f\t%s\n",
+	_, err := fmt.Fprintf(p.tab, "%g\t%d\t%.2f\t%.3f\t%.1f\t%s\t%.1f\t%.2f\t%.3f\t%s\t\n",
 		r.RateHz, r.Samples, r.A0Gal, r.Intensity, r.Reported, r.Class, r.PGAGal, r.PGVCms, r.RealtimeMax, r.File)
 	return err
 }

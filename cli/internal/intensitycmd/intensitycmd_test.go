@@ -222,6 +222,10 @@ func TestTextFormat(t *testing.T) {
 	if len(lines) != 2 || !strings.Contains(lines[0], "REPORTED") || (!strings.Contains(lines[1], " 5+  ") && !strings.Contains(lines[1], " 5-  ")) || !strings.HasSuffix(lines[1], f) {
 		t.Errorf("table:\n%s", stdout)
 	}
+	// Every column, the file name too, is set off by spaces.
+	if !strings.Contains(lines[0], " RT-MAX ") || !strings.Contains(lines[1], "  "+f) {
+		t.Errorf("columns run together:\n%s", stdout)
+	}
 }
 
 func TestCancelledContext(t *testing.T) {
