@@ -26,21 +26,45 @@ type Station struct {
 	Lat    float64 `json:"lat"`
 	Lon    float64 `json:"lon"`
 	Code   uint32  `json:"code,omitempty"`
-	KeyID  uint32  `json:"key_id"`
-	KeyHex string  `json:"key_hex"`
+	// KeyID and KeyHex are the station's current signing key.
+	KeyID  uint32 `json:"key_id"`
+	KeyHex string `json:"key_hex"`
+	// Previous lists keys being rotated out: still accepted until their
+	// NotAfter, so a station can switch keys without losing a packet.
+	Previous []OldKey `json:"previous_keys,omitempty"`
 	// Active is false for retired stations; their packets are rejected.
 	Active *bool `json:"active,omitempty"`
 
-	key []byte
+	key  []byte
+	olds [][]byte
 }
 
-// Key returns the station's signing key if keyID names it.
-func (s *Station) Key(keyID uint32) ([]byte, bool) {
-	if keyID != s.KeyID {
-		return nil, false
-	}
-	return s.key, true
+// OldKey is a key still accepted during a rotation.
+type OldKey struct {
+	ID       uint32    `json:"key_id"`
+	Hex      string    `json:"key_hex"`
+	NotAfter time.Time `json:"not_after"`
 }
+
+// Key returns the key named keyID if it is the current one, or a previous
+// one still inside its overlap period at now.
+func (s *Station) Key(keyID uint32) ([]byte, bool) { return s.KeyAt(keyID, time.Now()) }
+
+// KeyAt is Key at a given time.
+func (s *Station) KeyAt(keyID uint32, now time.Time) ([]byte, bool) {
+	if keyID == s.KeyID {
+		return s.key, true
+	}
+	for i, old := range s.Previous {
+		if old.ID == keyID && now.Before(old.NotAfter) {
+			return s.olds[i], true
+		}
+	}
+	return nil, false
+}
+
+// CurrentKey returns the key the station signs with now.
+func (s *Station) CurrentKey() []byte { return s.key }
 
 // InService reports whether the station is active.
 func (s *Station) InService() bool { return s.Active == nil || *s.Active }
@@ -60,6 +84,12 @@ func Parse(b []byte) (*Set, error) {
 	if err := dec.Decode(&list); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
+	return NewSet(list)
+}
+
+// NewSet validates stations (unique IDs, 16–64 byte hex keys, positions in
+// range) and indexes them; it takes ownership of the slice.
+func NewSet(list []*Station) (*Set, error) {
 	set := &Set{byID: make(map[string]*Station, len(list))}
 	for i, s := range list {
 		if s == nil || s.ID == "" {
@@ -71,9 +101,18 @@ func Parse(b []byte) (*Set, error) {
 		if _, dup := set.byID[s.ID]; dup {
 			return nil, fmt.Errorf("station %q: listed twice", s.ID)
 		}
-		key, err := hex.DecodeString(s.KeyHex)
-		if err != nil || len(key) < 16 || len(key) > 64 {
-			return nil, fmt.Errorf("station %q: key_hex must be 16 to 64 bytes of hex", s.ID)
+		key, err := decodeKey(s.KeyHex)
+		if err != nil {
+			return nil, fmt.Errorf("station %q: key_hex %w", s.ID, err)
+		}
+		s.olds = make([][]byte, len(s.Previous))
+		for j, old := range s.Previous {
+			if old.ID == s.KeyID {
+				return nil, fmt.Errorf("station %q: previous key %d is also the current key", s.ID, old.ID)
+			}
+			if s.olds[j], err = decodeKey(old.Hex); err != nil {
+				return nil, fmt.Errorf("station %q: previous key %d %w", s.ID, old.ID, err)
+			}
 		}
 		if s.Lat < -90 || s.Lat > 90 || s.Lon < -180 || s.Lon > 180 {
 			return nil, fmt.Errorf("station %q: position %.4f,%.4f out of range", s.ID, s.Lat, s.Lon)
@@ -84,6 +123,14 @@ func Parse(b []byte) (*Set, error) {
 	set.list = list
 	sort.Slice(set.list, func(i, j int) bool { return set.list[i].ID < set.list[j].ID })
 	return set, nil
+}
+
+func decodeKey(h string) ([]byte, error) {
+	key, err := hex.DecodeString(h)
+	if err != nil || len(key) < 16 || len(key) > 64 {
+		return nil, errors.New("must be 16 to 64 bytes of hex")
+	}
+	return key, nil
 }
 
 // Lookup returns the station with id.
@@ -97,6 +144,17 @@ func (s *Set) All() []*Station { return s.list }
 
 // Len returns the number of stations.
 func (s *Set) Len() int { return len(s.list) }
+
+// Source is where a service gets its stations from: a file (File) or the
+// metadata database. Current and Lookup never block; Run keeps the set
+// fresh, checking every interval, until ctx ends.
+type Source interface {
+	Current() *Set
+	Lookup(id string) (*Station, bool)
+	Run(ctx context.Context, interval time.Duration) error
+}
+
+var _ Source = (*File)(nil)
 
 // File is a registry backed by a JSON file, reloaded when it changes.
 type File struct {

@@ -117,3 +117,44 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	const oldHex = "ffeeddccbbaa99887766554433221100"
+	set, err := Parse([]byte(`[{"id":"A","key_id":2,"key_hex":"` + key32 + `",
+		"previous_keys":[{"key_id":1,"key_hex":"` + oldHex + `","not_after":"2030-01-01T00:00:00Z"}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := set.Lookup("A")
+	before := time.Date(2029, 12, 31, 23, 59, 0, 0, time.UTC)
+	after := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if k, ok := a.KeyAt(2, after); !ok || len(k) != 32 {
+		t.Fatal("current key refused")
+	}
+	if k, ok := a.KeyAt(1, before); !ok || len(k) != 16 {
+		t.Fatal("previous key refused inside its overlap")
+	}
+	if _, ok := a.KeyAt(1, after); ok {
+		t.Fatal("previous key accepted after not_after")
+	}
+	if _, ok := a.KeyAt(3, before); ok {
+		t.Fatal("unknown key accepted")
+	}
+	if string(a.CurrentKey()) != string(mustKey(a, 2)) {
+		t.Fatal("CurrentKey is not key 2")
+	}
+	for _, bad := range []string{
+		`[{"id":"A","key_id":1,"key_hex":"` + key32 + `","previous_keys":[{"key_id":1,"key_hex":"` + oldHex + `","not_after":"2030-01-01T00:00:00Z"}]}]`,
+		`[{"id":"A","key_id":2,"key_hex":"` + key32 + `","previous_keys":[{"key_id":1,"key_hex":"00","not_after":"2030-01-01T00:00:00Z"}]}]`,
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+func mustKey(s *Station, id uint32) []byte {
+	k, _ := s.Key(id)
+	return k
+}
