@@ -258,7 +258,11 @@ type Link struct {
 	// Packets accepted over the last 5 minutes.
 	RecentAccepted uint64 `protobuf:"varint,5,opt,name=recent_accepted,json=recentAccepted,proto3" json:"recent_accepted,omitempty"`
 	// Share of the seq range of the last 5 minutes that never arrived, 0–1.
-	RecentLoss    float64 `protobuf:"fixed64,6,opt,name=recent_loss,json=recentLoss,proto3" json:"recent_loss,omitempty"`
+	RecentLoss float64 `protobuf:"fixed64,6,opt,name=recent_loss,json=recentLoss,proto3" json:"recent_loss,omitempty"`
+	// Smoothed round-trip time (RFC 6298) of the station's reported RTTs, ms.
+	SrttMs float64 `protobuf:"fixed64,7,opt,name=srtt_ms,json=srttMs,proto3" json:"srtt_ms,omitempty"`
+	// Round-trip time variation (RFC 6298), ms.
+	RttvarMs      float64 `protobuf:"fixed64,8,opt,name=rttvar_ms,json=rttvarMs,proto3" json:"rttvar_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -335,6 +339,20 @@ func (x *Link) GetRecentLoss() float64 {
 	return 0
 }
 
+func (x *Link) GetSrttMs() float64 {
+	if x != nil {
+		return x.SrttMs
+	}
+	return 0
+}
+
+func (x *Link) GetRttvarMs() float64 {
+	if x != nil {
+		return x.RttvarMs
+	}
+	return 0
+}
+
 var File_shindo_ingest_v1_ingest_proto protoreflect.FileDescriptor
 
 const file_shindo_ingest_v1_ingest_proto_rawDesc = "" +
@@ -350,7 +368,7 @@ const file_shindo_ingest_v1_ingest_proto_rawDesc = "" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\"A\n" +
 	"\x11ListLinksResponse\x12,\n" +
-	"\x05links\x18\x01 \x03(\v2\x16.shindo.ingest.v1.LinkR\x05links\"\xe0\x01\n" +
+	"\x05links\x18\x01 \x03(\v2\x16.shindo.ingest.v1.LinkR\x05links\"\x96\x02\n" +
 	"\x04Link\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x12\n" +
@@ -360,7 +378,9 @@ const file_shindo_ingest_v1_ingest_proto_rawDesc = "" +
 	"lastSeenMs\x12'\n" +
 	"\x0frecent_accepted\x18\x05 \x01(\x04R\x0erecentAccepted\x12\x1f\n" +
 	"\vrecent_loss\x18\x06 \x01(\x01R\n" +
-	"recentLoss*K\n" +
+	"recentLoss\x12\x17\n" +
+	"\asrtt_ms\x18\a \x01(\x01R\x06srttMs\x12\x1b\n" +
+	"\trttvar_ms\x18\b \x01(\x01R\brttvarMs*K\n" +
 	"\tTransport\x12\x19\n" +
 	"\x15TRANSPORT_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rTRANSPORT_UDP\x10\x01\x12\x10\n" +

@@ -100,6 +100,11 @@ type Packet struct {
 	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Station clock when sent, Unix ms, corrected by time sync.
 	SentAtMs int64 `protobuf:"varint,3,opt,name=sent_at_ms,json=sentAtMs,proto3" json:"sent_at_ms,omitempty"`
+	// Round-trip time of the most recent acked packet on the uplink this
+	// copy travels, as the station measured it, µs; 0 before the first ack.
+	// Copies of one packet on the two uplinks differ only here. Cores smooth
+	// it into the link quality they report.
+	RttUs uint32 `protobuf:"varint,4,opt,name=rtt_us,json=rttUs,proto3" json:"rtt_us,omitempty"`
 	// What the packet carries.
 	//
 	// Types that are valid to be assigned to Body:
@@ -159,6 +164,13 @@ func (x *Packet) GetSeq() uint64 {
 func (x *Packet) GetSentAtMs() int64 {
 	if x != nil {
 		return x.SentAtMs
+	}
+	return 0
+}
+
+func (x *Packet) GetRttUs() uint32 {
+	if x != nil {
+		return x.RttUs
 	}
 	return 0
 }
@@ -505,13 +517,14 @@ const file_shindo_station_v1_station_proto_rawDesc = "" +
 	"\bDatagram\x12\x16\n" +
 	"\x06packet\x18\x01 \x01(\fR\x06packet\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\fR\x03mac\x12\x15\n" +
-	"\x06key_id\x18\x03 \x01(\rR\x05keyId\"\x8e\x02\n" +
+	"\x06key_id\x18\x03 \x01(\rR\x05keyId\"\xa5\x02\n" +
 	"\x06Packet\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1c\n" +
 	"\n" +
-	"sent_at_ms\x18\x03 \x01(\x03R\bsentAtMs\x12A\n" +
+	"sent_at_ms\x18\x03 \x01(\x03R\bsentAtMs\x12\x15\n" +
+	"\x06rtt_us\x18\x04 \x01(\rR\x05rttUs\x12A\n" +
 	"\tintensity\x18\n" +
 	" \x01(\v2!.shindo.station.v1.IntensityFrameH\x00R\tintensity\x128\n" +
 	"\x06sensor\x18\v \x01(\v2\x1e.shindo.station.v1.SensorFrameH\x00R\x06sensor\x120\n" +
