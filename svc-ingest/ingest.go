@@ -147,7 +147,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		})
 		counts.inc(tr, out.Result)
 		if out.Result == verify.Accepted {
-			linkTable.Observe(out.Packet.GetStationId(), out.Packet.GetSeq(), tr, out.RecvAt)
+			linkTable.Observe(out.Packet.GetStationId(), out.Packet.GetSeq(), tr, out.Packet.GetRttUs(), out.RecvAt)
 		}
 		return out.Ack
 	}

@@ -1,9 +1,12 @@
 // Package links keeps svc-ingest's view of each station link at this core:
-// transport, last seen, and packet loss over the last five minutes, judged
-// from gaps in the station's sequence numbers.
+// transport, last seen, packet loss over the last five minutes judged from
+// gaps in the station's sequence numbers, and the round-trip time the
+// station reports for this uplink, smoothed as RFC 6298 smooths a TCP
+// sender's samples (SRTT gain 1/8, RTTVAR gain 1/4).
 package links
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -24,9 +27,10 @@ type bucket struct {
 }
 
 type link struct {
-	transport ingestv1.Transport
-	lastSeen  time.Time
-	buckets   [buckets]bucket
+	transport    ingestv1.Transport
+	lastSeen     time.Time
+	buckets      [buckets]bucket
+	srtt, rttvar float64 // ms; srtt 0 before the first sample
 }
 
 // Table holds the links seen at one site. It is safe for concurrent use.
@@ -42,8 +46,9 @@ func New(site string) *Table {
 	return &Table{site: site, now: time.Now, m: map[string]*link{}}
 }
 
-// Observe records an accepted packet.
-func (t *Table) Observe(station string, seq uint64, tr ingestv1.Transport, at time.Time) {
+// Observe records an accepted packet and the RTT (µs, 0 if unknown) the
+// station reported in it.
+func (t *Table) Observe(station string, seq uint64, tr ingestv1.Transport, rttUs uint32, at time.Time) {
 	minute := at.Unix() / int64(bucketLength/time.Second)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -59,6 +64,19 @@ func (t *Table) Observe(station string, seq uint64, tr ingestv1.Transport, at ti
 	}
 	b.count++
 	b.min, b.max = min(b.min, seq), max(b.max, seq)
+	if rttUs > 0 {
+		l.sample(float64(rttUs) / 1000)
+	}
+}
+
+// sample folds one RTT measurement r (ms) into the RFC 6298 estimators.
+func (l *link) sample(r float64) {
+	if l.srtt == 0 {
+		l.srtt, l.rttvar = r, r/2
+		return
+	}
+	l.rttvar = 0.75*l.rttvar + 0.25*math.Abs(l.srtt-r)
+	l.srtt = 0.875*l.srtt + 0.125*r
 }
 
 // List returns the links, all or only station's, ordered by station.
@@ -95,6 +113,8 @@ func (t *Table) List(station string) []*ingestv1.Link {
 			LastSeenMs:     l.lastSeen.UnixMilli(),
 			RecentAccepted: count,
 			RecentLoss:     loss,
+			SrttMs:         l.srtt,
+			RttvarMs:       l.rttvar,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].StationId < out[j].StationId })

@@ -22,10 +22,10 @@ func TestLossOverFiveMinutes(t *testing.T) {
 			if s >= 300 && seq%10 == 0 {
 				continue
 			}
-			tab.Observe("S1", seq, ingestv1.Transport_TRANSPORT_UDP, start.Add(time.Duration(s)*time.Second))
+			tab.Observe("S1", seq, ingestv1.Transport_TRANSPORT_UDP, 0, start.Add(time.Duration(s)*time.Second))
 		}
 	}
-	tab.Observe("S2", 1, ingestv1.Transport_TRANSPORT_WS, start)
+	tab.Observe("S2", 1, ingestv1.Transport_TRANSPORT_WS, 0, start)
 	now = start.Add(599 * time.Second)
 	got := tab.List("")
 	if len(got) != 2 || got[0].GetStationId() != "S1" || got[1].GetStationId() != "S2" {
@@ -43,5 +43,23 @@ func TestLossOverFiveMinutes(t *testing.T) {
 	}
 	if one := tab.List("S2"); len(one) != 1 || one[0].GetTransport() != ingestv1.Transport_TRANSPORT_WS {
 		t.Errorf("filtered list %v", one)
+	}
+}
+
+func TestRTTSmoothing(t *testing.T) {
+	t.Parallel()
+	tab := New("TYO-1")
+	at := time.Unix(1_800_000_000, 0)
+	tab.Observe("S", 1, ingestv1.Transport_TRANSPORT_UDP, 0, at) // unknown: no sample
+	tab.Observe("S", 2, ingestv1.Transport_TRANSPORT_UDP, 40_000, at)
+	l := tab.List("S")[0]
+	if l.GetSrttMs() != 40 || l.GetRttvarMs() != 20 {
+		t.Fatalf("first sample: srtt %v rttvar %v, want 40 and 20", l.GetSrttMs(), l.GetRttvarMs())
+	}
+	tab.Observe("S", 3, ingestv1.Transport_TRANSPORT_UDP, 80_000, at)
+	l = tab.List("S")[0]
+	// RFC 6298: RTTVAR = 3/4·20 + 1/4·|40−80| = 25; SRTT = 7/8·40 + 1/8·80 = 45.
+	if l.GetSrttMs() != 45 || l.GetRttvarMs() != 25 {
+		t.Fatalf("second sample: srtt %v rttvar %v, want 45 and 25", l.GetSrttMs(), l.GetRttvarMs())
 	}
 }
