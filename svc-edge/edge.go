@@ -115,6 +115,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	info := sse.NewEvent("info", hello)
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
+	mux.HandleFunc("GET /ntp", serveNTP)
+	mux.HandleFunc("GET /v1/time", serveTime)
 	mux.HandleFunc("GET /api/v2/trem/rts", func(w http.ResponseWriter, r *http.Request) {
 		q, err := parseStreamQuery(r)
 		if err != nil {

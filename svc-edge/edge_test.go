@@ -1,8 +1,15 @@
 package edge
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
+	"time"
+
+	"shindo.dev/lib/timesync"
 )
 
 func TestParseStreamQuery(t *testing.T) {
@@ -42,4 +49,42 @@ func FuzzParseStreamQuery(f *testing.F) {
 			t.Fatal("error with a complete result")
 		}
 	})
+}
+
+func TestTimeEndpoints(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(serveNTP))
+	defer srv.Close()
+	s, err := timesync.Best(context.Background(), srv.Client(), srv.URL, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Offset > s.RTT || s.Offset < -s.RTT-time.Millisecond {
+		t.Fatalf("same clock, offset %v with rtt %v", s.Offset, s.RTT)
+	}
+	rec := httptest.NewRecorder()
+	serveNTP(rec, httptest.NewRequest("GET", "/ntp", nil))
+	body, _ := strconv.ParseInt(rec.Body.String(), 10, 64)
+	t3, err := timesync.ParseMs(rec.Header().Get(timesync.HeaderTransmit))
+	if err != nil || body != t3.UnixMilli() {
+		t.Fatalf("body %q vs X-NTP-T3 %q", rec.Body.String(), rec.Header().Get(timesync.HeaderTransmit))
+	}
+
+	rec = httptest.NewRecorder()
+	serveTime(rec, httptest.NewRequest("GET", "/v1/time", nil))
+	var doc struct {
+		Receive  float64 `json:"receive_ms"`
+		Transmit float64 `json:"transmit_ms"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || doc.Receive <= 1e12 || doc.Transmit < doc.Receive {
+		t.Fatalf("/v1/time %s: %v", rec.Body.String(), err)
+	}
+}
+
+func BenchmarkNTP(b *testing.B) {
+	req := httptest.NewRequest("GET", "/ntp", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		serveNTP(httptest.NewRecorder(), req)
+	}
 }
