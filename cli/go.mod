@@ -3,6 +3,8 @@ module shindo.dev/cli
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
+	github.com/prometheus/client_golang v1.25.0
 	google.golang.org/protobuf v1.36.12
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
@@ -19,7 +21,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect

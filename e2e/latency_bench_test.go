@@ -33,9 +33,10 @@ func BenchmarkSliceLatency(b *testing.B) {
 func sliceLatency(b *testing.B, n, ticks int) (p50, p99 float64) {
 	d := startDev(b, "-stations", fmt.Sprint(n+1), "-simulate=false", "-log-level", "warn")
 	udp := d.endpoints.get(b, "TNN-1", "ingest", "udp")
+	backup := d.endpoints.get(b, "TYO-1", "ingest", "udp")
 	sim := exec.Command(filepath.Join(binDir(b), "shindo"), "sim",
 		"-stations-file", filepath.Join(d.dir, "stations.json"), "-stations", fmt.Sprint(n),
-		"-primary", udp, "-status-addr", "127.0.0.1:0", "-log-level", "warn")
+		"-primary", udp, "-backup", backup, "-status-addr", "127.0.0.1:0", "-log-level", "warn")
 	if err := sim.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func sliceLatency(b *testing.B, n, ticks int) (p50, p99 float64) {
 	defer cancel()
 	events := openSSE(ctx, b, d.endpoints.get(b, "TPE-1", "edge", "http")+"/api/v2/trem/rts?sse=1")
 	probeStation := d.stations[n]
-	probe := newProbe(b, probeStation, udp)
+	probe := newProbe(b, probeStation, udp, backup)
 
 	// Wait for the fleet to be on the air.
 	for {

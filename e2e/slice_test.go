@@ -18,31 +18,36 @@ import (
 )
 
 // probe is a station driven by the test: it sends hand-made intensity
-// frames over UDP and reads the acks.
+// frames over UDP on each of its uplinks, as a station does, and reads the
+// acks.
 type probe struct {
-	t    testing.TB
-	st   devStation
-	key  []byte
-	conn *net.UDPConn
-	seq  uint64
+	t     testing.TB
+	st    devStation
+	key   []byte
+	conns []*net.UDPConn
+	seq   uint64
 }
 
-func newProbe(t testing.TB, st devStation, ingestUDP string) *probe {
+func newProbe(t testing.TB, st devStation, ingestUDPs ...string) *probe {
 	t.Helper()
 	key, err := hex.DecodeString(st.KeyHex)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, err := net.ResolveUDPAddr("udp", ingestUDP)
-	if err != nil {
-		t.Fatal(err)
+	p := &probe{t: t, st: st, key: key, seq: uint64(time.Now().UnixMilli())}
+	for _, a := range ingestUDPs {
+		addr, err := net.ResolveUDPAddr("udp", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.DialUDP("udp", nil, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		p.conns = append(p.conns, conn)
 	}
-	conn, err := net.DialUDP("udp", nil, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return &probe{t: t, st: st, key: key, conn: conn, seq: uint64(time.Now().UnixMilli())}
+	return p
 }
 
 // send transmits an intensity frame for the interval ending at windowEnd
@@ -60,19 +65,21 @@ func (p *probe) send(windowEnd int64, intensity, pga float32) time.Time {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	if _, err := p.conn.Write(b); err != nil {
-		p.t.Fatal(err)
+	for _, c := range p.conns {
+		if _, err := c.Write(b); err != nil {
+			p.t.Fatal(err)
+		}
 	}
 	return now
 }
 
-// ack waits for the ack of the last packet sent.
-func (p *probe) ack() *stationv1.Ack {
+// ack waits for the ack of the last packet sent on uplink i.
+func (p *probe) ack(i int) *stationv1.Ack {
 	p.t.Helper()
 	buf := make([]byte, 2048)
-	p.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	p.conns[i].SetReadDeadline(time.Now().Add(5 * time.Second))
 	for {
-		n, err := p.conn.Read(buf)
+		n, err := p.conns[i].Read(buf)
 		if err != nil {
 			p.t.Fatalf("no ack: %v", err)
 		}
@@ -128,12 +135,13 @@ func TestSliceStationToSSE(t *testing.T) {
 		t.Fatalf("second event %+v, want event: info with the location", info)
 	}
 
-	p := newProbe(t, d.stations[0], d.endpoints.get(t, "TNN-1", "ingest", "udp"))
+	p := newProbe(t, d.stations[0], d.endpoints.get(t, "TNN-1", "ingest", "udp"), d.endpoints.get(t, "TYO-1", "ingest", "udp"))
 	windowEnd := nextBoundary()
 	p.send(windowEnd, 3.21, 12.5)
-	ack := p.ack()
-	if ack.GetSite() != "TNN-1" || ack.GetStationId() != d.stations[0].ID {
-		t.Fatalf("ack %v", ack)
+	for i, site := range []string{"TNN-1", "TYO-1"} {
+		if ack := p.ack(i); ack.GetSite() != site || ack.GetStationId() != d.stations[0].ID {
+			t.Fatalf("ack %v from uplink %d, want site %s", ack, i, site)
+		}
 	}
 
 	// The value must be in the snapshot of its own tick or the next one.
@@ -244,7 +252,8 @@ func TestStationCommand(t *testing.T) {
 	status := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(filepath.Join(binDir(t), "shindo"), "station",
 		"-id", st.ID, "-key-hex", st.KeyHex, "-key-id", fmt.Sprint(st.KeyID),
-		"-primary", d.endpoints.get(t, "TNN-1", "ingest", "udp"), "-status-addr", status)
+		"-primary", d.endpoints.get(t, "TNN-1", "ingest", "udp"), "-backup", d.endpoints.get(t, "TYO-1", "ingest", "udp"),
+		"-status-addr", status)
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -268,7 +277,7 @@ func TestStationCommand(t *testing.T) {
 		if err == nil {
 			json.NewDecoder(resp.Body).Decode(&doc)
 			resp.Body.Close()
-			if len(doc.Uplinks) == 1 && doc.Uplinks[0].Acked >= 4 {
+			if len(doc.Uplinks) == 2 && doc.Uplinks[0].Acked >= 4 && doc.Uplinks[1].Acked >= 4 {
 				break
 			}
 		}

@@ -5,8 +5,10 @@
 // <dir>/stations.json, prints "ready" once every health check passes, and
 // stops every process on Ctrl-C or SIGTERM.
 //
-// This stage of the topology runs one core (TNN-1: ingest, rts, waveform,
-// dataapi) and one edge (TPE-1).
+// This stage of the topology runs both cores (TNN-1 and TYO-1, each with
+// ingest, rts, waveform and dataapi), one edge (TPE-1) reading from both,
+// and a fleet that sends every packet on both uplinks, with WebSocket
+// fallback and its clock synced through the edge.
 package devstack
 
 import (
@@ -112,7 +114,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	}
 	defer stopAll()
 
-	for _, group := range plan.groups() {
+	for _, group := range plan.groups {
 		var started []*proc.Proc
 		for _, p := range group {
 			pr, err := proc.Start(p.name, p.bin, p.args, filepath.Join(logDir, p.name+".log"))

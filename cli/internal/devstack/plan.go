@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"shindo.dev/cli/internal/proc"
 	"shindo.dev/lib/registry"
@@ -19,9 +20,6 @@ import (
 // each service a fixed offset inside its block.
 const (
 	portSpan = 1000
-
-	blockTNN = 0
-	blockTPE = 200
 	fleetOff = 900
 
 	ingestUDP, ingestWS, ingestGRPC, ingestAdmin = 0, 1, 2, 3
@@ -31,15 +29,35 @@ const (
 	edgeHTTP, edgeGRPC, edgeAdmin                = 0, 1, 2
 )
 
+// site is one place of the topology and its block in the port plan.
+type site struct {
+	name  string
+	block int
+	core  bool
+}
+
+// The sites this stage of the topology runs: both cores, the first edge.
+var (
+	tnn   = site{"TNN-1", 0, true}
+	tyo   = site{"TYO-1", 100, true}
+	tpe   = site{"TPE-1", 200, false}
+	cores = []site{tnn, tyo}
+)
+
 // binaries are the executables the topology needs, besides shindo itself.
 var binaries = []string{"shindo-ingest", "shindo-rts", "shindo-waveform", "shindo-dataapi", "shindo-edge"}
 
 type process struct {
 	name     string // e.g. "TNN-1-rts"; also the log file name
+	site     string
+	role     string // ingest, rts, …, fleet
 	bin      string
 	args     []string
 	readyURL string
 	proc     *proc.Proc
+	// listeners by kind (udp, ws, grpc, admin, http) as endpoints.json
+	// shows them.
+	listeners map[string]string
 }
 
 type port struct {
@@ -52,8 +70,10 @@ type plan struct {
 	cfg           Config
 	stationsFile  string
 	endpointsFile string
-
-	rts, waveform, dataapi, ingest, edge, sim *process
+	// processes in start order, grouped: each group waits for the one
+	// before it to be ready.
+	groups [][]*process
+	ports  []port
 }
 
 func newPlan(cfg Config) *plan {
@@ -62,72 +82,79 @@ func newPlan(cfg Config) *plan {
 		stationsFile:  filepath.Join(cfg.Dir, "stations.json"),
 		endpointsFile: filepath.Join(cfg.Dir, "endpoints.json"),
 	}
-	tnn := func(off int) string { return hostPort(cfg.Host, cfg.PortBase+blockTNN+off) }
-	tpe := func(off int) string { return hostPort(cfg.Host, cfg.PortBase+blockTPE+off) }
+	addr := func(s site, off int) string { return hostPort(cfg.Host, cfg.PortBase+s.block+off) }
 	bin := func(name string) string { return filepath.Join(cfg.BinDir, name) }
-	common := func(site, grpcAddr, adminAddr string) []string {
-		return []string{"-site", site, "-grpc-addr", grpcAddr, "-admin-addr", adminAddr, "-log-level", cfg.LogLevel, "-shutdown-timeout", "8s"}
+	common := func(s site, grpcOff, adminOff int) []string {
+		return []string{"-site", s.name, "-grpc-addr", addr(s, grpcOff), "-admin-addr", addr(s, adminOff),
+			"-log-level", cfg.LogLevel, "-shutdown-timeout", "8s"}
 	}
-	ready := func(adminAddr string) string { return "http://" + adminAddr + "/readyz" }
+	svc := func(s site, role string, grpcOff, adminOff int, extra map[string]int, args ...string) *process {
+		pr := &process{
+			name: s.name + "-" + role, site: s.name, role: role, bin: bin("shindo-" + role),
+			args:      append(common(s, grpcOff, adminOff), args...),
+			readyURL:  "http://" + addr(s, adminOff) + "/readyz",
+			listeners: map[string]string{"grpc": addr(s, grpcOff), "admin": "http://" + addr(s, adminOff)},
+		}
+		p.addPort(s.name+" "+role+" gRPC", cfg.PortBase+s.block+grpcOff, false)
+		p.addPort(s.name+" "+role+" admin", cfg.PortBase+s.block+adminOff, false)
+		for kind, off := range extra {
+			p.addPort(s.name+" "+role+" "+kind, cfg.PortBase+s.block+off, kind == "udp")
+		}
+		return pr
+	}
 
-	p.rts = &process{name: "TNN-1-rts", bin: bin("shindo-rts"),
-		args:     append(common("TNN-1", tnn(rtsGRPC), tnn(rtsAdmin)), "-registry", p.stationsFile),
-		readyURL: ready(tnn(rtsAdmin))}
-	p.waveform = &process{name: "TNN-1-waveform", bin: bin("shindo-waveform"),
-		args:     common("TNN-1", tnn(waveformGRPC), tnn(waveformAdmin)),
-		readyURL: ready(tnn(waveformAdmin))}
-	p.dataapi = &process{name: "TNN-1-dataapi", bin: bin("shindo-dataapi"),
-		args:     append(common("TNN-1", tnn(dataGRPC), tnn(dataAdmin)), "-http-addr", tnn(dataHTTP), "-registry", p.stationsFile),
-		readyURL: ready(tnn(dataAdmin))}
-	p.ingest = &process{name: "TNN-1-ingest", bin: bin("shindo-ingest"),
-		args: append(common("TNN-1", tnn(ingestGRPC), tnn(ingestAdmin)),
-			"-udp-addr", tnn(ingestUDP), "-ws-addr", tnn(ingestWS), "-registry", p.stationsFile,
-			"-rts", tnn(rtsGRPC), "-waveform", tnn(waveformGRPC)),
-		readyURL: ready(tnn(ingestAdmin))}
-	p.edge = &process{name: "TPE-1-edge", bin: bin("shindo-edge"),
-		args:     append(common("TPE-1", tpe(edgeGRPC), tpe(edgeAdmin)), "-http-addr", tpe(edgeHTTP), "-rts", tnn(rtsGRPC)),
-		readyURL: ready(tpe(edgeAdmin))}
-	fleetStatus := hostPort(cfg.Host, cfg.PortBase+fleetOff)
-	p.sim = &process{name: "fleet", bin: bin("shindo"),
-		args:     []string{"sim", "-stations-file", p.stationsFile, "-primary", tnn(ingestUDP), "-status-addr", fleetStatus, "-log-format", "json", "-log-level", cfg.LogLevel},
-		readyURL: "http://" + fleetStatus + "/status"}
-	if cfg.Scenario != "" {
-		p.sim.args = append(p.sim.args, "-scenario", cfg.Scenario, "-scenario-in", cfg.ScenarioIn.String())
+	var backends, ingests []*process
+	var rtsAddrs, udps, wss []string
+	for _, c := range cores {
+		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-registry", p.stationsFile)
+		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil)
+		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
+			"-http-addr", addr(c, dataHTTP), "-registry", p.stationsFile)
+		data.listeners["http"] = "http://" + addr(c, dataHTTP)
+		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
+		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
+			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-registry", p.stationsFile,
+			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC))
+		ing.listeners["udp"], ing.listeners["ws"] = addr(c, ingestUDP), ws
+		backends = append(backends, rts, wf, data)
+		ingests = append(ingests, ing)
+		rtsAddrs = append(rtsAddrs, addr(c, rtsGRPC))
+		udps, wss = append(udps, addr(c, ingestUDP)), append(wss, ws)
+	}
+	edge := svc(tpe, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
+		"-http-addr", addr(tpe, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","))
+	edge.listeners["http"] = "http://" + addr(tpe, edgeHTTP)
+	p.groups = [][]*process{backends, ingests, {edge}}
+
+	if cfg.Simulate {
+		status := hostPort(cfg.Host, cfg.PortBase+fleetOff)
+		p.addPort("fleet status", cfg.PortBase+fleetOff, false)
+		fleet := &process{name: "fleet", role: "fleet", bin: bin("shindo"),
+			args: []string{"sim", "-stations-file", p.stationsFile,
+				"-primary", udps[0], "-primary-ws", wss[0], "-backup", udps[1], "-backup-ws", wss[1],
+				"-time-url", edge.listeners["http"] + "/ntp",
+				"-status-addr", status, "-log-format", "json", "-log-level", cfg.LogLevel},
+			readyURL:  "http://" + status + "/status",
+			listeners: map[string]string{"status": "http://" + status + "/status"},
+		}
+		if cfg.Scenario != "" {
+			fleet.args = append(fleet.args, "-scenario", cfg.Scenario, "-scenario-in", cfg.ScenarioIn.String())
+		}
+		p.groups = append(p.groups, []*process{fleet})
 	}
 	return p
 }
 
-// groups are started in order; each waits for the one before to be ready.
-func (p *plan) groups() [][]*process {
-	g := [][]*process{{p.rts, p.waveform, p.dataapi}, {p.ingest}, {p.edge}}
-	if p.cfg.Simulate {
-		g = append(g, []*process{p.sim})
-	}
-	return g
+func (p *plan) addPort(what string, n int, udp bool) {
+	p.ports = append(p.ports, port{n: n, udp: udp, what: what})
 }
 
-func (p *plan) ports() []port {
-	b := p.cfg.PortBase
-	ps := []port{
-		{b + blockTNN + ingestUDP, true, "TNN-1 ingest UDP"},
-		{b + blockTNN + ingestWS, false, "TNN-1 ingest WebSocket"},
-		{b + blockTNN + ingestGRPC, false, "TNN-1 ingest gRPC"},
-		{b + blockTNN + ingestAdmin, false, "TNN-1 ingest admin"},
-		{b + blockTNN + rtsGRPC, false, "TNN-1 rts gRPC"},
-		{b + blockTNN + rtsAdmin, false, "TNN-1 rts admin"},
-		{b + blockTNN + waveformGRPC, false, "TNN-1 waveform gRPC"},
-		{b + blockTNN + waveformAdmin, false, "TNN-1 waveform admin"},
-		{b + blockTNN + dataHTTP, false, "TNN-1 data API HTTP"},
-		{b + blockTNN + dataGRPC, false, "TNN-1 data API gRPC"},
-		{b + blockTNN + dataAdmin, false, "TNN-1 data API admin"},
-		{b + blockTPE + edgeHTTP, false, "TPE-1 edge HTTP"},
-		{b + blockTPE + edgeGRPC, false, "TPE-1 edge gRPC"},
-		{b + blockTPE + edgeAdmin, false, "TPE-1 edge admin"},
+func (p *plan) processes() []*process {
+	var out []*process
+	for _, g := range p.groups {
+		out = append(out, g...)
 	}
-	if p.cfg.Simulate {
-		ps = append(ps, port{b + fleetOff, false, "fleet status"})
-	}
-	return ps
+	return out
 }
 
 func (p *plan) checkBinaries() error {
@@ -143,69 +170,65 @@ func (p *plan) checkBinaries() error {
 
 // checkPorts fails on the first busy port, naming what it is for.
 func (p *plan) checkPorts() error {
-	for _, pt := range p.ports() {
+	for _, pt := range p.ports {
 		addr := hostPort(p.cfg.Host, pt.n)
+		var err error
 		if pt.udp {
-			c, err := net.ListenPacket("udp", addr)
-			if err != nil {
-				return fmt.Errorf("port %d (%s) is not free: %w; stop what uses it or choose another -port-base", pt.n, pt.what, errors.Unwrap(err))
+			var c net.PacketConn
+			if c, err = net.ListenPacket("udp", addr); err == nil {
+				c.Close()
 			}
-			c.Close()
-			continue
+		} else {
+			var l net.Listener
+			if l, err = net.Listen("tcp", addr); err == nil {
+				l.Close()
+			}
 		}
-		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("port %d (%s) is not free: %w; stop what uses it or choose another -port-base", pt.n, pt.what, errors.Unwrap(err))
 		}
-		l.Close()
 	}
 	return nil
 }
 
-// endpoints is the document written to endpoints.json: for each site, the
-// address of every listener of every service, and the process IDs.
+// endpoints is the document written to endpoints.json: for each site by
+// name, every service with the address of each of its listeners and its
+// process ID; the fleet under "fleet".
 func (p *plan) endpoints(pid func(*process) int) map[string]any {
-	b := p.cfg.PortBase
-	h := p.cfg.Host
-	addr := func(off int) string { return hostPort(h, b+off) }
-	url := func(scheme string, off int) string { return scheme + "://" + addr(off) }
-	doc := map[string]any{
-		"TNN-1": map[string]any{
-			"role": "core",
-			"ingest": map[string]any{
-				"udp": addr(blockTNN + ingestUDP), "ws": url("ws", blockTNN+ingestWS) + "/v1/station/ws",
-				"grpc": addr(blockTNN + ingestGRPC), "admin": url("http", blockTNN+ingestAdmin), "pid": pid(p.ingest),
-			},
-			"rts": map[string]any{
-				"grpc": addr(blockTNN + rtsGRPC), "admin": url("http", blockTNN+rtsAdmin), "pid": pid(p.rts),
-			},
-			"waveform": map[string]any{
-				"grpc": addr(blockTNN + waveformGRPC), "admin": url("http", blockTNN+waveformAdmin), "pid": pid(p.waveform),
-			},
-			"dataapi": map[string]any{
-				"http": url("http", blockTNN+dataHTTP), "grpc": addr(blockTNN + dataGRPC),
-				"admin": url("http", blockTNN+dataAdmin), "pid": pid(p.dataapi),
-			},
-		},
-		"TPE-1": map[string]any{
-			"role": "edge",
-			"edge": map[string]any{
-				"http": url("http", blockTPE+edgeHTTP), "grpc": addr(blockTPE + edgeGRPC),
-				"admin": url("http", blockTPE+edgeAdmin), "pid": pid(p.edge),
-			},
-		},
-	}
-	if p.cfg.Simulate {
-		doc["fleet"] = map[string]any{"status": url("http", fleetOff) + "/status", "pid": pid(p.sim), "stations": p.cfg.Stations}
+	doc := map[string]any{}
+	for _, pr := range p.processes() {
+		entry := map[string]any{"pid": pid(pr)}
+		for k, v := range pr.listeners {
+			entry[k] = v
+		}
+		if pr.role == "fleet" {
+			entry["stations"] = p.cfg.Stations
+			doc["fleet"] = entry
+			continue
+		}
+		s, ok := doc[pr.site].(map[string]any)
+		if !ok {
+			role := "edge"
+			if pr.site == tnn.name || pr.site == tyo.name {
+				role = "core"
+			}
+			s = map[string]any{"role": role}
+			doc[pr.site] = s
+		}
+		s[pr.role] = entry
 	}
 	return doc
 }
 
 func (p *plan) summary() []string {
-	edge := "http://" + hostPort(p.cfg.Host, p.cfg.PortBase+blockTPE+edgeHTTP)
+	edge := "http://" + hostPort(p.cfg.Host, p.cfg.PortBase+tpe.block+edgeHTTP)
+	var data []string
+	for _, c := range cores {
+		data = append(data, "http://"+hostPort(p.cfg.Host, p.cfg.PortBase+c.block+dataHTTP)+"/v1/stations")
+	}
 	return []string{
 		"live RTS stream: curl -N '" + edge + "/api/v2/trem/rts?sse=1'",
-		"data API: http://" + hostPort(p.cfg.Host, p.cfg.PortBase+blockTNN+dataHTTP) + "/v1/stations",
+		"data API: " + strings.Join(data, " or "),
 		"endpoints: " + p.endpointsFile + ", stations and keys: " + p.stationsFile + ", logs: " + filepath.Join(p.cfg.Dir, "logs"),
 	}
 }

@@ -18,7 +18,7 @@ func TestPortsUniqueAndInSpan(t *testing.T) {
 	t.Parallel()
 	p := newPlan(testConfig())
 	seen := map[int]string{}
-	for _, pt := range p.ports() {
+	for _, pt := range p.ports {
 		if other, dup := seen[pt.n]; dup {
 			t.Errorf("port %d used by %s and %s", pt.n, other, pt.what)
 		}
@@ -36,14 +36,18 @@ func TestProcessesUsePlannedPorts(t *testing.T) {
 	t.Parallel()
 	p := newPlan(testConfig())
 	planned := map[string]bool{}
-	for _, pt := range p.ports() {
+	for _, pt := range p.ports {
 		planned[hostPort("127.0.0.1", pt.n)] = true
 	}
-	for _, g := range p.groups() {
+	for _, g := range p.groups {
 		for _, pr := range g {
-			for _, a := range pr.args {
-				if strings.HasPrefix(a, "127.0.0.1:") && !planned[a] {
-					t.Errorf("%s uses %s, not in the plan", pr.name, a)
+			for _, arg := range pr.args {
+				for _, a := range strings.Split(arg, ",") {
+					a = strings.TrimPrefix(strings.TrimPrefix(a, "ws://"), "http://")
+					a, _, _ = strings.Cut(a, "/")
+					if strings.HasPrefix(a, "127.0.0.1:") && !planned[a] {
+						t.Errorf("%s uses %s, not in the plan", pr.name, a)
+					}
 				}
 			}
 			if !strings.HasPrefix(pr.bin, "/opt/shindo/shindo") {
@@ -71,6 +75,12 @@ func TestEndpointsDocument(t *testing.T) {
 			"waveform": {"grpc", "admin", "pid"},
 			"dataapi":  {"http", "grpc", "admin", "pid"},
 		},
+		"TYO-1": {
+			"ingest":   {"udp", "ws", "grpc", "admin", "pid"},
+			"rts":      {"grpc", "admin", "pid"},
+			"waveform": {"grpc", "admin", "pid"},
+			"dataapi":  {"http", "grpc", "admin", "pid"},
+		},
 		"TPE-1": {"edge": {"http", "grpc", "admin", "pid"}},
 	}
 	for site, svcs := range want {
@@ -90,6 +100,16 @@ func TestEndpointsDocument(t *testing.T) {
 	json.Unmarshal(loose["TNN-1"]["ingest"], &ingest)
 	if ingest["ws"] != "ws://127.0.0.1:17001/v1/station/ws" || ingest["udp"] != "127.0.0.1:17000" {
 		t.Errorf("ingest %v", ingest)
+	}
+	json.Unmarshal(loose["TYO-1"]["ingest"], &ingest)
+	if ingest["udp"] != "127.0.0.1:17100" {
+		t.Errorf("TYO-1 ingest %v", ingest)
+	}
+	var fleet map[string]any
+	var top map[string]json.RawMessage
+	json.Unmarshal(b, &top)
+	if err := json.Unmarshal(top["fleet"], &fleet); err != nil || fleet["stations"] != float64(60) {
+		t.Errorf("fleet entry %s", top["fleet"])
 	}
 }
 

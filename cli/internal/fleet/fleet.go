@@ -21,13 +21,11 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"shindo.dev/cli/internal/uplink"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
-	"shindo.dev/lib/stationwire"
 	"shindo.dev/seismo/measure"
 )
 
@@ -67,7 +65,8 @@ type member struct {
 	st     Station
 	ground Ground
 	pipe   *measure.Pipeline
-	seq    uint64
+	links  []*uplink.Link
+	seq    atomic.Uint64
 	ns     [measure.FrameSamples]float64
 	ew     [measure.FrameSamples]float64
 	ud     [measure.FrameSamples]float64
@@ -75,6 +74,7 @@ type member struct {
 }
 
 type outgoing struct {
+	link     *uplink.Link
 	seq      uint64
 	datagram []byte
 }
@@ -97,10 +97,12 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("station %s: %w", st.ID, err)
 		}
+		m := &member{st: st, ground: opts.Ground(st, time.UnixMilli(start)), pipe: p}
+		m.seq.Store(uint64(start))
 		for _, u := range opts.Uplinks {
-			u.Register(st.ID, st.Key)
+			m.links = append(m.links, u.Link(st.ID, st.Key, st.KeyID, func() uint64 { return m.seq.Add(1) }))
 		}
-		members[i] = &member{st: st, ground: opts.Ground(st, time.UnixMilli(start)), pipe: p, seq: uint64(start)}
+		members[i] = m
 	}
 	opts.Log.Info("fleet running", slog.Int("stations", len(members)), slog.Int("uplinks", len(opts.Uplinks)))
 
@@ -116,7 +118,7 @@ func Run(ctx context.Context, opts Options) error {
 		wg.Go(func() {
 			for j := range work {
 				if j.send {
-					j.m.transmit(opts)
+					j.m.transmit()
 				} else {
 					j.m.prepare(opts)
 				}
@@ -186,30 +188,24 @@ func (m *member) prepare(opts Options) {
 	}}})
 }
 
-// seal numbers, stamps and signs p into the outbox.
+// seal numbers and stamps p, and signs one copy per uplink into the
+// outbox: the copies differ only in the RTT each uplink reports.
 func (m *member) seal(opts Options, sendAtMs int64, p *stationv1.Packet) {
-	m.seq++
-	p.StationId, p.Seq, p.SentAtMs = m.st.ID, m.seq, sendAtMs
-	inner, err := proto.Marshal(p)
-	if err != nil {
-		opts.Log.Error("packet not encoded", slog.String("station", m.st.ID), slog.Any("error", err))
-		return
+	seq := m.seq.Add(1)
+	p.StationId, p.Seq, p.SentAtMs = m.st.ID, seq, sendAtMs
+	for _, l := range m.links {
+		d, err := l.Seal(p)
+		if err != nil {
+			opts.Log.Error("packet not sealed", slog.String("station", m.st.ID), slog.Any("error", err))
+			continue
+		}
+		m.outbox = append(m.outbox, outgoing{l, seq, d})
 	}
-	d, err := stationwire.SealBytes(m.st.Key, m.st.KeyID, inner)
-	if err != nil {
-		opts.Log.Error("packet not sealed", slog.String("station", m.st.ID), slog.Any("error", err))
-		return
-	}
-	m.outbox = append(m.outbox, outgoing{m.seq, d})
 }
 
-// transmit sends the prepared packets on every uplink.
-func (m *member) transmit(opts Options) {
+// transmit sends the prepared packets, each on its uplink.
+func (m *member) transmit() {
 	for _, o := range m.outbox {
-		for _, u := range opts.Uplinks {
-			if err := u.Send(m.st.ID, o.seq, o.datagram); err != nil {
-				opts.Log.Debug("send failed", slog.String("uplink", u.Name), slog.Any("error", err))
-			}
-		}
+		o.link.Transmit(o.seq, o.datagram)
 	}
 }

@@ -81,7 +81,7 @@ func TestFleetSendsBothFramesOnEveryUplink(t *testing.T) {
 	primary, backup := newCollector(t), newCollector(t)
 	var ups []*uplink.Uplink
 	for _, c := range []*collector{primary, backup} {
-		u, err := uplink.Dial("u", c.conn.LocalAddr().String(), 100*time.Millisecond)
+		u, err := uplink.Dial(uplink.Config{Name: "u", UDP: c.conn.LocalAddr().String(), AckTimeout: 100 * time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

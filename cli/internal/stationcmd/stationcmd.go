@@ -15,7 +15,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"shindo.dev/cli/internal/fleet"
 	"shindo.dev/cli/internal/uplink"
@@ -23,18 +27,26 @@ import (
 	"shindo.dev/lib/logging"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
+	"shindo.dev/lib/timesync"
 )
 
 // uplinkConfig is what a station and a fleet share.
 type uplinkConfig struct {
 	groundConfig
-	Primary    string        `conf:"primary" help:"primary uplink (core TNN-1) UDP host:port"`
-	Backup     string        `conf:"backup" help:"backup uplink (core TYO-1) UDP host:port; empty for none"`
-	StatusAddr string        `conf:"status-addr" default:"127.0.0.1:0" help:"listen address of the local GET /status endpoint"`
-	AckTimeout time.Duration `conf:"ack-timeout" default:"250ms" help:"how long a packet waits for its ack before the one retransmission"`
-	Workers    int           `conf:"workers" default:"0" help:"measuring goroutines; 0 means one per CPU"`
-	LogFormat  string        `conf:"log-format" default:"text" help:"log format: json or text"`
-	LogLevel   string        `conf:"log-level" default:"info" help:"log level"`
+	Primary       string        `conf:"primary" help:"primary uplink (core TNN-1) UDP host:port"`
+	PrimaryWS     string        `conf:"primary-ws" help:"primary uplink WebSocket URL (ws://host:port/v1/station/ws); empty: no fallback"`
+	Backup        string        `conf:"backup" help:"backup uplink (core TYO-1) UDP host:port; empty for none"`
+	BackupWS      string        `conf:"backup-ws" help:"backup uplink WebSocket URL; empty: no fallback"`
+	StatusAddr    string        `conf:"status-addr" default:"127.0.0.1:0" help:"listen address of the local GET /status and /metrics endpoint"`
+	AckTimeout    time.Duration `conf:"ack-timeout" default:"250ms" help:"how long a packet waits for its ack before the one retransmission"`
+	TimeoutsToWS  int           `conf:"timeouts-to-ws" default:"4" help:"consecutive ack timeouts before an uplink switches to WebSocket"`
+	ProbeInterval time.Duration `conf:"probe-interval" default:"5s" help:"UDP probe period while an uplink is on WebSocket"`
+	ProbesToUDP   int           `conf:"probes-to-udp" default:"3" help:"consecutive acked probes before an uplink returns to UDP"`
+	TimeURLs      []string      `conf:"time-url" help:"time-sync endpoints of the edges (http://edge/ntp), comma-separated; empty: trust the host clock"`
+	TimeInterval  time.Duration `conf:"time-interval" default:"60s" help:"how often to sync the clock"`
+	Workers       int           `conf:"workers" default:"0" help:"measuring goroutines; 0 means one per CPU"`
+	LogFormat     string        `conf:"log-format" default:"text" help:"log format: json or text"`
+	LogLevel      string        `conf:"log-level" default:"info" help:"log level"`
 }
 
 func (c *uplinkConfig) validate() error {
@@ -52,6 +64,22 @@ func (c *uplinkConfig) validate() error {
 	}
 	if c.AckTimeout <= 0 || c.AckTimeout >= 500*time.Millisecond {
 		errs = append(errs, errors.New("ack-timeout must be between 0 and 500ms"))
+	}
+	if c.TimeoutsToWS < 1 || c.ProbesToUDP < 1 || c.ProbeInterval <= 0 || c.TimeInterval <= 0 {
+		errs = append(errs, errors.New("timeouts-to-ws and probes-to-udp must be at least 1, probe-interval and time-interval positive"))
+	}
+	for name, u := range map[string]string{"primary-ws": c.PrimaryWS, "backup-ws": c.BackupWS} {
+		if u != "" && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
+			errs = append(errs, fmt.Errorf("%s %q: want a ws:// or wss:// URL", name, u))
+		}
+	}
+	if c.BackupWS != "" && c.Backup == "" {
+		errs = append(errs, errors.New("backup-ws needs backup"))
+	}
+	for _, u := range c.TimeURLs {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			errs = append(errs, fmt.Errorf("time-url %q: want an http:// or https:// URL", u))
+		}
 	}
 	if c.Workers < 0 {
 		errs = append(errs, errors.New("workers must not be negative"))
@@ -149,11 +177,14 @@ func run(ctx context.Context, cfg uplinkConfig, stations []fleet.Station, stderr
 		return &conf.UsageError{Err: err}
 	}
 	var uplinks []*uplink.Uplink
-	for _, u := range []struct{ name, addr string }{{"primary", cfg.Primary}, {"backup", cfg.Backup}} {
-		if u.addr == "" {
+	for _, u := range []struct{ name, udp, ws string }{{"primary", cfg.Primary, cfg.PrimaryWS}, {"backup", cfg.Backup, cfg.BackupWS}} {
+		if u.udp == "" {
 			continue
 		}
-		up, err := uplink.Dial(u.name, u.addr, cfg.AckTimeout)
+		up, err := uplink.Dial(uplink.Config{
+			Name: u.name, UDP: u.udp, WS: u.ws, AckTimeout: cfg.AckTimeout, TimeoutsToWS: cfg.TimeoutsToWS,
+			ProbeInterval: cfg.ProbeInterval, ProbesToUDP: cfg.ProbesToUDP,
+		}, log)
 		if err != nil {
 			return err
 		}
@@ -164,7 +195,8 @@ func run(ctx context.Context, cfg uplinkConfig, stations []fleet.Station, stderr
 	if err != nil {
 		return fmt.Errorf("status listener: %w", err)
 	}
-	srv := &http.Server{Handler: statusHandler(len(stations), uplinks), ReadHeaderTimeout: 5 * time.Second}
+	var clock timesync.Clock
+	srv := &http.Server{Handler: statusHandler(len(stations), uplinks, &clock), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	log.Info("status endpoint", slog.String("url", "http://"+ln.Addr().String()+"/status"))
@@ -178,13 +210,14 @@ func run(ctx context.Context, cfg uplinkConfig, stations []fleet.Station, stderr
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, len(uplinks)+1)
+	errs := make(chan error, len(uplinks)+2)
 	for _, up := range uplinks {
 		go func() { errs <- up.Run(ctx) }()
 	}
+	go func() { errs <- nilUntilDone(ctx, clock.Run(ctx, cfg.TimeURLs, cfg.TimeInterval, log)) }()
 	go func() {
 		errs <- fleet.Run(ctx, fleet.Options{
-			Stations: stations, Uplinks: uplinks, Ground: ground, Workers: cfg.Workers, Log: log,
+			Stations: stations, Uplinks: uplinks, Ground: ground, Workers: cfg.Workers, Log: log, Now: clock.Now,
 		})
 	}()
 	err = <-errs
@@ -192,31 +225,62 @@ func run(ctx context.Context, cfg uplinkConfig, stations []fleet.Station, stderr
 	return err
 }
 
-// uplinkStatus is one entry of GET /status.
-type uplinkStatus struct {
-	Name          string  `json:"name"`
-	Transport     string  `json:"transport"`
-	SRTTMillis    float64 `json:"srtt_ms"`
-	Sent          uint64  `json:"sent"`
-	Acked         uint64  `json:"acked"`
-	Retransmitted uint64  `json:"retransmitted"`
-	Lost          uint64  `json:"lost"`
-	BadAcks       uint64  `json:"bad_acks"`
+// nilUntilDone turns a component that finished early without error (the
+// clock with nothing to sync against) into one that waits for ctx.
+func nilUntilDone(ctx context.Context, err error) error {
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
 }
 
-func statusHandler(stations int, uplinks []*uplink.Uplink) http.Handler {
+// uplinkStatus is one entry of GET /status. For a fleet the counters are
+// sums over its stations, transport is "mixed" while some stations are on
+// each, and consecutive_timeouts and probes_ok are the largest of any
+// station.
+type uplinkStatus struct {
+	Name                string  `json:"name"`
+	Transport           string  `json:"transport"`
+	SRTTMillis          float64 `json:"srtt_ms"`
+	ConsecutiveTimeouts int     `json:"consecutive_timeouts"`
+	Sent                uint64  `json:"sent"`
+	Acked               uint64  `json:"acked"`
+	Retransmitted       uint64  `json:"retransmitted"`
+	ProbesOK            int     `json:"probes_ok"`
+	Lost                uint64  `json:"lost"`
+	BadAcks             uint64  `json:"bad_acks"`
+	Probes              uint64  `json:"probes"`
+	StationsOnWS        int     `json:"stations_on_ws"`
+	SwitchesToWS        uint64  `json:"switches_to_ws"`
+	SwitchesToUDP       uint64  `json:"switches_to_udp"`
+}
+
+func status(u *uplink.Uplink) uplinkStatus {
+	s := u.Stats()
+	return uplinkStatus{
+		Name: u.Name(), Transport: s.Transport(), SRTTMillis: float64(s.SRTT.Microseconds()) / 1000,
+		ConsecutiveTimeouts: s.ConsecutiveTimeouts, Sent: s.Sent, Acked: s.Acked, Retransmitted: s.Retransmitted,
+		ProbesOK: s.ProbesOK, Lost: s.Lost, BadAcks: s.BadAcks, Probes: s.Probes, StationsOnWS: s.OnWS,
+		SwitchesToWS: s.ToWS, SwitchesToUDP: s.ToUDP,
+	}
+}
+
+func statusHandler(stations int, uplinks []*uplink.Uplink, clock *timesync.Clock) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(uplinkCollector(uplinks))
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		offset, synced := clock.Offset()
 		doc := struct {
-			Stations int            `json:"stations"`
-			Uplinks  []uplinkStatus `json:"uplinks"`
-		}{Stations: stations, Uplinks: []uplinkStatus{}}
+			Stations      int            `json:"stations"`
+			ClockOffsetMs float64        `json:"clock_offset_ms"`
+			ClockSynced   bool           `json:"clock_synced"`
+			Uplinks       []uplinkStatus `json:"uplinks"`
+		}{Stations: stations, ClockOffsetMs: float64(offset.Microseconds()) / 1000, ClockSynced: synced, Uplinks: []uplinkStatus{}}
 		for _, u := range uplinks {
-			s := u.Stats()
-			doc.Uplinks = append(doc.Uplinks, uplinkStatus{
-				Name: u.Name, Transport: "udp", SRTTMillis: s.SRTTMillis, Sent: s.Sent, Acked: s.Acked,
-				Retransmitted: s.Retransmitted, Lost: s.Lost, BadAcks: s.BadAcks,
-			})
+			doc.Uplinks = append(doc.Uplinks, status(u))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(doc)

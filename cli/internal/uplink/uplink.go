@@ -1,215 +1,518 @@
-// Package uplink is the station side of one uplink (station → one core)
-// over UDP: it sends signed datagrams, matches the core's signed acks,
-// retransmits a packet once when no ack came within the ack timeout, and
-// keeps the counters the station reports. Many stations may share one
-// uplink socket (the fleet simulator does), acks being told apart by
-// station ID and seq.
+// Package uplink is the station side of an uplink (SPEC §2–3): the path
+// from a station to one core. Each uplink decides alone:
+//
+//   - it sends over UDP and waits AckTimeout (250 ms) for the core's signed
+//     ack, retransmitting a packet at most once;
+//   - every ack wait that expires is a timeout; after TimeoutsToWS (4)
+//     consecutive timeouts, with no valid ack in between, it switches to
+//     WebSocket;
+//   - while on WebSocket it sends a UDP probe every ProbeInterval (5 s) and
+//     returns to UDP after ProbesToUDP (3) consecutive acked probes;
+//   - acks whose MAC does not verify are counted and ignored.
+//
+// Many stations may share one Uplink (the fleet simulator does): they share
+// its UDP socket, and each station has its own Link with its own state
+// machine and, when on WebSocket, its own connection.
 package uplink
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
 	"google.golang.org/protobuf/proto"
 
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
 )
 
-// DefaultAckTimeout is how long a packet waits for its ack (SPEC §3).
-const DefaultAckTimeout = 250 * time.Millisecond
+// Defaults of SPEC §3.
+const (
+	DefaultAckTimeout    = 250 * time.Millisecond
+	DefaultTimeoutsToWS  = 4
+	DefaultProbeInterval = 5 * time.Second
+	DefaultProbesToUDP   = 3
+)
 
-// Stats are an uplink's counters.
-type Stats struct {
-	Sent          uint64  // first transmissions
-	Acked         uint64  // packets acked (first ack per packet)
-	Retransmitted uint64  // second transmissions
-	Lost          uint64  // packets not acked after the retransmission
-	BadAcks       uint64  // acks dropped for a bad MAC or unknown packet
-	SRTTMillis    float64 // smoothed round-trip time (RFC 6298)
+// Config describes one uplink.
+type Config struct {
+	Name          string        // "primary" or "backup"
+	UDP           string        // core ingest UDP host:port
+	WS            string        // core ingest WebSocket URL; empty: no fallback
+	AckTimeout    time.Duration // wait for an ack before a retransmission
+	TimeoutsToWS  int           // consecutive timeouts before switching to WebSocket
+	ProbeInterval time.Duration // UDP probe period while on WebSocket
+	ProbesToUDP   int           // consecutive acked probes before returning to UDP
 }
 
-type key struct {
-	station string
-	seq     uint64
+func (c *Config) defaults() {
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.TimeoutsToWS <= 0 {
+		c.TimeoutsToWS = DefaultTimeoutsToWS
+	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
+	if c.ProbesToUDP <= 0 {
+		c.ProbesToUDP = DefaultProbesToUDP
+	}
+}
+
+// Transport is how a link currently sends.
+type Transport int
+
+// Transports.
+const (
+	UDP Transport = iota
+	WS
+)
+
+func (t Transport) String() string {
+	if t == WS {
+		return "ws"
+	}
+	return "udp"
+}
+
+// Uplink is the path to one core, shared by any number of stations.
+type Uplink struct {
+	cfg    Config
+	conn   *net.UDPConn
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.RWMutex
+	links map[string]*Link
+
+	badAcks atomic.Uint64
+}
+
+// Dial opens an uplink; nothing is sent until a link transmits.
+func Dial(cfg Config, log *slog.Logger) (*Uplink, error) {
+	cfg.defaults()
+	addr, err := net.ResolveUDPAddr("udp", cfg.UDP)
+	if err != nil {
+		return nil, fmt.Errorf("%s uplink %q: %w", cfg.Name, cfg.UDP, err)
+	}
+	conn, err := net.DialUDP("udp", nil, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s uplink %s: %w", cfg.Name, cfg.UDP, err)
+	}
+	_ = conn.SetReadBuffer(8 << 20)
+	_ = conn.SetWriteBuffer(8 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Uplink{
+		cfg: cfg, conn: conn, log: log.With(slog.String("uplink", cfg.Name)),
+		ctx: ctx, cancel: cancel, links: map[string]*Link{},
+	}, nil
+}
+
+// Name returns the uplink's name.
+func (u *Uplink) Name() string { return u.cfg.Name }
+
+// Link adds a station to the uplink. nextSeq hands out the station's
+// sequence numbers (shared by its uplinks; probes take theirs from it too).
+func (u *Uplink) Link(station string, key []byte, keyID uint32, nextSeq func() uint64) *Link {
+	l := &Link{u: u, station: station, key: key, keyID: keyID, nextSeq: nextSeq, pending: map[uint64]*pending{}}
+	u.mu.Lock()
+	u.links[station] = l
+	u.mu.Unlock()
+	return l
+}
+
+// Run reads acks from the UDP socket until ctx ends, then closes every
+// WebSocket.
+func (u *Uplink) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, u.Close)
+	defer stop()
+	buf := make([]byte, 2048)
+	for {
+		n, err := u.conn.Read(buf)
+		if err != nil {
+			if ctx.Err() != nil || u.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// ICMP port unreachable while the core is down: the packets
+			// time out and the state machine reacts; keep reading.
+			var opErr *net.OpError
+			if errors.As(err, &opErr) {
+				continue
+			}
+			return fmt.Errorf("%s uplink read: %w", u.cfg.Name, err)
+		}
+		u.dispatch(buf[:n])
+	}
+}
+
+// Close stops the uplink: the socket, every WebSocket, every probe.
+func (u *Uplink) Close() {
+	u.cancel()
+	u.conn.Close()
+}
+
+// dispatch verifies an ack from the socket and hands it to its link.
+func (u *Uplink) dispatch(b []byte) {
+	d, err := stationwire.Open(b)
+	if err != nil {
+		u.badAcks.Add(1)
+		return
+	}
+	var ack stationv1.Ack
+	if err := proto.Unmarshal(d.GetPacket(), &ack); err != nil {
+		u.badAcks.Add(1)
+		return
+	}
+	u.mu.RLock()
+	l := u.links[ack.GetStationId()]
+	u.mu.RUnlock()
+	if l == nil || !stationwire.Verify(l.key, d) {
+		u.badAcks.Add(1)
+		return
+	}
+	l.acked(ack.GetSeq())
+}
+
+// Stats sums the uplink's links.
+func (u *Uplink) Stats() Stats {
+	u.mu.RLock()
+	links := make([]*Link, 0, len(u.links))
+	for _, l := range u.links {
+		links = append(links, l)
+	}
+	u.mu.RUnlock()
+	var s Stats
+	var srttSum time.Duration
+	for _, l := range links {
+		ls := l.Stats()
+		s.add(ls)
+		srttSum += ls.SRTT
+	}
+	s.Links = len(links)
+	if len(links) > 0 {
+		s.SRTT = srttSum / time.Duration(len(links))
+	}
+	s.BadAcks += u.badAcks.Load()
+	return s
+}
+
+// Stats describe a link, or the sum of an uplink's links.
+type Stats struct {
+	Links               int           // stations on the uplink
+	OnWS                int           // of them, on WebSocket now
+	SRTT                time.Duration // smoothed RTT (RFC 6298); mean over links
+	ConsecutiveTimeouts int           // current run of ack timeouts; the largest over links
+	ProbesOK            int           // current run of acked probes; the largest over links
+	Sent                uint64        // packets sent (first transmissions, probes excluded)
+	Acked               uint64        // packets acked
+	Retransmitted       uint64        // second transmissions
+	Lost                uint64        // packets unacked after their retransmission
+	Probes              uint64        // UDP probes sent
+	BadAcks             uint64        // acks dropped for a bad MAC or an unknown station
+	ToWS, ToUDP         uint64        // transport switches
+}
+
+func (s *Stats) add(o Stats) {
+	s.OnWS += o.OnWS
+	s.ConsecutiveTimeouts = max(s.ConsecutiveTimeouts, o.ConsecutiveTimeouts)
+	s.ProbesOK = max(s.ProbesOK, o.ProbesOK)
+	s.Sent += o.Sent
+	s.Acked += o.Acked
+	s.Retransmitted += o.Retransmitted
+	s.Lost += o.Lost
+	s.Probes += o.Probes
+	s.BadAcks += o.BadAcks
+	s.ToWS += o.ToWS
+	s.ToUDP += o.ToUDP
+}
+
+// Transport summarises the links' transports: "udp", "ws" or "mixed".
+func (s Stats) Transport() string {
+	switch s.OnWS {
+	case 0:
+		return "udp"
+	case s.Links:
+		return "ws"
+	default:
+		return "mixed"
+	}
 }
 
 type pending struct {
 	datagram []byte
 	sentAt   time.Time
 	retried  bool
+	probe    bool
 	timer    *time.Timer
 }
 
-// Uplink is one UDP path to one core.
-type Uplink struct {
-	Name       string
-	conn       *net.UDPConn
-	ackTimeout time.Duration
+// Link is one station on one uplink, with its own state machine.
+type Link struct {
+	u       *Uplink
+	station string
+	key     []byte
+	keyID   uint32
+	nextSeq func() uint64
 
-	keysMu sync.RWMutex
-	keys   map[string][]byte
-
-	mu      sync.Mutex
-	pending map[key]*pending
-	srtt    time.Duration
-	onAck   func(station string, seq uint64, rtt time.Duration)
-
-	sent, acked, retransmitted, lost, badAcks atomic.Uint64
+	mu          sync.Mutex
+	transport   Transport
+	ws          *websocket.Conn
+	dialing     bool
+	probeCancel context.CancelFunc
+	consecutive int
+	probesOK    int
+	pending     map[uint64]*pending
+	srtt        time.Duration
+	lastRTT     time.Duration
+	stats       Stats
 }
 
-// Dial opens an uplink named name (e.g. "primary") to target host:port.
-func Dial(name, target string, ackTimeout time.Duration) (*Uplink, error) {
-	addr, err := net.ResolveUDPAddr("udp", target)
-	if err != nil {
-		return nil, fmt.Errorf("%s uplink %q: %w", name, target, err)
-	}
-	conn, err := net.DialUDP("udp", nil, addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s uplink %s: %w", name, target, err)
-	}
-	_ = conn.SetReadBuffer(4 << 20)
-	_ = conn.SetWriteBuffer(4 << 20)
-	return &Uplink{Name: name, conn: conn, ackTimeout: ackTimeout, keys: map[string][]byte{}, pending: map[key]*pending{}}, nil
+// Seal stamps p with this link's last measured RTT, serializes and signs
+// it. The caller has set the station, seq and send time.
+func (l *Link) Seal(p *stationv1.Packet) ([]byte, error) {
+	l.mu.Lock()
+	p.RttUs = uint32(min(l.lastRTT.Microseconds(), 1<<32-1))
+	l.mu.Unlock()
+	return stationwire.Seal(l.key, l.keyID, p)
 }
 
-// Register makes station's acks verifiable on this uplink.
-func (u *Uplink) Register(station string, k []byte) {
-	u.keysMu.Lock()
-	u.keys[station] = k
-	u.keysMu.Unlock()
-}
-
-// OnAck sets a function called for every first ack, with its round-trip
-// time measured from the last transmission.
-func (u *Uplink) OnAck(fn func(station string, seq uint64, rtt time.Duration)) { u.onAck = fn }
-
-// Send transmits a sealed datagram for (station, seq) and arms its ack
-// timer.
-func (u *Uplink) Send(station string, seq uint64, datagram []byte) error {
+// Transmit sends a sealed packet and waits for its ack in the background.
+func (l *Link) Transmit(seq uint64, datagram []byte) {
+	l.mu.Lock()
 	p := &pending{datagram: datagram, sentAt: time.Now()}
-	k := key{station, seq}
-	u.mu.Lock()
-	u.pending[k] = p
-	p.timer = time.AfterFunc(u.ackTimeout, func() { u.timeout(k) })
-	u.mu.Unlock()
-	u.sent.Add(1)
-	if _, err := u.conn.Write(datagram); err != nil {
-		return fmt.Errorf("%s uplink send: %w", u.Name, err)
-	}
-	return nil
+	l.pending[seq] = p
+	p.timer = time.AfterFunc(l.u.cfg.AckTimeout, func() { l.timeout(seq) })
+	l.stats.Sent++
+	l.mu.Unlock()
+	l.write(datagram)
 }
 
-func (u *Uplink) timeout(k key) {
-	u.mu.Lock()
-	p, ok := u.pending[k]
-	if !ok {
-		u.mu.Unlock()
-		return
-	}
-	if p.retried {
-		delete(u.pending, k)
-		u.mu.Unlock()
-		u.lost.Add(1)
-		return
-	}
-	p.retried = true
-	p.sentAt = time.Now()
-	p.timer = time.AfterFunc(u.ackTimeout, func() { u.timeout(k) })
-	u.mu.Unlock()
-	u.retransmitted.Add(1)
-	_, _ = u.conn.Write(p.datagram) // a failed resend is a lost packet, counted at its timeout
-}
-
-// Run reads acks until ctx ends.
-func (u *Uplink) Run(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { u.conn.Close() })
-	defer stop()
-	buf := make([]byte, 2048)
-	for {
-		n, err := u.conn.Read(buf)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			// ICMP port unreachable while the core is down: keep going,
-			// the packets time out and count as lost.
-			var opErr *net.OpError
-			if errors.As(err, &opErr) {
-				continue
-			}
-			return fmt.Errorf("%s uplink read: %w", u.Name, err)
+// write sends over the current transport; a failed WebSocket write falls
+// back to UDP for this datagram and ends the WebSocket.
+func (l *Link) write(datagram []byte) {
+	l.mu.Lock()
+	ws := l.ws
+	l.mu.Unlock()
+	if ws != nil {
+		ctx, cancel := context.WithTimeout(l.u.ctx, l.u.cfg.AckTimeout)
+		err := ws.Write(ctx, websocket.MessageBinary, datagram)
+		cancel()
+		if err == nil {
+			return
 		}
-		u.handleAck(buf[:n])
+		l.wsLost(ws, err)
 	}
+	_, _ = l.u.conn.Write(datagram) // a failed send shows as a timeout
 }
 
-func (u *Uplink) handleAck(b []byte) {
-	ack, ok := u.verifyAck(b)
+func (l *Link) timeout(seq uint64) {
+	l.mu.Lock()
+	p, ok := l.pending[seq]
 	if !ok {
-		u.badAcks.Add(1)
+		l.mu.Unlock()
 		return
 	}
-	k := key{ack.GetStationId(), ack.GetSeq()}
-	u.mu.Lock()
-	p, ok := u.pending[k]
-	var rtt time.Duration
-	if ok {
-		delete(u.pending, k)
-		p.timer.Stop()
-		rtt = time.Since(p.sentAt)
-		if u.srtt == 0 {
-			u.srtt = rtt
-		} else {
-			u.srtt += (rtt - u.srtt) / 8 // RFC 6298, alpha = 1/8
+	if p.probe {
+		delete(l.pending, seq)
+		l.probesOK = 0
+		l.mu.Unlock()
+		return
+	}
+	l.consecutive++
+	resend := !p.retried
+	if resend {
+		p.retried, p.sentAt = true, time.Now()
+		p.timer = time.AfterFunc(l.u.cfg.AckTimeout, func() { l.timeout(seq) })
+		l.stats.Retransmitted++
+	} else {
+		delete(l.pending, seq)
+		l.stats.Lost++
+	}
+	var toWS, reconnect bool
+	if l.consecutive >= l.u.cfg.TimeoutsToWS && l.u.cfg.WS != "" && !l.dialing {
+		toWS = l.transport == UDP
+		reconnect = l.transport == WS // the WebSocket itself stopped delivering
+		if toWS || reconnect {
+			l.dialing = true
 		}
 	}
-	u.mu.Unlock()
-	if !ok {
-		return // a second ack of a packet already settled
+	oldWS := l.ws
+	l.mu.Unlock()
+	if reconnect {
+		l.wsLost(oldWS, errors.New("acks stopped"))
 	}
-	u.acked.Add(1)
-	if u.onAck != nil {
-		u.onAck(k.station, k.seq, rtt)
+	if toWS || reconnect {
+		go l.toWS()
+	}
+	if resend {
+		l.write(p.datagram)
 	}
 }
 
-// verifyAck decodes an ack and checks its MAC with the key of the station
-// it names; acks for stations not on this uplink, or forged, are refused.
-func (u *Uplink) verifyAck(b []byte) (*stationv1.Ack, bool) {
-	d, err := stationwire.Open(b)
+// acked settles seq.
+func (l *Link) acked(seq uint64) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.pending[seq]
+	if !ok {
+		return // a second ack of a settled packet
+	}
+	delete(l.pending, seq)
+	p.timer.Stop()
+	rtt := now.Sub(p.sentAt)
+	if p.probe {
+		l.probesOK++
+		if l.transport == WS && l.probesOK >= l.u.cfg.ProbesToUDP {
+			l.toUDPLocked("probes succeeded")
+		}
+		return
+	}
+	l.stats.Acked++
+	l.consecutive = 0
+	l.lastRTT = rtt
+	if l.srtt == 0 {
+		l.srtt = rtt
+	} else {
+		l.srtt += (rtt - l.srtt) / 8 // RFC 6298, alpha = 1/8
+	}
+}
+
+// toWS dials the WebSocket and, once connected, moves the link onto it.
+func (l *Link) toWS() {
+	ctx, cancel := context.WithTimeout(l.u.ctx, 3*time.Second)
+	c, _, err := websocket.Dial(ctx, l.u.cfg.WS, nil)
+	cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dialing = false
 	if err != nil {
-		return nil, false
+		// Stay on UDP; another run of timeouts tries again.
+		l.consecutive = 0
+		if l.u.ctx.Err() == nil {
+			l.u.log.Warn("websocket dial failed, staying on UDP", slog.String("station", l.station), slog.Any("error", err))
+		}
+		return
 	}
-	var ack stationv1.Ack
-	if err := proto.Unmarshal(d.GetPacket(), &ack); err != nil {
-		return nil, false
+	c.SetReadLimit(4096)
+	l.ws = c
+	if l.transport != WS {
+		l.stats.ToWS++
+		l.u.log.Info("uplink switched to websocket", slog.String("station", l.station), slog.Int("timeouts", l.consecutive))
 	}
-	u.keysMu.RLock()
-	k, ok := u.keys[ack.GetStationId()]
-	u.keysMu.RUnlock()
-	if !ok || !stationwire.Verify(k, d) {
-		return nil, false
+	l.transport, l.consecutive, l.probesOK = WS, 0, 0
+	probeCtx, probeCancel := context.WithCancel(l.u.ctx)
+	if l.probeCancel != nil {
+		l.probeCancel()
 	}
-	return &ack, true
+	l.probeCancel = probeCancel
+	go l.readWS(c)
+	go l.probe(probeCtx)
 }
 
-// Stats returns the counters.
-func (u *Uplink) Stats() Stats {
-	u.mu.Lock()
-	srtt := u.srtt
-	u.mu.Unlock()
-	return Stats{
-		Sent: u.sent.Load(), Acked: u.acked.Load(), Retransmitted: u.retransmitted.Load(),
-		Lost: u.lost.Load(), BadAcks: u.badAcks.Load(),
-		SRTTMillis: float64(srtt.Microseconds()) / 1000,
+// readWS takes acks from the WebSocket until it closes.
+func (l *Link) readWS(c *websocket.Conn) {
+	for {
+		_, b, err := c.Read(l.u.ctx)
+		if err != nil {
+			l.wsLost(c, err)
+			return
+		}
+		d, err := stationwire.Open(b)
+		if err != nil || !stationwire.Verify(l.key, d) {
+			l.u.badAcks.Add(1)
+			continue
+		}
+		var ack stationv1.Ack
+		if proto.Unmarshal(d.GetPacket(), &ack) != nil || ack.GetStationId() != l.station {
+			l.u.badAcks.Add(1)
+			continue
+		}
+		l.acked(ack.GetSeq())
 	}
 }
 
-// Close closes the socket.
-func (u *Uplink) Close() error { return u.conn.Close() }
+// wsLost returns the link to UDP if c is still its WebSocket.
+func (l *Link) wsLost(c *websocket.Conn, cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ws != c || c == nil {
+		return
+	}
+	if l.u.ctx.Err() == nil {
+		l.u.log.Warn("websocket lost, back to UDP", slog.String("station", l.station), slog.Any("error", cause))
+	}
+	l.toUDPLocked("websocket lost")
+}
+
+// toUDPLocked moves the link back to UDP; l.mu is held.
+func (l *Link) toUDPLocked(why string) {
+	if l.ws != nil {
+		go l.ws.Close(websocket.StatusNormalClosure, why)
+		l.ws = nil
+	}
+	if l.probeCancel != nil {
+		l.probeCancel()
+		l.probeCancel = nil
+	}
+	if l.transport == WS {
+		l.stats.ToUDP++
+		l.u.log.Info("uplink back on UDP", slog.String("station", l.station), slog.String("why", why))
+	}
+	l.transport, l.consecutive = UDP, 0
+}
+
+// probe sends a UDP probe every ProbeInterval while the link is on
+// WebSocket.
+func (l *Link) probe(ctx context.Context) {
+	t := time.NewTicker(l.u.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		seq := l.nextSeq()
+		d, err := l.Seal(&stationv1.Packet{StationId: l.station, Seq: seq, SentAtMs: time.Now().UnixMilli(),
+			Body: &stationv1.Packet_Probe{Probe: &stationv1.Probe{}}})
+		if err != nil {
+			continue
+		}
+		l.mu.Lock()
+		p := &pending{datagram: d, sentAt: time.Now(), probe: true}
+		l.pending[seq] = p
+		p.timer = time.AfterFunc(l.u.cfg.AckTimeout, func() { l.timeout(seq) })
+		l.stats.Probes++
+		l.mu.Unlock()
+		_, _ = l.u.conn.Write(d)
+	}
+}
+
+// Stats returns the link's state and counters.
+func (l *Link) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stats
+	s.Links = 1
+	if l.transport == WS {
+		s.OnWS = 1
+	}
+	s.SRTT, s.ConsecutiveTimeouts, s.ProbesOK = l.srtt, l.consecutive, l.probesOK
+	return s
+}
+
+// Transport returns the link's current transport.
+func (l *Link) Transport() Transport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.transport
+}

@@ -3,11 +3,18 @@ package uplink
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"google.golang.org/protobuf/proto"
 
 	stationv1 "shindo.dev/gen/shindo/station/v1"
@@ -16,159 +23,325 @@ import (
 
 var stationKey = bytes.Repeat([]byte{3}, 32)
 
-// core is a UDP server that acks packets by a policy: drop the first n
-// transmissions of each seq, or sign acks with a wrong key.
+// core is a test peer speaking the core side of the protocol over UDP and
+// WebSocket, with switches to lose traffic.
 type core struct {
-	conn      *net.UDPConn
-	dropFirst int
-	forge     bool
+	udp       *net.UDPConn
+	ws        *httptest.Server
+	udpDown   atomic.Bool // drop every UDP datagram
+	dropFirst atomic.Int32
+	forge     atomic.Bool
 	mu        sync.Mutex
 	seen      map[uint64]int
+	probes    int
+	wsPackets int
+	wsConns   []*websocket.Conn
 }
 
-func newCore(t *testing.T, dropFirst int, forge bool) *core {
+// killWS drops every WebSocket connection from the core's side.
+func (c *core) killWS() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.wsConns {
+		conn.CloseNow()
+	}
+}
+
+func newCore(t *testing.T) *core {
 	t.Helper()
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &core{conn: conn, seen: map[uint64]int{}, dropFirst: dropFirst, forge: forge}
+	c := &core{udp: conn, seen: map[uint64]int{}}
 	t.Cleanup(func() { conn.Close() })
-	go c.serve()
+	go c.serveUDP()
+	c.ws = httptest.NewServer(http.HandlerFunc(c.serveWS))
+	t.Cleanup(func() { c.ws.CloseClientConnections(); c.ws.Close() })
 	return c
 }
 
-func (c *core) serve() {
+func (c *core) wsURL() string { return "ws" + strings.TrimPrefix(c.ws.URL, "http") + "/v1/station/ws" }
+
+// ack builds the reply to datagram b, or nil to stay silent.
+func (c *core) ack(b []byte, viaWS bool) []byte {
+	d, err := stationwire.Open(b)
+	if err != nil || !stationwire.Verify(stationKey, d) {
+		return nil
+	}
+	p, err := stationwire.Packet(d)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	c.seen[p.GetSeq()]++
+	n := c.seen[p.GetSeq()]
+	if p.GetProbe() != nil {
+		c.probes++
+	}
+	if viaWS {
+		c.wsPackets++
+	}
+	c.mu.Unlock()
+	if !viaWS && int32(n) <= c.dropFirst.Load() {
+		return nil
+	}
+	k := stationKey
+	if c.forge.Load() {
+		k = bytes.Repeat([]byte{9}, 32)
+	}
+	ack, _ := stationwire.Seal(k, 1, &stationv1.Ack{StationId: p.GetStationId(), Seq: p.GetSeq(), Site: "TNN-1"})
+	return ack
+}
+
+func (c *core) serveUDP() {
 	buf := make([]byte, 2048)
 	for {
-		n, from, err := c.conn.ReadFromUDP(buf)
+		n, from, err := c.udp.ReadFromUDP(buf)
 		if err != nil {
 			return
 		}
-		d, err := stationwire.Open(buf[:n])
-		if err != nil {
-			continue
+		// Counted, then lost: to the station a dead path in either
+		// direction looks the same.
+		if a := c.ack(buf[:n], false); a != nil && !c.udpDown.Load() {
+			c.udp.WriteToUDP(a, from)
 		}
-		p, err := stationwire.Packet(d)
-		if err != nil {
-			continue
-		}
-		c.mu.Lock()
-		c.seen[p.GetSeq()]++
-		count := c.seen[p.GetSeq()]
-		drop, forge := count <= c.dropFirst, c.forge
-		c.mu.Unlock()
-		if drop {
-			continue
-		}
-		k := stationKey
-		if forge {
-			k = bytes.Repeat([]byte{9}, 32)
-		}
-		ack, _ := stationwire.Seal(k, 1, &stationv1.Ack{StationId: p.GetStationId(), Seq: p.GetSeq(), Site: "TNN-1"})
-		c.conn.WriteToUDP(ack, from)
 	}
 }
 
-func (c *core) transmissions(seq uint64) int {
+func (c *core) serveWS(w http.ResponseWriter, r *http.Request) {
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer conn.CloseNow()
+	c.mu.Lock()
+	c.wsConns = append(c.wsConns, conn)
+	c.mu.Unlock()
+	for {
+		_, b, err := conn.Read(r.Context())
+		if err != nil {
+			return
+		}
+		if a := c.ack(b, true); a != nil {
+			conn.Write(r.Context(), websocket.MessageBinary, a)
+		}
+	}
+}
+
+func (c *core) counts(seq uint64) (transmissions, probes, wsPackets int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.seen[seq]
+	return c.seen[seq], c.probes, c.wsPackets
 }
 
-func datagram(t *testing.T, seq uint64) []byte {
-	b, err := stationwire.Seal(stationKey, 1, &stationv1.Packet{StationId: "S1", Seq: seq, Body: &stationv1.Packet_Probe{Probe: &stationv1.Probe{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+// fast timers keep the tests short; the rules are the same.
+func fastConfig(c *core, name string) Config {
+	return Config{Name: name, UDP: c.udp.LocalAddr().String(), WS: c.wsURL(),
+		AckTimeout: 40 * time.Millisecond, TimeoutsToWS: 4, ProbeInterval: 150 * time.Millisecond, ProbesToUDP: 3}
 }
 
-func run(t *testing.T, c *core) *Uplink {
+type station struct {
+	link *Link
+	seq  atomic.Uint64
+}
+
+func start(t *testing.T, cfg Config) (*Uplink, *station) {
 	t.Helper()
-	u, err := Dial("primary", c.conn.LocalAddr().String(), 50*time.Millisecond)
+	u, err := Dial(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Register("S1", stationKey)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go u.Run(ctx)
-	return u
+	st := &station{}
+	st.link = u.Link("S1", stationKey, 1, func() uint64 { return st.seq.Add(1) })
+	return u, st
 }
 
-func waitStats(t *testing.T, u *Uplink, ok func(Stats) bool) Stats {
+// send transmits one intensity packet and returns its seq.
+func (s *station) send(t *testing.T) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s := u.Stats()
-		if ok(s) {
-			return s
-		}
+	seq := s.seq.Add(1)
+	d, err := s.link.Seal(&stationv1.Packet{StationId: "S1", Seq: seq, SentAtMs: time.Now().UnixMilli(),
+		Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.link.Transmit(seq, d)
+	return seq
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("stats never settled: %+v", s)
+			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
-func TestAcked(t *testing.T) {
+func TestAckedAndRTT(t *testing.T) {
 	t.Parallel()
-	c := newCore(t, 0, false)
-	u := run(t, c)
-	acked := make(chan uint64, 10)
-	u.OnAck(func(_ string, seq uint64, _ time.Duration) { acked <- seq })
-	for seq := uint64(1); seq <= 5; seq++ {
-		u.Send("S1", seq, datagram(t, seq))
+	c := newCore(t)
+	_, st := start(t, fastConfig(c, "primary"))
+	for range 5 {
+		st.send(t)
 	}
-	s := waitStats(t, u, func(s Stats) bool { return s.Acked == 5 })
-	if s.Sent != 5 || s.Retransmitted != 0 || s.Lost != 0 || s.SRTTMillis <= 0 {
+	waitFor(t, "5 acks", func() bool { return st.link.Stats().Acked == 5 })
+	s := st.link.Stats()
+	if s.Sent != 5 || s.Retransmitted != 0 || s.Lost != 0 || s.SRTT <= 0 || s.ConsecutiveTimeouts != 0 {
 		t.Fatalf("stats %+v", s)
 	}
-	if len(acked) != 5 {
-		t.Fatalf("%d ack callbacks", len(acked))
+	// The next packet carries the measured RTT.
+	d, _ := st.link.Seal(&stationv1.Packet{StationId: "S1", Seq: 99})
+	env, _ := stationwire.Open(d)
+	var p stationv1.Packet
+	proto.Unmarshal(env.GetPacket(), &p)
+	if p.GetRttUs() == 0 {
+		t.Fatal("packet does not carry the uplink's RTT")
 	}
 }
 
-func TestRetransmitsOnce(t *testing.T) {
+func TestRetransmitsAtMostOnce(t *testing.T) {
 	t.Parallel()
-	c := newCore(t, 1, false) // the first transmission is lost, the retransmission acked
-	u := run(t, c)
-	u.Send("S1", 1, datagram(t, 1))
-	s := waitStats(t, u, func(s Stats) bool { return s.Acked == 1 })
-	if s.Retransmitted != 1 || c.transmissions(1) != 2 {
-		t.Fatalf("stats %+v, core saw %d transmissions", s, c.transmissions(1))
+	c := newCore(t)
+	c.dropFirst.Store(1) // the first transmission is lost, the retransmission acked
+	_, st := start(t, fastConfig(c, "primary"))
+	seq := st.send(t)
+	waitFor(t, "ack of the retransmission", func() bool { return st.link.Stats().Acked == 1 })
+	if s := st.link.Stats(); s.Retransmitted != 1 || s.ConsecutiveTimeouts != 0 {
+		t.Fatalf("stats %+v", s)
 	}
-
-	c.mu.Lock()
-	c.dropFirst = 5 // nothing gets through
-	c.mu.Unlock()
-	u.Send("S1", 2, datagram(t, 2))
-	s = waitStats(t, u, func(s Stats) bool { return s.Lost == 1 })
-	if s.Retransmitted != 2 || c.transmissions(2) != 2 {
-		t.Fatalf("more than one retransmission: %+v, core saw %d", s, c.transmissions(2))
+	if n, _, _ := c.counts(seq); n != 2 {
+		t.Fatalf("core saw %d transmissions", n)
+	}
+	c.dropFirst.Store(5) // nothing gets through now
+	seq = st.send(t)
+	waitFor(t, "the packet given up", func() bool { return st.link.Stats().Lost == 1 })
+	if n, _, _ := c.counts(seq); n != 2 {
+		t.Fatalf("core saw %d transmissions of one packet, want 2", n)
 	}
 }
 
 func TestForgedAckIgnored(t *testing.T) {
 	t.Parallel()
-	c := newCore(t, 0, true)
-	u := run(t, c)
-	u.Send("S1", 1, datagram(t, 1))
-	s := waitStats(t, u, func(s Stats) bool { return s.Lost == 1 })
-	if s.Acked != 0 || s.BadAcks != 2 {
+	c := newCore(t)
+	c.forge.Store(true)
+	u, st := start(t, fastConfig(c, "primary"))
+	st.send(t)
+	waitFor(t, "the packet given up", func() bool { return st.link.Stats().Lost == 1 })
+	if s := u.Stats(); s.Acked != 0 || s.BadAcks != 2 {
 		t.Fatalf("stats %+v", s)
 	}
 }
 
-func FuzzHandleAck(f *testing.F) {
+// TestStateMachine walks one uplink through every transition and checks
+// each happens exactly at its rule, while a second uplink to another core
+// is untouched.
+func TestStateMachine(t *testing.T) {
+	t.Parallel()
+	tnn, tyo := newCore(t), newCore(t)
+	_, primary := start(t, fastConfig(tnn, "primary"))
+	_, backup := start(t, fastConfig(tyo, "backup"))
+	tnn.udpDown.Store(true)
+
+	// Packet 1: timeout, retransmission, timeout — 2 timeouts.
+	primary.send(t)
+	waitFor(t, "packet 1 lost", func() bool { return primary.link.Stats().Lost == 1 })
+	if s := primary.link.Stats(); s.ConsecutiveTimeouts != 2 || primary.link.Transport() != UDP {
+		t.Fatalf("after 2 timeouts: %+v", s)
+	}
+	// Packet 2: the 3rd timeout keeps UDP, the 4th switches.
+	primary.send(t)
+	waitFor(t, "3 timeouts", func() bool { return primary.link.Stats().Retransmitted == 2 })
+	if tr := primary.link.Transport(); tr != UDP {
+		t.Fatalf("on %v after 3 timeouts", tr)
+	}
+	waitFor(t, "switch to WebSocket", func() bool { return primary.link.Transport() == WS })
+	if s := primary.link.Stats(); s.ToWS != 1 || s.Lost != 2 {
+		t.Fatalf("at the switch: %+v", s)
+	}
+	// On WebSocket, packets are acked over it.
+	_, _, wsBefore := tnn.counts(0)
+	primary.send(t)
+	waitFor(t, "ack over WebSocket", func() bool { return primary.link.Stats().Acked == 1 })
+	if _, _, ws := tnn.counts(0); ws != wsBefore+1 {
+		t.Fatalf("packet did not travel the WebSocket")
+	}
+
+	// Probes go out every ProbeInterval over UDP, which is still down:
+	// they fail and the link stays on WebSocket.
+	waitFor(t, "two failed probes", func() bool { _, probes, _ := tnn.counts(0); return probes >= 2 })
+	if s := primary.link.Stats(); primary.link.Transport() != WS || s.ProbesOK != 0 {
+		t.Fatalf("failed probes moved the link: %+v", s)
+	}
+	// UDP heals: three acked probes in a row bring it back, not fewer.
+	_, probesAtHeal, _ := tnn.counts(0)
+	tnn.udpDown.Store(false)
+	waitFor(t, "two acked probes", func() bool { return primary.link.Stats().ProbesOK >= 2 })
+	if primary.link.Transport() != WS {
+		t.Fatal("back on UDP before the third acked probe")
+	}
+	waitFor(t, "back on UDP", func() bool { return primary.link.Transport() == UDP })
+	_, probes, _ := tnn.counts(0)
+	if s := primary.link.Stats(); s.ToUDP != 1 || s.ProbesOK != 3 || probes-probesAtHeal < 3 {
+		t.Fatalf("at the return: %+v, %d probes since healing", s, probes-probesAtHeal)
+	}
+	primary.send(t)
+	waitFor(t, "ack over UDP", func() bool { return primary.link.Stats().Acked == 2 })
+
+	// The backup uplink never noticed.
+	backup.send(t)
+	waitFor(t, "backup ack", func() bool { return backup.link.Stats().Acked == 1 })
+	if s := backup.link.Stats(); s.ToWS != 0 || s.ConsecutiveTimeouts != 0 || s.Retransmitted != 0 || backup.link.Transport() != UDP {
+		t.Fatalf("backup disturbed: %+v", s)
+	}
+}
+
+func TestLostWebSocketFallsBackToUDP(t *testing.T) {
+	t.Parallel()
+	c := newCore(t)
+	_, st := start(t, fastConfig(c, "primary"))
+	c.udpDown.Store(true)
+	st.send(t)
+	st.send(t)
+	waitFor(t, "switch to WebSocket", func() bool { return st.link.Transport() == WS })
+	c.killWS()
+	waitFor(t, "back on UDP", func() bool { return st.link.Transport() == UDP })
+	if s := st.link.Stats(); s.ToUDP != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestNoWebSocketConfigured(t *testing.T) {
+	t.Parallel()
+	c := newCore(t)
+	cfg := fastConfig(c, "primary")
+	cfg.WS = ""
+	_, st := start(t, cfg)
+	c.udpDown.Store(true)
+	for range 3 {
+		st.send(t)
+	}
+	waitFor(t, "3 lost", func() bool { return st.link.Stats().Lost == 3 })
+	if st.link.Transport() != UDP || st.link.Stats().ConsecutiveTimeouts != 6 {
+		t.Fatalf("stats %+v", st.link.Stats())
+	}
+}
+
+func FuzzDispatch(f *testing.F) {
 	good, _ := stationwire.Seal(stationKey, 1, &stationv1.Ack{StationId: "S1", Seq: 1})
 	other, _ := proto.Marshal(&stationv1.Datagram{Packet: []byte{1}, Mac: make([]byte, 32)})
 	f.Add(good)
 	f.Add(other)
 	f.Add([]byte{})
-	u := &Uplink{keys: map[string][]byte{"S1": stationKey}, pending: map[key]*pending{}}
+	u := &Uplink{links: map[string]*Link{}}
+	u.links["S1"] = &Link{u: u, station: "S1", key: stationKey, pending: map[uint64]*pending{}}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		u.handleAck(b)
+		u.dispatch(b)
 	})
 }
