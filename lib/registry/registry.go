@@ -16,16 +16,18 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"shindo.dev/lib/stationwire"
 )
 
 // Station is one provisioned station.
 type Station struct {
-	ID     string  `json:"id"`
-	Name   string  `json:"name,omitempty"`
-	Net    string  `json:"net,omitempty"`
-	Lat    float64 `json:"lat"`
-	Lon    float64 `json:"lon"`
-	Code   uint32  `json:"code,omitempty"`
+	ID   string  `json:"id"`
+	Name string  `json:"name,omitempty"`
+	Net  string  `json:"net,omitempty"`
+	Lat  float64 `json:"lat"`
+	Lon  float64 `json:"lon"`
+	Code uint32  `json:"code,omitempty"`
 	// KeyID and KeyHex are the station's current signing key.
 	KeyID  uint32 `json:"key_id"`
 	KeyHex string `json:"key_hex"`
@@ -35,8 +37,10 @@ type Station struct {
 	// Active is false for retired stations; their packets are rejected.
 	Active *bool `json:"active,omitempty"`
 
-	key  []byte
-	olds [][]byte
+	key        []byte
+	olds       [][]byte
+	signer     *stationwire.Signer
+	oldSigners []*stationwire.Signer
 }
 
 // OldKey is a key still accepted during a rotation.
@@ -58,6 +62,21 @@ func (s *Station) KeyAt(keyID uint32, now time.Time) ([]byte, bool) {
 	for i, old := range s.Previous {
 		if old.ID == keyID && now.Before(old.NotAfter) {
 			return s.olds[i], true
+		}
+	}
+	return nil, false
+}
+
+// Signer returns a signer for the key named keyID, under the same rules
+// as Key; cores verify packets and sign acks with it.
+func (s *Station) Signer(keyID uint32) (*stationwire.Signer, bool) {
+	if keyID == s.KeyID {
+		return s.signer, true
+	}
+	now := time.Now()
+	for i, old := range s.Previous {
+		if old.ID == keyID && now.Before(old.NotAfter) {
+			return s.oldSigners[i], true
 		}
 	}
 	return nil, false
@@ -106,6 +125,7 @@ func NewSet(list []*Station) (*Set, error) {
 			return nil, fmt.Errorf("station %q: key_hex %w", s.ID, err)
 		}
 		s.olds = make([][]byte, len(s.Previous))
+		s.oldSigners = make([]*stationwire.Signer, len(s.Previous))
 		for j, old := range s.Previous {
 			if old.ID == s.KeyID {
 				return nil, fmt.Errorf("station %q: previous key %d is also the current key", s.ID, old.ID)
@@ -113,7 +133,9 @@ func NewSet(list []*Station) (*Set, error) {
 			if s.olds[j], err = decodeKey(old.Hex); err != nil {
 				return nil, fmt.Errorf("station %q: previous key %d %w", s.ID, old.ID, err)
 			}
+			s.oldSigners[j] = stationwire.NewSigner(s.olds[j])
 		}
+		s.signer = stationwire.NewSigner(key)
 		if s.Lat < -90 || s.Lat > 90 || s.Lon < -180 || s.Lon > 180 {
 			return nil, fmt.Errorf("station %q: position %.4f,%.4f out of range", s.ID, s.Lat, s.Lon)
 		}

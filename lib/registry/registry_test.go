@@ -158,3 +158,19 @@ func mustKey(s *Station, id uint32) []byte {
 	k, _ := s.Key(id)
 	return k
 }
+
+func TestSignerFollowsKeyRules(t *testing.T) {
+	t.Parallel()
+	set, err := Parse([]byte(`[{"id":"A","key_id":2,"key_hex":"` + key32 + `",
+		"previous_keys":[{"key_id":1,"key_hex":"ffeeddccbbaa99887766554433221100","not_after":"2000-01-01T00:00:00Z"}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := set.Lookup("A")
+	if _, ok := a.Signer(2); !ok {
+		t.Fatal("no signer for the current key")
+	}
+	if _, ok := a.Signer(1); ok {
+		t.Fatal("signer for an expired key")
+	}
+}

@@ -118,3 +118,43 @@ func FuzzOpen(f *testing.F) {
 		OpenAck(testKey, b)
 	})
 }
+
+func TestSignerMatchesSeal(t *testing.T) {
+	t.Parallel()
+	s := NewSigner(testKey)
+	a, err := s.Seal(4, intensityPacket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Seal(testKey, 4, intensityPacket())
+	if !bytes.Equal(a, b) {
+		t.Fatal("Signer.Seal differs from Seal")
+	}
+	d, _ := Open(a)
+	if !s.Verify(d) || NewSigner(bytes.Repeat([]byte{1}, 32)).Verify(d) {
+		t.Fatal("verify")
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	d, _ := Open(must(Seal(testKey, 1, intensityPacket())))
+	b.Run("hmac.New", func(b *testing.B) {
+		for b.Loop() {
+			Verify(testKey, d)
+		}
+	})
+	b.Run("Signer", func(b *testing.B) {
+		s := NewSigner(testKey)
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Verify(d)
+		}
+	})
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 )
@@ -77,22 +79,57 @@ func (u *UDP) Run(ctx context.Context) error {
 	return <-errs
 }
 
+// batch is how many datagrams one system call reads or writes: at a tick
+// boundary thousands of stations send at once, and recvmmsg/sendmmsg move
+// a burst for the cost of one call.
+const batch = 64
+
+// batchConn is the part of x/net's ipv4 and ipv6 PacketConn used here.
+type batchConn interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+func (u *UDP) batchConn() batchConn {
+	if a, ok := u.conn.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() == nil {
+		return ipv6.NewPacketConn(u.conn)
+	}
+	return ipv4.NewPacketConn(u.conn)
+}
+
 func (u *UDP) read(ctx context.Context) error {
-	buf := make([]byte, readBuffer)
+	bc := u.batchConn()
+	in := make([]ipv4.Message, batch)
+	for i := range in {
+		in[i].Buffers = [][]byte{make([]byte, readBuffer)}
+	}
+	out := make([]ipv4.Message, 0, batch)
 	for {
-		n, from, err := u.conn.ReadFromUDPAddrPort(buf)
+		n, err := bc.ReadBatch(in, 0)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
 			return fmt.Errorf("read udp: %w", err)
 		}
-		ack := u.handle(buf[:n], ingestv1.Transport_TRANSPORT_UDP)
-		if ack == nil {
-			continue
+		out = out[:0]
+		for _, m := range in[:n] {
+			ack := u.handle(m.Buffers[0][:m.N], ingestv1.Transport_TRANSPORT_UDP)
+			if ack != nil {
+				out = append(out, ipv4.Message{Buffers: [][]byte{ack}, Addr: m.Addr})
+			}
 		}
-		if _, err := u.conn.WriteToUDPAddrPort(ack, from); err != nil && ctx.Err() == nil {
-			u.log.Debug("ack not sent", slog.String("to", from.String()), slog.Any("error", err))
+		for len(out) > 0 {
+			sent, err := bc.WriteBatch(out, 0)
+			if err != nil {
+				if ctx.Err() == nil {
+					u.log.Debug("acks not sent", slog.Int("count", len(out)), slog.Any("error", err))
+				}
+				// Skip the datagram that failed (an unreachable station)
+				// and keep acking the others.
+				sent = max(sent, 1)
+			}
+			out = out[sent:]
 		}
 	}
 }

@@ -101,8 +101,8 @@ func (g *Gate) Check(b []byte, handOn func(*stationv1.Packet, time.Time) bool) O
 		out.Result = UnknownStation
 		return out
 	}
-	key, ok := st.Key(d.GetKeyId())
-	if !ok || !stationwire.Verify(key, d) {
+	signer, ok := st.Signer(d.GetKeyId())
+	if !ok || !signer.Verify(d) {
 		out.Result = BadMAC
 		return out
 	}
@@ -130,7 +130,7 @@ func (g *Gate) Check(b []byte, handOn func(*stationv1.Packet, time.Time) bool) O
 		}
 		out.Result = Accepted
 	}
-	ack, err := stationwire.Seal(key, d.GetKeyId(), &stationv1.Ack{
+	ack, err := signer.Seal(d.GetKeyId(), &stationv1.Ack{
 		StationId: p.GetStationId(),
 		Seq:       p.GetSeq(),
 		RecvAtMs:  now.UnixMilli(),
