@@ -29,7 +29,9 @@ import (
 
 // sink is an RTS Ingest endpoint that applies nothing and acks every batch:
 // the forwarding cost without a consumer's.
-type sink struct{ rtsv1.UnimplementedRTSServiceServer }
+type sink struct {
+	rtsv1.UnimplementedRTSServiceServer
+}
 
 func (sink) Ingest(stream rtsv1.RTSService_IngestServer) error {
 	return batchrecv.Serve(stream, func(*ingestv1.Record) {},
