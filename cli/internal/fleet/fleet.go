@@ -106,36 +106,36 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	opts.Log.Info("fleet running", slog.Int("stations", len(members)), slog.Int("uplinks", len(opts.Uplinks)))
 
-	// A phase hands every station to the workers once and waits for all,
-	// so no station is ever worked on twice at once.
-	type job struct {
-		m    *member
-		send bool
+	// A phase gives each worker its share of the stations and waits for
+	// all, so no station is worked on twice at once. When sending, each
+	// worker batches its datagrams per uplink into sendmmsg calls.
+	chunks := make([][]*member, opts.Workers)
+	for i, m := range members {
+		chunks[i%opts.Workers] = append(chunks[i%opts.Workers], m)
 	}
-	work := make(chan job)
-	var phase, wg sync.WaitGroup
-	for range opts.Workers {
-		wg.Go(func() {
-			for j := range work {
-				if j.send {
-					j.m.transmit()
-				} else {
-					j.m.prepare(opts)
-				}
-				phase.Done()
-			}
-		})
-	}
-	defer func() {
-		close(work)
-		wg.Wait()
-	}()
 	runPhase := func(send bool) {
-		phase.Add(len(members))
-		for _, m := range members {
-			work <- job{m, send}
+		var wg sync.WaitGroup
+		for _, chunk := range chunks {
+			wg.Go(func() {
+				if !send {
+					for _, m := range chunk {
+						m.prepare(opts)
+					}
+					return
+				}
+				batches := make(map[*uplink.Uplink]*uplink.Batch, len(opts.Uplinks))
+				for _, u := range opts.Uplinks {
+					batches[u] = u.NewBatch()
+				}
+				for _, m := range chunk {
+					m.transmit(batches)
+				}
+				for _, b := range batches {
+					b.Flush()
+				}
+			})
 		}
-		phase.Wait()
+		wg.Wait()
 	}
 	sleepUntil := func(t time.Time) bool {
 		select {
@@ -203,9 +203,10 @@ func (m *member) seal(opts Options, sendAtMs int64, p *stationv1.Packet) {
 	}
 }
 
-// transmit sends the prepared packets, each on its uplink.
-func (m *member) transmit() {
+// transmit sends the prepared packets, each on its uplink, UDP datagrams
+// into that uplink's batch.
+func (m *member) transmit(batches map[*uplink.Uplink]*uplink.Batch) {
 	for _, o := range m.outbox {
-		o.link.Transmit(o.seq, o.datagram)
+		o.link.TransmitVia(batches[o.link.Uplink()], o.seq, o.datagram)
 	}
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"shindo.dev/cli/internal/uplink"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
+	"shindo.dev/seismo/measure"
 )
 
 var testKey = bytes.Repeat([]byte{5}, 32)
@@ -156,5 +158,94 @@ func TestFleetSendsBothFramesOnEveryUplink(t *testing.T) {
 	}
 	if s := ups[0].Stats(); s.Acked == 0 {
 		t.Fatalf("primary never acked: %+v", s)
+	}
+}
+
+// BenchmarkRound measures one 500 ms round of a simulated fleet — every
+// station measures its interval and signs one copy of each packet per
+// uplink, sends, and takes the acks — against a minimal core in the same
+// process that acks everything (its signing is counted too, so the figure
+// is pessimistic). A fleet keeps real time while a round takes under 500 ms
+// per core it has.
+//
+//	cd cli && go test -run '^$' -bench Round -benchtime 20x ./internal/fleet/
+func BenchmarkRound(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprintf("stations=%d", n), func(b *testing.B) {
+			sinkConn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sinkConn.Close()
+			go ackAll(sinkConn)
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			var ups []*uplink.Uplink
+			for _, name := range []string{"primary", "backup"} {
+				u, err := uplink.Dial(uplink.Config{Name: name, UDP: sinkConn.LocalAddr().String()}, log)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer u.Close()
+				go u.Run(context.Background())
+				ups = append(ups, u)
+			}
+			opts := Options{Uplinks: ups, Log: log}
+			var members []*member
+			start := time.Now().UnixMilli() / 500 * 500
+			for i := range n {
+				st := Station{ID: fmt.Sprintf("S%05d", i), Key: testKey, KeyID: 1, Lat: 23.9, Lon: 121.6}
+				p, _ := measure.New(measure.Config{StartMs: start})
+				m := &member{st: st, ground: flat{0.01 * float64(i%7)}, pipe: p}
+				for _, u := range ups {
+					m.links = append(m.links, u.Link(st.ID, st.Key, st.KeyID, func() uint64 { return m.seq.Add(1) }))
+				}
+				members = append(members, m)
+			}
+			batches := map[*uplink.Uplink]*uplink.Batch{}
+			for _, u := range ups {
+				batches[u] = u.NewBatch()
+			}
+			var prepare, send time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				for _, m := range members {
+					m.prepare(opts)
+				}
+				t1 := time.Now()
+				for _, m := range members {
+					m.transmit(batches)
+				}
+				for _, bt := range batches {
+					bt.Flush()
+				}
+				prepare, send = prepare+t1.Sub(t0), send+time.Since(t1)
+			}
+			perStation := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*n) / 1000 }
+			b.ReportMetric(perStation(prepare), "prepare-µs/station")
+			b.ReportMetric(perStation(send), "send-µs/station")
+			b.ReportMetric(500_000/(perStation(prepare)+perStation(send)), "stations/core")
+		})
+	}
+}
+
+// ackAll acks every datagram it receives, signed with testKey.
+func ackAll(conn *net.UDPConn) {
+	signer := stationwire.NewSigner(testKey)
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := conn.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		d, err := stationwire.Open(buf[:n])
+		if err != nil {
+			continue
+		}
+		p, err := stationwire.Packet(d)
+		if err != nil {
+			continue
+		}
+		ack, _ := signer.Seal(1, &stationv1.Ack{StationId: p.GetStationId(), Seq: p.GetSeq()})
+		conn.WriteToUDP(ack, from)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/net/ipv4"
 	"google.golang.org/protobuf/proto"
 
 	stationv1 "shindo.dev/gen/shindo/station/v1"
@@ -122,7 +123,7 @@ func (u *Uplink) Name() string { return u.cfg.Name }
 // Link adds a station to the uplink. nextSeq hands out the station's
 // sequence numbers (shared by its uplinks; probes take theirs from it too).
 func (u *Uplink) Link(station string, key []byte, keyID uint32, nextSeq func() uint64) *Link {
-	l := &Link{u: u, station: station, key: key, keyID: keyID, nextSeq: nextSeq, pending: map[uint64]*pending{}}
+	l := &Link{u: u, station: station, key: key, keyID: keyID, signer: stationwire.NewSigner(key), nextSeq: nextSeq, pending: map[uint64]*pending{}}
 	u.mu.Lock()
 	u.links[station] = l
 	u.mu.Unlock()
@@ -174,7 +175,7 @@ func (u *Uplink) dispatch(b []byte) {
 	u.mu.RLock()
 	l := u.links[ack.GetStationId()]
 	u.mu.RUnlock()
-	if l == nil || !stationwire.Verify(l.key, d) {
+	if l == nil || !l.signer.Verify(d) {
 		u.badAcks.Add(1)
 		return
 	}
@@ -260,6 +261,7 @@ type Link struct {
 	station string
 	key     []byte
 	keyID   uint32
+	signer  *stationwire.Signer
 	nextSeq func() uint64
 
 	mu          sync.Mutex
@@ -275,24 +277,71 @@ type Link struct {
 	stats       Stats
 }
 
+// Uplink returns the uplink the link belongs to.
+func (l *Link) Uplink() *Uplink { return l.u }
+
 // Seal stamps p with this link's last measured RTT, serializes and signs
 // it. The caller has set the station, seq and send time.
 func (l *Link) Seal(p *stationv1.Packet) ([]byte, error) {
 	l.mu.Lock()
 	p.RttUs = uint32(min(l.lastRTT.Microseconds(), 1<<32-1))
 	l.mu.Unlock()
-	return stationwire.Seal(l.key, l.keyID, p)
+	return l.signer.Seal(l.keyID, p)
 }
 
 // Transmit sends a sealed packet and waits for its ack in the background.
-func (l *Link) Transmit(seq uint64, datagram []byte) {
+func (l *Link) Transmit(seq uint64, datagram []byte) { l.TransmitVia(nil, seq, datagram) }
+
+// TransmitVia is Transmit, except that a UDP datagram joins batch (sent at
+// its Flush) instead of costing a system call of its own; nil batch sends
+// at once.
+func (l *Link) TransmitVia(batch *Batch, seq uint64, datagram []byte) {
 	l.mu.Lock()
 	p := &pending{datagram: datagram, sentAt: time.Now()}
 	l.pending[seq] = p
 	p.timer = time.AfterFunc(l.u.cfg.AckTimeout, func() { l.timeout(seq) })
 	l.stats.Sent++
+	onWS := l.ws != nil
 	l.mu.Unlock()
+	if batch != nil && !onWS {
+		batch.add(datagram)
+		return
+	}
 	l.write(datagram)
+}
+
+// Batch gathers UDP datagrams for one uplink so that a round of a fleet
+// goes out in a few sendmmsg calls. It is not safe for concurrent use; each
+// sender keeps its own.
+type Batch struct {
+	u    *Uplink
+	pc   *ipv4.PacketConn
+	msgs []ipv4.Message
+}
+
+// NewBatch returns an empty batch for u.
+func (u *Uplink) NewBatch() *Batch { return &Batch{u: u, pc: ipv4.NewPacketConn(u.conn)} }
+
+func (b *Batch) add(d []byte) {
+	b.msgs = append(b.msgs, ipv4.Message{Buffers: [][]byte{d}})
+	if len(b.msgs) == 256 {
+		b.Flush()
+	}
+}
+
+// Flush sends what the batch holds; datagrams that fail show up as ack
+// timeouts like any loss.
+func (b *Batch) Flush() {
+	msgs := b.msgs
+	for len(msgs) > 0 {
+		n, err := b.pc.WriteBatch(msgs, 0)
+		if err != nil {
+			n = max(n, 1)
+		}
+		msgs = msgs[n:]
+	}
+	clear(b.msgs)
+	b.msgs = b.msgs[:0]
 }
 
 // write sends over the current transport; a failed WebSocket write falls
@@ -427,7 +476,7 @@ func (l *Link) readWS(c *websocket.Conn) {
 			return
 		}
 		d, err := stationwire.Open(b)
-		if err != nil || !stationwire.Verify(l.key, d) {
+		if err != nil || !l.signer.Verify(d) {
 			l.u.badAcks.Add(1)
 			continue
 		}

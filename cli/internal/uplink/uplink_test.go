@@ -340,7 +340,7 @@ func FuzzDispatch(f *testing.F) {
 	f.Add(other)
 	f.Add([]byte{})
 	u := &Uplink{links: map[string]*Link{}}
-	u.links["S1"] = &Link{u: u, station: "S1", key: stationKey, pending: map[uint64]*pending{}}
+	u.links["S1"] = &Link{u: u, station: "S1", key: stationKey, signer: stationwire.NewSigner(stationKey), pending: map[uint64]*pending{}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		u.dispatch(b)
 	})
