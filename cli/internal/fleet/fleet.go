@@ -24,7 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"shindo.dev/cli/internal/uplink"
+	"shindo.dev/lib/uplink"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/seismo/measure"
 )

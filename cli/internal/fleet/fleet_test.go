@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/cli/internal/uplink"
+	"shindo.dev/lib/uplink"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
 	"shindo.dev/seismo/measure"

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"shindo.dev/cli/internal/fleet"
-	"shindo.dev/cli/internal/uplink"
+	"shindo.dev/lib/uplink"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/logging"
 	"shindo.dev/lib/registry"
