@@ -6,7 +6,6 @@ package waveform
 
 import (
 	"context"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -16,6 +15,7 @@ import (
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/batchrecv"
 	"shindo.dev/lib/fanout"
+	"shindo.dev/lib/replay"
 	"shindo.dev/lib/service"
 )
 
@@ -24,6 +24,13 @@ const Name = "shindo-waveform"
 
 // maxLiveStations bounds one Live request.
 const maxLiveStations = 100
+
+// frameMs is the length of a sensor frame, and seenFrames how many of a
+// station's frames (17 minutes) are remembered to drop duplicates.
+const (
+	frameMs    = 500
+	seenFrames = 2048
+)
 
 // liveBuffer is how many chunks a Live subscriber may fall behind before
 // it is dropped: 16 s of one station.
@@ -57,8 +64,10 @@ type server struct {
 	live     *fanout.Hub[*waveformv1.Chunk]
 	stopping <-chan struct{}
 
-	mu     sync.Mutex
-	newest map[string]int64 // newest chunk start per station, to skip resent batches
+	// seen remembers, per station, which 500 ms frames were published, so
+	// resent batches and duplicate deliveries are skipped while frames
+	// that arrive late or out of order still go out.
+	seen *replay.Set
 
 	chunks *prometheus.CounterVec
 }
@@ -67,7 +76,7 @@ func newServer(stopping <-chan struct{}, reg prometheus.Registerer) *server {
 	s := &server{
 		stopping: stopping,
 		live:     fanout.New[*waveformv1.Chunk](0),
-		newest:   map[string]int64{},
+		seen:     replay.NewSet(seenFrames),
 		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_waveform_chunks_total", Help: "Sensor chunks received, by result.",
 		}, []string{"result"}),
@@ -106,13 +115,10 @@ func (s *server) apply(rec *ingestv1.Record) {
 }
 
 func (s *server) isNew(station string, first int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if first <= s.newest[station] {
+	if first <= 0 {
 		return false
 	}
-	s.newest[station] = first
-	return true
+	return s.seen.For(station).Accept(uint64(first/frameMs)) == replay.New
 }
 
 // Live streams chunks of the requested stations.

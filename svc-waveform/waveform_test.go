@@ -92,3 +92,16 @@ func TestIngestToLive(t *testing.T) {
 		t.Fatalf("after the resend: %v %v", r, err)
 	}
 }
+
+func TestLateChunksStillGoOut(t *testing.T) {
+	t.Parallel()
+	s := newServer(make(chan struct{}), prometheus.NewRegistry())
+	for _, tc := range []struct {
+		first int64
+		want  bool
+	}{{1500, true}, {1000, true}, {1500, false}, {2000, true}, {1000, false}, {0, false}} {
+		if got := s.isNew("A", tc.first); got != tc.want {
+			t.Errorf("chunk at %d: new %v, want %v", tc.first, got, tc.want)
+		}
+	}
+}

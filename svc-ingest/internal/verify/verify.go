@@ -10,7 +10,7 @@ import (
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/stationwire"
-	"shindo.dev/svc-ingest/internal/replay"
+	"shindo.dev/lib/replay"
 )
 
 // Result is what happened to a datagram; its String is the `result` label

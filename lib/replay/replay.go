@@ -1,4 +1,4 @@
-// Package replay is the per-station anti-replay window of svc-ingest, in the
+// Package replay is a per-key anti-replay window, in the
 // manner of IPsec's (RFC 4303 §3.4.3): the highest accepted seq plus a bitmap
 // of the Size seqs below it. A seq above the window is new; inside it, the
 // bitmap tells new from already accepted; below it, the packet is a replay.
