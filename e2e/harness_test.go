@@ -56,16 +56,31 @@ func (e endpoints) get(t testing.TB, site, svc, key string) string {
 	return ""
 }
 
-// pids lists every process ID in the document.
+// fleetStatus returns the URL of the simulated fleet's status endpoint.
+func (e endpoints) fleetStatus(t testing.TB) string {
+	t.Helper()
+	var u string
+	if err := json.Unmarshal(e["fleet"]["status"], &u); err != nil {
+		t.Fatalf("endpoints has no fleet status: %v", err)
+	}
+	return u
+}
+
+// pids lists every process ID in the document: each service's, and the
+// fleet's.
 func (e endpoints) pids() []int {
 	var out []int
 	for _, site := range e {
-		for _, raw := range site {
+		for key, raw := range site {
 			var m map[string]any
-			if json.Unmarshal(raw, &m) == nil {
+			var p float64
+			switch {
+			case json.Unmarshal(raw, &m) == nil:
 				if p, ok := m["pid"].(float64); ok {
 					out = append(out, int(p))
 				}
+			case key == "pid" && json.Unmarshal(raw, &p) == nil:
+				out = append(out, int(p))
 			}
 		}
 	}

@@ -50,6 +50,9 @@ type Config struct {
 	TimeoutsToWS  int           // consecutive timeouts before switching to WebSocket
 	ProbeInterval time.Duration // UDP probe period while on WebSocket
 	ProbesToUDP   int           // consecutive acked probes before returning to UDP
+	// OnAck, if set, is called once for every acked packet (not probes),
+	// outside the link's lock.
+	OnAck func(station string, seq uint64)
 }
 
 func (c *Config) defaults() {
@@ -408,12 +411,20 @@ func (l *Link) timeout(seq uint64) {
 
 // acked settles seq.
 func (l *Link) acked(seq uint64) {
+	if l.settle(seq) && l.u.cfg.OnAck != nil {
+		l.u.cfg.OnAck(l.station, seq)
+	}
+}
+
+// settle records the ack of seq and reports whether it was the first ack
+// of a packet (not a probe).
+func (l *Link) settle(seq uint64) bool {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p, ok := l.pending[seq]
 	if !ok {
-		return // a second ack of a settled packet
+		return false // a second ack of a settled packet
 	}
 	delete(l.pending, seq)
 	p.timer.Stop()
@@ -423,7 +434,7 @@ func (l *Link) acked(seq uint64) {
 		if l.transport == WS && l.probesOK >= l.u.cfg.ProbesToUDP {
 			l.toUDPLocked("probes succeeded")
 		}
-		return
+		return false
 	}
 	l.stats.Acked++
 	l.consecutive = 0
@@ -433,6 +444,7 @@ func (l *Link) acked(seq uint64) {
 	} else {
 		l.srtt += (rtt - l.srtt) / 8 // RFC 6298, alpha = 1/8
 	}
+	return true
 }
 
 // toWS dials the WebSocket and, once connected, moves the link onto it.

@@ -1,0 +1,480 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	stationv1 "shindo.dev/gen/shindo/station/v1"
+	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/faultproxy"
+	"shindo.dev/lib/stationwire"
+	"shindo.dev/lib/uplink"
+)
+
+// stationStatus mirrors GET /status of shindo station.
+type stationStatus struct {
+	Uplinks []struct {
+		Name                string  `json:"name"`
+		Transport           string  `json:"transport"`
+		SRTT                float64 `json:"srtt_ms"`
+		ConsecutiveTimeouts int     `json:"consecutive_timeouts"`
+		Sent                uint64  `json:"sent"`
+		Acked               uint64  `json:"acked"`
+		Retransmitted       uint64  `json:"retransmitted"`
+		ProbesOK            int     `json:"probes_ok"`
+		ToWS                uint64  `json:"switches_to_ws"`
+		ToUDP               uint64  `json:"switches_to_udp"`
+	} `json:"uplinks"`
+}
+
+func readStatus(t *testing.T, url string) stationStatus {
+	t.Helper()
+	var s stationStatus
+	resp, err := http.Get(url)
+	if err != nil {
+		return s
+	}
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(&s)
+	return s
+}
+
+func waitStatus(t *testing.T, url, what string, timeout time.Duration, ok func(stationStatus) bool) stationStatus {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s := readStatus(t, url)
+		if len(s.Uplinks) == 2 && ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; status %+v", what, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// hostOf strips a scheme and path from a URL, leaving host:port.
+func hostOf(u string) string {
+	u = u[strings.Index(u, "://")+3:]
+	h, _, _ := strings.Cut(u, "/")
+	return h
+}
+
+// TestUplinkFailoverToWebSocketAndBack runs `shindo station` with its
+// primary uplink through a fault-injecting proxy to TNN-1 and its backup
+// straight to TYO-1: blackholing the primary's UDP moves that uplink (only)
+// to WebSocket, and healing it brings it back after three acked probes.
+func TestUplinkFailoverToWebSocketAndBack(t *testing.T) {
+	d := startDev(t, "-stations", "2", "-simulate=false")
+	udpProxy, err := faultproxy.ListenUDP("127.0.0.1:0", d.endpoints.get(t, "TNN-1", "ingest", "udp"), faultproxy.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udpProxy.Close()
+	wsProxy, err := faultproxy.ListenTCP("127.0.0.1:0", hostOf(d.endpoints.get(t, "TNN-1", "ingest", "ws")), faultproxy.Options{Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wsProxy.Close()
+
+	st := d.stations[0]
+	status := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(filepath.Join(binDir(t), "shindo"), "station",
+		"-id", st.ID, "-key-hex", st.KeyHex, "-key-id", fmt.Sprint(st.KeyID),
+		"-primary", udpProxy.Addr().String(), "-primary-ws", "ws://"+wsProxy.Addr().String()+"/v1/station/ws",
+		"-backup", d.endpoints.get(t, "TYO-1", "ingest", "udp"), "-backup-ws", d.endpoints.get(t, "TYO-1", "ingest", "ws"),
+		"-probe-interval", "1s", "-status-addr", status)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	url := "http://" + status + "/status"
+
+	s := waitStatus(t, url, "both uplinks acked on UDP", 20*time.Second, func(s stationStatus) bool {
+		return s.Uplinks[0].Acked >= 4 && s.Uplinks[1].Acked >= 4
+	})
+	if s.Uplinks[0].Transport != "udp" || s.Uplinks[1].Transport != "udp" {
+		t.Fatalf("start: %+v", s)
+	}
+
+	// Cut the primary's UDP path both ways.
+	udpProxy.SetBoth(faultproxy.Impairment{Blackhole: true})
+	s = waitStatus(t, url, "primary on WebSocket", 20*time.Second, func(s stationStatus) bool {
+		return s.Uplinks[0].Transport == "ws"
+	})
+	if s.Uplinks[0].ToWS != 1 {
+		t.Fatalf("switches to WebSocket: %+v", s.Uplinks[0])
+	}
+	acked := s.Uplinks[0].Acked
+	s = waitStatus(t, url, "acks over the WebSocket", 10*time.Second, func(s stationStatus) bool {
+		return s.Uplinks[0].Acked >= acked+4 && s.Uplinks[0].Transport == "ws"
+	})
+	if p := udpProxy.Stats().Upstream; p.DroppedBlackhole == 0 {
+		t.Fatalf("no UDP probes tried the blackholed path: %+v", p)
+	}
+	if s.Uplinks[0].ProbesOK != 0 {
+		t.Fatalf("probes acked through a blackhole: %+v", s.Uplinks[0])
+	}
+
+	// Heal: three acked probes, one a second here, bring it back.
+	healed := time.Now()
+	udpProxy.SetBoth(faultproxy.Impairment{})
+	s = waitStatus(t, url, "primary back on UDP", 20*time.Second, func(s stationStatus) bool {
+		return s.Uplinks[0].Transport == "udp"
+	})
+	if took := time.Since(healed); took < 2*time.Second {
+		t.Errorf("back on UDP %s after healing: fewer than three probe intervals", took)
+	}
+	if u := s.Uplinks[0]; u.ToUDP != 1 || u.ProbesOK != 3 {
+		t.Fatalf("primary at return: %+v", u)
+	}
+	if b := s.Uplinks[1]; b.ToWS != 0 || b.Transport != "udp" {
+		t.Fatalf("backup disturbed: %+v", b)
+	}
+}
+
+// TestNoAckedPacketLost sends sensor frames through a path losing 10 % of
+// the datagrams each way with 100 ms of jitter, using the station's own
+// uplink code, and checks that every frame whose ack the station saw reached
+// the core's waveform service.
+func TestNoAckedPacketLost(t *testing.T) {
+	d := startDev(t, "-stations", "1", "-simulate=false")
+	proxy, err := faultproxy.ListenUDP("127.0.0.1:0", d.endpoints.get(t, "TNN-1", "ingest", "udp"), faultproxy.Options{Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	proxy.SetBoth(faultproxy.Impairment{Drop: 0.10, Jitter: 100 * time.Millisecond})
+
+	// Subscribe to the core's live waveform of the station first.
+	conn, err := grpc.NewClient(d.endpoints.get(t, "TNN-1", "waveform", "grpc"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := d.stations[0]
+	live, err := waveformv1.NewWaveformServiceClient(conn).Live(ctx, &waveformv1.LiveRequest{StationIds: []string{st.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	arrived := map[int64]bool{}
+	go func() {
+		for {
+			r, err := live.Recv()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			arrived[r.GetChunk().GetFirstSampleMs()] = true
+			mu.Unlock()
+		}
+	}()
+
+	var ackedMu sync.Mutex
+	acked := map[uint64]bool{}
+	up, err := uplink.Dial(uplink.Config{Name: "primary", UDP: proxy.Addr().String(), OnAck: func(_ string, seq uint64) {
+		ackedMu.Lock()
+		acked[seq] = true
+		ackedMu.Unlock()
+	}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go up.Run(ctx)
+	defer up.Close()
+	key, _ := hex.DecodeString(st.KeyHex)
+	seq := uint64(time.Now().UnixMilli())
+	link := up.Link(st.ID, key, st.KeyID, func() uint64 { seq++; return seq })
+	// Send only once the core holds the subscription.
+	wfAdmin := d.endpoints.get(t, "TNN-1", "waveform", "admin")
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, page := httpGet(t, wfAdmin+"/metrics")
+		if metricValue(page, "shindo_waveform_live_subscribers") >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("live subscription never registered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	base := time.Now().UnixMilli() / 500 * 500
+	firstOf := map[uint64]int64{}
+	const n = 400
+	for i := range int64(n) {
+		seq++
+		first := base + i*500
+		firstOf[seq] = first
+		dg, err := link.Seal(&stationv1.Packet{StationId: st.ID, Seq: seq, SentAtMs: time.Now().UnixMilli(),
+			Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{FirstSampleMs: first, RateHz: 50, ScaleGal: 0.001,
+				Ns: make([]int32, 25), Ew: make([]int32, 25), Ud: make([]int32, 25)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		link.Transmit(seq, dg)
+		time.Sleep(10 * time.Millisecond) // a station's pace, compressed
+	}
+	// Every packet is settled (acked or given up) within two ack timeouts.
+	deadline := time.Now().Add(10 * time.Second)
+	for s := link.Stats(); s.Acked+s.Lost < n; s = link.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("packets unsettled: %+v", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s := link.Stats()
+	t.Logf("station: %d sent, %d acked, %d retransmitted, %d unacked; proxy %+v", s.Sent, s.Acked, s.Retransmitted, s.Lost, proxy.Stats())
+	if s.Retransmitted == 0 || s.Acked < n*8/10 {
+		t.Fatalf("the path was not lossy as configured, or far worse: %+v", s)
+	}
+	ackedMu.Lock()
+	defer ackedMu.Unlock()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		var missing []int64
+		mu.Lock()
+		for sq := range acked {
+			if !arrived[firstOf[sq]] {
+				missing = append(missing, firstOf[sq])
+			}
+		}
+		mu.Unlock()
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d acked frames never reached the core, e.g. %v", len(missing), missing[:min(5, len(missing))])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// counters reads shindo_ingest_packets_total of one site and transport by
+// result.
+func counters(t *testing.T, admin, site string) map[string]float64 {
+	t.Helper()
+	_, page := httpGet(t, admin+"/metrics")
+	out := map[string]float64{}
+	for _, r := range []string{"accepted", "duplicate", "bad_mac", "replayed", "stale", "malformed", "oversize", "unknown_station"} {
+		out[r] = metricValue(page, fmt.Sprintf(`shindo_ingest_packets_total{result=%q,site=%q,transport="udp"}`, r, site))
+	}
+	return out
+}
+
+func delta(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if dv := v - before[k]; dv != 0 {
+			out[k] = dv
+		}
+	}
+	return out
+}
+
+// TestReplayProtection: a retransmission is acked again but processed once;
+// a datagram replayed after the window or with a stale timestamp, and one
+// with a bad MAC, get no ack and are counted by reason.
+func TestReplayProtection(t *testing.T) {
+	d := startDev(t, "-stations", "1", "-simulate=false")
+	admin := d.endpoints.get(t, "TNN-1", "ingest", "admin")
+	st := d.stations[0]
+	key, _ := hex.DecodeString(st.KeyHex)
+	addr, _ := net.ResolveUDPAddr("udp", d.endpoints.get(t, "TNN-1", "ingest", "udp"))
+	conn, err := net.DialUDP("udp", nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	seal := func(k []byte, seq uint64, sentAt time.Time) []byte {
+		b, err := stationwire.Seal(k, st.KeyID, &stationv1.Packet{StationId: st.ID, Seq: seq, SentAtMs: sentAt.UnixMilli(),
+			Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{WindowEndMs: sentAt.UnixMilli() / 500 * 500}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	acked := func(b []byte) bool {
+		conn.Write(b)
+		buf := make([]byte, 2048)
+		conn.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
+		n, err := conn.Read(buf)
+		if err != nil {
+			return false
+		}
+		_, err = stationwire.OpenAck(key, buf[:n])
+		return err == nil
+	}
+
+	before := counters(t, admin, "TNN-1")
+	seq := uint64(time.Now().UnixMilli())
+	first := seal(key, seq, time.Now())
+	if !acked(first) {
+		t.Fatal("first transmission not acked")
+	}
+	if !acked(first) {
+		t.Fatal("retransmission not acked again")
+	}
+	if !acked(seal(key, seq+5000, time.Now())) { // moves the window past seq
+		t.Fatal("a new packet beyond the window not acked")
+	}
+	if acked(first) {
+		t.Fatal("replay from before the window acked")
+	}
+	if acked(seal(key, seq+5001, time.Now().Add(-31*time.Second))) {
+		t.Fatal("stale packet acked")
+	}
+	if acked(seal(bytes.Repeat([]byte{1}, 32), seq+5002, time.Now())) {
+		t.Fatal("forged packet acked")
+	}
+	got := delta(counters(t, admin, "TNN-1"), before)
+	want := map[string]float64{"accepted": 2, "duplicate": 1, "replayed": 1, "stale": 1, "bad_mac": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("counters moved by %v, want %v", got, want)
+	}
+}
+
+// TestFloodCountedByReason throws 100,000 bad datagrams of every kind at
+// TNN-1 while simulated stations keep sending: each bad one is counted
+// under its reason, and the stations keep being acked.
+func TestFloodCountedByReason(t *testing.T) {
+	d := startDev(t, "-stations", "10")
+	admin := d.endpoints.get(t, "TNN-1", "ingest", "admin")
+	waitFleet(t, d, func(f fleetStatus) bool { return len(f.Uplinks) == 2 && f.Uplinks[0].Acked > 100 })
+
+	known := d.stations[0]
+	good, _ := hex.DecodeString(known.KeyHex)
+	stranger := make([]byte, 32)
+	crand.Read(stranger)
+	r := mrand(1)
+	packet := func(id string, seq uint64) *stationv1.Packet {
+		return &stationv1.Packet{StationId: id, Seq: seq, SentAtMs: time.Now().UnixMilli(),
+			Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{WindowEndMs: 1}}}
+	}
+	valid, _ := stationwire.Seal(good, known.KeyID, packet(known.ID, 1))
+	const total = 100_000
+	kinds := map[string]int{}
+	var datagrams [][]byte
+	for i := range total {
+		var b []byte
+		switch i % 10 {
+		case 0, 1, 2, 3: // random bytes
+			b = make([]byte, 1+r.IntN(600))
+			for j := range b {
+				b[j] = byte(r.UintN(256))
+			}
+			kinds["random"]++
+		case 4, 5: // a valid datagram cut short
+			b = valid[:1+r.IntN(len(valid)-40)]
+			kinds["truncated"]++
+		case 6: // oversize
+			b = bytes.Repeat([]byte{0x0a}, 1201+r.IntN(200))
+			kinds["oversize"]++
+		case 7, 8: // an unknown station, properly signed
+			b, _ = stationwire.Seal(stranger, 1, packet(fmt.Sprintf("NOBODY%d", i), uint64(i)))
+			kinds["unknown"]++
+		case 9: // a known station, wrong key
+			b, _ = stationwire.Seal(stranger, known.KeyID, packet(known.ID, uint64(i)))
+			kinds["bad_mac"]++
+		}
+		datagrams = append(datagrams, b)
+	}
+	before := counters(t, admin, "TNN-1")
+	ackedBefore := readFleet(t, d).Uplinks[0].Acked
+	addr, _ := net.ResolveUDPAddr("udp", d.endpoints.get(t, "TNN-1", "ingest", "udp"))
+	conn, err := net.DialUDP("udp", nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Paced at about 40,000 a second, within what the socket buffer holds,
+	// so that the counts are exact rather than the kernel's guess.
+	for i, b := range datagrams {
+		conn.Write(b)
+		if i%1000 == 999 {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	var got map[string]float64
+	junk := func(m map[string]float64) float64 {
+		return m["malformed"] + m["oversize"] + m["unknown_station"] + m["bad_mac"]
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got = delta(counters(t, admin, "TNN-1"), before)
+		if junk(got) >= total || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("counted %v for %v", got, kinds)
+	if junk(got) != total {
+		t.Fatalf("%v bad datagrams counted, want %d", junk(got), total)
+	}
+	if got["oversize"] != float64(kinds["oversize"]) || got["bad_mac"] < float64(kinds["bad_mac"]) ||
+		got["unknown_station"] < float64(kinds["unknown"]) || got["malformed"] < float64(kinds["random"])*0.9 {
+		t.Fatalf("reasons %v do not match what was sent %v", got, kinds)
+	}
+	// The real stations were acked all along.
+	f := readFleet(t, d)
+	if f.Uplinks[0].Acked <= ackedBefore || f.Uplinks[0].Lost > f.Uplinks[0].Sent/100 {
+		t.Fatalf("stations suffered: %+v (acked before the flood %d)", f.Uplinks[0], ackedBefore)
+	}
+}
+
+func mrand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
+
+type fleetStatus struct {
+	Uplinks []struct {
+		Name  string `json:"name"`
+		Sent  uint64 `json:"sent"`
+		Acked uint64 `json:"acked"`
+		Lost  uint64 `json:"lost"`
+	} `json:"uplinks"`
+}
+
+func readFleet(t *testing.T, d *dev) fleetStatus {
+	t.Helper()
+	var s fleetStatus
+	_, body := httpGet(t, d.endpoints.fleetStatus(t))
+	json.Unmarshal([]byte(body), &s)
+	return s
+}
+
+func waitFleet(t *testing.T, d *dev, ok func(fleetStatus) bool) fleetStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		f := readFleet(t, d)
+		if ok(f) {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fleet status never as expected: %+v", f)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
