@@ -294,6 +294,27 @@ func TestStationCommand(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"`+st.ID+`"`) {
 		t.Fatalf("station missing from RTS: %d %s", code, body)
 	}
+	// Each core reports the link's quality through its data API.
+	for _, site := range []string{"TNN-1", "TYO-1"} {
+		code, body := httpGet(t, d.endpoints.get(t, site, "dataapi", "http")+"/v1/links?station_id="+st.ID)
+		var links struct {
+			Links []struct {
+				StationID      string  `json:"station_id"`
+				Site           string  `json:"site"`
+				Transport      string  `json:"transport"`
+				SRTT           float64 `json:"srtt_ms"`
+				RecentAccepted string  `json:"recent_accepted"`
+				LastSeen       string  `json:"last_seen_ms"`
+			} `json:"links"`
+		}
+		if err := json.Unmarshal([]byte(body), &links); code != 200 || err != nil || len(links.Links) != 1 {
+			t.Fatalf("%s /v1/links: %d %s %v", site, code, body, err)
+		}
+		l := links.Links[0]
+		if l.StationID != st.ID || l.Site != site || l.Transport != "TRANSPORT_UDP" || l.SRTT <= 0 || l.RecentAccepted == "0" {
+			t.Fatalf("%s link %+v", site, l)
+		}
+	}
 
 	// A station with a wrong key is never acked and never shown.
 	bad := exec.Command(filepath.Join(binDir(t), "shindo"), "station", "-id", d.stations[0].ID,

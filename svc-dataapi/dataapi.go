@@ -11,10 +11,14 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"shindo.dev/gen/openapi"
 	datav1 "shindo.dev/gen/shindo/data/v1"
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-dataapi/internal/stations"
@@ -29,6 +33,7 @@ type Config struct {
 	HTTPAddr         string        `conf:"http-addr" help:"REST listen address"`
 	Registry         string        `conf:"registry" help:"station registry JSON file"`
 	RegistryInterval time.Duration `conf:"registry-interval" default:"5s" help:"how often to check the registry file for changes"`
+	Ingest           string        `conf:"ingest" help:"svc-ingest gRPC address of this core, for /v1/links; empty: links not served"`
 }
 
 // DefaultConfig returns the configuration with svc-dataapi's default ports.
@@ -71,6 +76,19 @@ func Run(ctx context.Context, cfg Config) error {
 		}))
 		if err := datav1.RegisterDataServiceHandlerServer(ctx, gw, data); err != nil {
 			return fmt.Errorf("register gateway: %w", err)
+		}
+		if cfg.Ingest != "" {
+			// Link quality lives in ingest; the gateway forwards to it. The
+			// connection is made lazily, so ingest may start after us.
+			conn, err := grpc.NewClient(cfg.Ingest, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+			if err != nil {
+				return fmt.Errorf("ingest %s: %w", cfg.Ingest, err)
+			}
+			svc.OnShutdown("ingest connection", func(context.Context) error { return conn.Close() })
+			if err := ingestv1.RegisterIngestServiceHandlerClient(ctx, gw, ingestv1.NewIngestServiceClient(conn)); err != nil {
+				return fmt.Errorf("register links gateway: %w", err)
+			}
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/", gw)

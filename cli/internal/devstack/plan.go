@@ -109,7 +109,7 @@ func newPlan(cfg Config) *plan {
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-registry", p.stationsFile)
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
-			"-http-addr", addr(c, dataHTTP), "-registry", p.stationsFile)
+			"-http-addr", addr(c, dataHTTP), "-registry", p.stationsFile, "-ingest", addr(c, ingestGRPC))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
