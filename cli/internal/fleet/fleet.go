@@ -24,8 +24,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"shindo.dev/lib/uplink"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/lib/uplink"
 	"shindo.dev/seismo/measure"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/uplink"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
+	"shindo.dev/lib/uplink"
 	"shindo.dev/seismo/measure"
 )
 

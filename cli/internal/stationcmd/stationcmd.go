@@ -22,12 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"shindo.dev/cli/internal/fleet"
-	"shindo.dev/lib/uplink"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/logging"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/timesync"
+	"shindo.dev/lib/uplink"
 )
 
 // uplinkConfig is what a station and a fleet share.
