@@ -14,6 +14,7 @@ import (
 
 	"shindo.dev/cli/internal/devstack"
 	"shindo.dev/cli/internal/intensitycmd"
+	"shindo.dev/cli/internal/migratecmd"
 	"shindo.dev/cli/internal/stationcmd"
 )
 
@@ -27,6 +28,7 @@ var commands = map[string]command{
 	"station":   {"run one station: measure, sign and send on both uplinks", stationcmd.StationMain},
 	"sim":       {"run a simulated fleet of stations from a registry file", stationcmd.SimMain},
 	"intensity": {"compute the JMA seismic intensity of acceleration records", intensitycmd.Main},
+	"migrate":   {"apply the metadata database schema migrations", migratecmd.Main},
 }
 
 func main() {
