@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -19,8 +18,9 @@ import (
 	"shindo.dev/gen/openapi"
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
-	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
+	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/stationsource"
 	"shindo.dev/svc-dataapi/internal/stations"
 )
 
@@ -30,10 +30,10 @@ const Name = "shindo-dataapi"
 // Config is svc-dataapi's configuration (env prefix SHINDO_DATAAPI_).
 type Config struct {
 	service.Common
-	HTTPAddr         string        `conf:"http-addr" help:"REST listen address"`
-	Registry         string        `conf:"registry" help:"station registry JSON file"`
-	RegistryInterval time.Duration `conf:"registry-interval" default:"5s" help:"how often to check the registry file for changes"`
-	Ingest           string        `conf:"ingest" help:"svc-ingest gRPC address of this core, for /v1/links; empty: links not served"`
+	stationsource.Config
+	HTTPAddr    string   `conf:"http-addr" help:"REST listen address"`
+	Ingest      string   `conf:"ingest" help:"svc-ingest gRPC address of this core, for /v1/links; empty: links not served"`
+	AdminTokens []string `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
 }
 
 // DefaultConfig returns the configuration with svc-dataapi's default ports.
@@ -47,11 +47,12 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("http-addr %q: want host:port", c.HTTPAddr))
 	}
-	if c.Registry == "" {
-		errs = append(errs, errors.New("registry is required"))
-	}
-	if c.RegistryInterval <= 0 {
-		errs = append(errs, errors.New("registry-interval must be positive"))
+	errs = append(errs, c.Config.Validate())
+	for _, t := range c.AdminTokens {
+		if len(t) < 16 {
+			errs = append(errs, errors.New("admin-tokens: each at least 16 characters"))
+			break
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -59,14 +60,15 @@ func (c *Config) Validate() error {
 // Run runs svc-dataapi until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	return service.Serve(ctx, Name, cfg.Common, &cfg, func(ctx context.Context, svc *service.Service) error {
-		reg, err := registry.Open(cfg.Registry, svc.Logger())
+		reg, err := stationsource.Attach(ctx, svc, cfg.Config, cfg.DependencyWait)
 		if err != nil {
-			return fmt.Errorf("load %w", err)
+			return err
 		}
-		svc.Go("registry watch", service.ComponentFunc(func(ctx context.Context) error {
-			return reg.Run(ctx, cfg.RegistryInterval)
-		}))
-		data := stations.New(reg.Current)
+		var admin stations.Admin
+		if reg.Pool != nil {
+			admin = stationdb.NewStore(reg.Pool)
+		}
+		data := stations.New(reg.Source.Current, admin, cfg.AdminTokens, svc.Logger())
 		datav1.RegisterDataServiceServer(svc.GRPC(), data)
 		svc.SetServingStatus(datav1.DataService_ServiceDesc.ServiceName, true)
 

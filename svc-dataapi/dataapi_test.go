@@ -28,7 +28,7 @@ func freeAddr(t *testing.T) string {
 // TestRESTGateway runs the service in-process and exercises its REST
 // surface through grpc-gateway.
 func TestRESTGateway(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see TestProvisioning.
 	reg := filepath.Join(t.TempDir(), "stations.json")
 	doc := `[{"id":"S2","name":"Hualien","net":"SIM","lat":23.99,"lon":121.61,"code":970,"key_id":1,"key_hex":"000102030405060708090a0b0c0d0e0f"},
 	         {"id":"S1","net":"OTHER","lat":25.03,"lon":121.52,"code":100,"key_id":1,"key_hex":"000102030405060708090a0b0c0d0e0f","active":false}]`

@@ -18,7 +18,7 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
-	"shindo.dev/lib/registry"
+	"shindo.dev/lib/stationsource"
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-ingest/internal/forward"
 	"shindo.dev/svc-ingest/internal/links"
@@ -32,10 +32,9 @@ const Name = "shindo-ingest"
 // Config is svc-ingest's configuration (env prefix SHINDO_INGEST_).
 type Config struct {
 	service.Common
+	stationsource.Config
 	UDPAddr          string        `conf:"udp-addr" help:"station UDP listen address"`
 	WSAddr           string        `conf:"ws-addr" help:"station WebSocket listen address (path /v1/station/ws)"`
-	Registry         string        `conf:"registry" help:"station registry JSON file (IDs and keys)"`
-	RegistryInterval time.Duration `conf:"registry-interval" default:"5s" help:"how often to check the registry file for changes"`
 	RTS              string        `conf:"rts" help:"svc-rts gRPC address of this core"`
 	Waveform         string        `conf:"waveform" help:"svc-waveform gRPC address of this core"`
 	Freshness        time.Duration `conf:"freshness" default:"30s" help:"largest accepted difference between a packet's sent_at and the server clock"`
@@ -58,7 +57,8 @@ func DefaultConfig() Config {
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	errs := []error{c.ValidateCommon()}
-	for name, v := range map[string]string{"registry": c.Registry, "rts": c.RTS, "waveform": c.Waveform} {
+	errs = append(errs, c.Config.Validate())
+	for name, v := range map[string]string{"rts": c.RTS, "waveform": c.Waveform} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is required", name))
 		}
@@ -92,9 +92,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	log := svc.Logger()
-	reg, err := registry.Open(cfg.Registry, log)
+	reg, err := stationsource.Attach(ctx, svc, cfg.Config, cfg.DependencyWait)
 	if err != nil {
-		return fmt.Errorf("load %w", err)
+		return err
 	}
 	rtsConn, err := service.Dial(ctx, "rts", cfg.RTS, cfg.DependencyWait)
 	if err != nil {
@@ -128,7 +128,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}))
 
 	linkTable := links.New(cfg.Site)
-	gate := verify.New(cfg.Site, reg, cfg.Freshness, cfg.ReplayWindow)
+	gate := verify.New(cfg.Site, reg.Source, cfg.Freshness, cfg.ReplayWindow)
 	counts := newPacketCounter(svc.Metrics(), cfg.Site)
 	handle := func(b []byte, tr ingestv1.Transport) []byte {
 		out := gate.Check(b, func(p *stationv1.Packet, at time.Time) bool {
@@ -166,9 +166,6 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 
 	ingestv1.RegisterIngestServiceServer(svc.GRPC(), &linkServer{links: linkTable})
 	svc.SetServingStatus(ingestv1.IngestService_ServiceDesc.ServiceName, true)
-	svc.Go("registry watch", service.ComponentFunc(func(ctx context.Context) error {
-		return reg.Run(ctx, cfg.RegistryInterval)
-	}))
 	svc.AddReadiness("rts", func(ctx context.Context) error { return service.WaitServing(ctx, rtsConn, time.Second) })
 	svc.AddReadiness("waveform", func(ctx context.Context) error { return service.WaitServing(ctx, wfConn, time.Second) })
 	return nil

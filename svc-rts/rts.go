@@ -6,11 +6,10 @@ package rts
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
-	"shindo.dev/lib/registry"
+	"shindo.dev/lib/stationsource"
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-rts/internal/rtsgrpc"
 	"shindo.dev/svc-rts/internal/shake"
@@ -22,8 +21,7 @@ const Name = "shindo-rts"
 // Config is svc-rts's configuration (env prefix SHINDO_RTS_).
 type Config struct {
 	service.Common
-	Registry         string        `conf:"registry" help:"station registry JSON file (positions and townships)"`
-	RegistryInterval time.Duration `conf:"registry-interval" default:"5s" help:"how often to check the registry file for changes"`
+	stationsource.Config
 	TickMaxDelay     time.Duration `conf:"tick-max-delay" default:"150ms" help:"latest a tick is emitted after its time when some stations have not reported"`
 	AlertIntensity   float64       `conf:"alert-intensity" default:"1.5" help:"real-time intensity at which a station counts as triggered"`
 	DisplayDecay     float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
@@ -38,15 +36,11 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, c.ValidateCommon())
-	if c.Registry == "" {
-		errs = append(errs, errors.New("registry is required"))
-	}
+	errs = append(errs, c.Config.Validate())
 	if c.TickMaxDelay <= 0 || c.TickMaxDelay >= shake.TickMs*time.Millisecond {
 		errs = append(errs, errors.New("tick-max-delay must be between 0 and 500ms"))
 	}
-	if c.RegistryInterval <= 0 {
-		errs = append(errs, errors.New("registry-interval must be positive"))
-	}
+
 	if c.DisplayDecay <= 0 {
 		errs = append(errs, errors.New("display-decay must be positive"))
 	}
@@ -56,20 +50,20 @@ func (c *Config) Validate() error {
 // Run runs svc-rts until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	return service.Serve(ctx, Name, cfg.Common, &cfg, func(ctx context.Context, svc *service.Service) error {
-		return wire(svc, cfg)
+		return wire(ctx, svc, cfg)
 	})
 }
 
-func wire(svc *service.Service, cfg Config) error {
-	reg, err := registry.Open(cfg.Registry, svc.Logger())
+func wire(ctx context.Context, svc *service.Service, cfg Config) error {
+	reg, err := stationsource.Attach(ctx, svc, cfg.Config, cfg.DependencyWait)
 	if err != nil {
-		return fmt.Errorf("load %w", err)
+		return err
 	}
 	engine := shake.New(shake.Config{
 		AlertIntensity:     cfg.AlertIntensity,
 		DisplayDecayPerSec: cfg.DisplayDecay,
 		Locate: func(id string) (shake.Place, bool) {
-			st, ok := reg.Lookup(id)
+			st, ok := reg.Source.Lookup(id)
 			if !ok {
 				return shake.Place{}, false
 			}
@@ -80,8 +74,5 @@ func wire(svc *service.Service, cfg Config) error {
 	rtsv1.RegisterRTSServiceServer(svc.GRPC(), srv)
 	svc.SetServingStatus(rtsv1.RTSService_ServiceDesc.ServiceName, true)
 	svc.Go("tick loop", srv)
-	svc.Go("registry watch", service.ComponentFunc(func(ctx context.Context) error {
-		return reg.Run(ctx, cfg.RegistryInterval)
-	}))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"shindo.dev/lib/conf"
 )
@@ -17,10 +18,26 @@ func ExitCode(stderr io.Writer, name string, err error) int {
 	case err == nil, errors.Is(err, conf.ErrHelp):
 		return 0
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "%s: %v (see -h)\n", name, err)
+		fmt.Fprintf(stderr, "%s: %s (see -h)\n", name, OneLine(err))
 		return 2
 	default:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %s\n", name, OneLine(err))
 		return 1
 	}
+}
+
+// OneLine renders err on one line: drivers such as pgx put each connection
+// attempt on a line of its own and repeat identical ones (with and without
+// TLS); those are said once, joined by "; ".
+func OneLine(err error) string {
+	var parts []string
+	seen := map[string]bool{}
+	for line := range strings.Lines(err.Error()) {
+		line = strings.Join(strings.Fields(line), " ")
+		if line != "" && !seen[line] {
+			seen[line] = true
+			parts = append(parts, line)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -59,18 +59,18 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		// pgx masks the password in its parse errors.
-		return fmt.Errorf("database-url: %s", oneLine(err))
+		return fmt.Errorf("database-url: %w", err)
 	}
 	poolCfg.MaxConns = 2 // Migrate works on one connection
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
-		return fmt.Errorf("database-url: %s", oneLine(err))
+		return fmt.Errorf("database-url: %w", err)
 	}
 	defer pool.Close()
 	// Pinging first tells "cannot reach the database" apart from "cannot
 	// migrate it".
 	if err := pool.Ping(ctx); err != nil {
-		return fmt.Errorf("connect to the metadata database: %s", oneLine(err))
+		return fmt.Errorf("connect to the metadata database: %w", err)
 	}
 	applied, err := stationdb.Migrate(ctx, pool)
 	if len(applied) > 0 {
@@ -78,7 +78,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "applied schema versions %s\n", join(applied))
 	}
 	if err != nil {
-		return errors.New(oneLine(err))
+		return err
 	}
 	fmt.Fprintf(stdout, "schema up to date at version %d\n", stationdb.LatestVersion())
 	return nil
@@ -90,27 +90,4 @@ func join(vs []int) string {
 		s[i] = strconv.Itoa(v)
 	}
 	return strings.Join(s, ", ")
-}
-
-// oneLine keeps an error to the one line the command prints. pgx puts each
-// connection attempt on a line of its own, and repeats identical ones (with
-// and without TLS): those are said once.
-func oneLine(err error) string {
-	var parts []string
-	seen := map[string]bool{}
-	for line := range strings.Lines(err.Error()) {
-		line = strings.Join(strings.Fields(line), " ")
-		if line != "" && !seen[line] {
-			seen[line] = true
-			parts = append(parts, line)
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	first := parts[0]
-	if len(parts) > 1 {
-		first += " " + strings.Join(parts[1:], "; ")
-	}
-	return first
 }

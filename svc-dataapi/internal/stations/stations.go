@@ -1,28 +1,63 @@
-// Package stations serves station metadata through DataService from the
-// station registry (never the keys).
+// Package stations serves station metadata through DataService — reads from
+// the cached registry (never the keys) — and, to administrators holding a
+// token, provisions stations and rotates their keys in the metadata
+// database.
 package stations
 
 import (
 	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	"shindo.dev/lib/registry"
+	"shindo.dev/lib/stationdb"
 )
 
 // Source returns the current registry.
 type Source func() *registry.Set
 
-// Server implements the station RPCs of datav1.DataServiceServer.
+// Admin is what provisioning needs from the metadata database
+// (stationdb.Store).
+type Admin interface {
+	CreateStation(ctx context.Context, ns stationdb.NewStation) (*registry.Station, error)
+	UpdateStation(ctx context.Context, id string, u stationdb.Update) (*registry.Station, error)
+	RetireStation(ctx context.Context, id string) error
+	RotateKey(ctx context.Context, id string, overlap time.Duration) (keyID uint32, key []byte, err error)
+	GetStation(ctx context.Context, id string) (*registry.Station, error)
+}
+
+// maxOverlap bounds a key rotation's overlap.
+const maxOverlap = 30 * 24 * time.Hour
+
+// Server implements datav1.DataServiceServer's station RPCs.
 type Server struct {
 	datav1.UnimplementedDataServiceServer
 	source Source
+	admin  Admin
+	tokens [][]byte
+	log    *slog.Logger
 }
 
-// New returns a server reading from source.
-func New(source Source) *Server { return &Server{source: source} }
+// New returns a server reading from source. admin may be nil (a file
+// registry): administrative calls then fail with FailedPrecondition.
+// tokens are the accepted admin tokens.
+func New(source Source, admin Admin, tokens []string, log *slog.Logger) *Server {
+	s := &Server{source: source, admin: admin, log: log}
+	for _, t := range tokens {
+		s.tokens = append(s.tokens, []byte(t))
+	}
+	return s
+}
 
 // ListStations lists stations, optionally of one network.
 func (s *Server) ListStations(_ context.Context, req *datav1.ListStationsRequest) (*datav1.ListStationsResponse, error) {
@@ -41,14 +76,166 @@ func (s *Server) ListStations(_ context.Context, req *datav1.ListStationsRequest
 
 // GetStation returns one station.
 func (s *Server) GetStation(_ context.Context, req *datav1.GetStationRequest) (*datav1.GetStationResponse, error) {
-	if req.GetId() == "" || len(req.GetId()) > 64 {
-		return nil, status.Error(codes.InvalidArgument, "id: 1 to 64 characters")
+	if err := checkID(req.GetId()); err != nil {
+		return nil, err
 	}
 	st, ok := s.source().Lookup(req.GetId())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "station %q not found", req.GetId())
 	}
 	return &datav1.GetStationResponse{Station: toProto(st)}, nil
+}
+
+// CreateStation provisions a station.
+func (s *Server) CreateStation(ctx context.Context, req *datav1.CreateStationRequest) (*datav1.CreateStationResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkID(req.GetId()); err != nil {
+		return nil, err
+	}
+	if err := checkPlace(req.GetName(), req.GetNet(), req.GetLat(), req.GetLon()); err != nil {
+		return nil, err
+	}
+	var key []byte
+	if req.GetKeyHex() != "" {
+		k, err := hex.DecodeString(req.GetKeyHex())
+		if err != nil || len(k) < 16 || len(k) > 64 {
+			return nil, status.Error(codes.InvalidArgument, "key_hex: 16 to 64 bytes of hex, or empty to generate one")
+		}
+		key = k
+	}
+	st, err := s.admin.CreateStation(ctx, stationdb.NewStation{
+		ID: req.GetId(), Name: req.GetName(), Net: req.GetNet(), Lat: req.GetLat(), Lon: req.GetLon(), Code: req.GetCode(), Key: key,
+	})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &datav1.CreateStationResponse{Station: toProto(st), Key: &datav1.StationKey{KeyId: st.KeyID, KeyHex: st.KeyHex}}, nil
+}
+
+// UpdateStation replaces a station's metadata.
+func (s *Server) UpdateStation(ctx context.Context, req *datav1.UpdateStationRequest) (*datav1.UpdateStationResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkID(req.GetId()); err != nil {
+		return nil, err
+	}
+	if err := checkPlace(req.GetName(), req.GetNet(), req.GetLat(), req.GetLon()); err != nil {
+		return nil, err
+	}
+	st, err := s.admin.UpdateStation(ctx, req.GetId(), stationdb.Update{
+		Name: req.GetName(), Net: req.GetNet(), Lat: req.GetLat(), Lon: req.GetLon(), Code: req.GetCode(),
+	})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &datav1.UpdateStationResponse{Station: toProto(st)}, nil
+}
+
+// RetireStation takes a station out of service.
+func (s *Server) RetireStation(ctx context.Context, req *datav1.RetireStationRequest) (*datav1.RetireStationResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkID(req.GetId()); err != nil {
+		return nil, err
+	}
+	if err := s.admin.RetireStation(ctx, req.GetId()); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	st, err := s.admin.GetStation(ctx, req.GetId())
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &datav1.RetireStationResponse{Station: toProto(st)}, nil
+}
+
+// RotateStationKey issues a new key.
+func (s *Server) RotateStationKey(ctx context.Context, req *datav1.RotateStationKeyRequest) (*datav1.RotateStationKeyResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkID(req.GetId()); err != nil {
+		return nil, err
+	}
+	overlap := time.Duration(req.GetOverlapSeconds()) * time.Second
+	if overlap > maxOverlap {
+		return nil, status.Error(codes.InvalidArgument, "overlap_seconds: at most 30 days")
+	}
+	keyID, key, err := s.admin.RotateKey(ctx, req.GetId(), overlap)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &datav1.RotateStationKeyResponse{
+		Key:                  &datav1.StationKey{KeyId: keyID, KeyHex: hex.EncodeToString(key)},
+		PreviousValidUntilMs: time.Now().Add(overlap).UnixMilli(),
+	}, nil
+}
+
+// authorize admits a request carrying one of the admin tokens.
+func (s *Server) authorize(ctx context.Context) error {
+	if s.admin == nil {
+		return status.Error(codes.FailedPrecondition, "stations come from a registry file here; provisioning needs the metadata database (-database-url)")
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, h := range md.Get("authorization") {
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			continue
+		}
+		for _, t := range s.tokens {
+			if subtle.ConstantTimeCompare([]byte(token), t) == 1 {
+				return nil
+			}
+		}
+		return status.Error(codes.Unauthenticated, "invalid admin token")
+	}
+	return status.Error(codes.Unauthenticated, "admin token required: authorization: Bearer <token>")
+}
+
+func checkID(id string) error {
+	if id == "" || len(id) > 64 || strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return status.Error(codes.InvalidArgument, "id: 1 to 64 bytes, no control characters")
+	}
+	return nil
+}
+
+func checkPlace(name, net string, lat, lon float64) error {
+	switch {
+	case len(name) > 128:
+		return status.Error(codes.InvalidArgument, "name: at most 128 bytes")
+	case len(net) > 32:
+		return status.Error(codes.InvalidArgument, "net: at most 32 bytes")
+	case math.IsNaN(lat) || lat < -90 || lat > 90:
+		return status.Error(codes.InvalidArgument, "lat: −90 to 90")
+	case math.IsNaN(lon) || lon < -180 || lon > 180:
+		return status.Error(codes.InvalidArgument, "lon: −180 to 180")
+	}
+	return nil
+}
+
+// fail turns the store's domain errors into gRPC statuses; anything else is
+// internal, and its detail goes to the log, not to the client.
+func (s *Server) fail(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, stationdb.ErrNotFound):
+		return status.Error(codes.NotFound, "station not found")
+	case errors.Is(err, stationdb.ErrExists):
+		return status.Error(codes.AlreadyExists, "station already exists")
+	case errors.Is(err, stationdb.ErrRetired):
+		return status.Error(codes.FailedPrecondition, "station is retired")
+	case errors.Is(err, stationdb.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, stationdb.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.Unavailable, "metadata database unavailable, retry")
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request canceled")
+	default:
+		s.log.ErrorContext(ctx, "station store failed", slog.Any("error", err))
+		return status.Error(codes.Internal, "internal error")
+	}
 }
 
 func toProto(st *registry.Station) *datav1.Station {

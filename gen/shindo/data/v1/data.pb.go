@@ -308,6 +308,557 @@ func (x *GetStationResponse) GetStation() *Station {
 	return nil
 }
 
+// StationKey is a station's signing key, as given to its operator.
+type StationKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Key ID the station puts in every datagram's key_id.
+	KeyId uint32 `protobuf:"varint,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// The key, hex.
+	KeyHex        string `protobuf:"bytes,2,opt,name=key_hex,json=keyHex,proto3" json:"key_hex,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StationKey) Reset() {
+	*x = StationKey{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StationKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StationKey) ProtoMessage() {}
+
+func (x *StationKey) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StationKey.ProtoReflect.Descriptor instead.
+func (*StationKey) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StationKey) GetKeyId() uint32 {
+	if x != nil {
+		return x.KeyId
+	}
+	return 0
+}
+
+func (x *StationKey) GetKeyHex() string {
+	if x != nil {
+		return x.KeyHex
+	}
+	return ""
+}
+
+// CreateStationRequest describes a new station.
+type CreateStationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier, 1–64 bytes, unique.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Human-readable name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Network the station belongs to.
+	Net string `protobuf:"bytes,3,opt,name=net,proto3" json:"net,omitempty"`
+	// Latitude, degrees north, −90 to 90.
+	Lat float64 `protobuf:"fixed64,4,opt,name=lat,proto3" json:"lat,omitempty"`
+	// Longitude, degrees east, −180 to 180.
+	Lon float64 `protobuf:"fixed64,5,opt,name=lon,proto3" json:"lon,omitempty"`
+	// Township postal code where it stands.
+	Code uint32 `protobuf:"varint,6,opt,name=code,proto3" json:"code,omitempty"`
+	// The first key, hex (16–64 bytes); empty to have one generated.
+	KeyHex        string `protobuf:"bytes,7,opt,name=key_hex,json=keyHex,proto3" json:"key_hex,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateStationRequest) Reset() {
+	*x = CreateStationRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateStationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateStationRequest) ProtoMessage() {}
+
+func (x *CreateStationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateStationRequest.ProtoReflect.Descriptor instead.
+func (*CreateStationRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CreateStationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CreateStationRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateStationRequest) GetNet() string {
+	if x != nil {
+		return x.Net
+	}
+	return ""
+}
+
+func (x *CreateStationRequest) GetLat() float64 {
+	if x != nil {
+		return x.Lat
+	}
+	return 0
+}
+
+func (x *CreateStationRequest) GetLon() float64 {
+	if x != nil {
+		return x.Lon
+	}
+	return 0
+}
+
+func (x *CreateStationRequest) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CreateStationRequest) GetKeyHex() string {
+	if x != nil {
+		return x.KeyHex
+	}
+	return ""
+}
+
+// CreateStationResponse holds the new station and its key.
+type CreateStationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The station.
+	Station *Station `protobuf:"bytes,1,opt,name=station,proto3" json:"station,omitempty"`
+	// Its first key.
+	Key           *StationKey `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateStationResponse) Reset() {
+	*x = CreateStationResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateStationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateStationResponse) ProtoMessage() {}
+
+func (x *CreateStationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateStationResponse.ProtoReflect.Descriptor instead.
+func (*CreateStationResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CreateStationResponse) GetStation() *Station {
+	if x != nil {
+		return x.Station
+	}
+	return nil
+}
+
+func (x *CreateStationResponse) GetKey() *StationKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// UpdateStationRequest gives a station's new metadata; every field is
+// replaced.
+type UpdateStationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Human-readable name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Network the station belongs to.
+	Net string `protobuf:"bytes,3,opt,name=net,proto3" json:"net,omitempty"`
+	// Latitude, degrees north.
+	Lat float64 `protobuf:"fixed64,4,opt,name=lat,proto3" json:"lat,omitempty"`
+	// Longitude, degrees east.
+	Lon float64 `protobuf:"fixed64,5,opt,name=lon,proto3" json:"lon,omitempty"`
+	// Township postal code.
+	Code          uint32 `protobuf:"varint,6,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStationRequest) Reset() {
+	*x = UpdateStationRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStationRequest) ProtoMessage() {}
+
+func (x *UpdateStationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStationRequest.ProtoReflect.Descriptor instead.
+func (*UpdateStationRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UpdateStationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateStationRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateStationRequest) GetNet() string {
+	if x != nil {
+		return x.Net
+	}
+	return ""
+}
+
+func (x *UpdateStationRequest) GetLat() float64 {
+	if x != nil {
+		return x.Lat
+	}
+	return 0
+}
+
+func (x *UpdateStationRequest) GetLon() float64 {
+	if x != nil {
+		return x.Lon
+	}
+	return 0
+}
+
+func (x *UpdateStationRequest) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+// UpdateStationResponse holds the updated station.
+type UpdateStationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The station.
+	Station       *Station `protobuf:"bytes,1,opt,name=station,proto3" json:"station,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStationResponse) Reset() {
+	*x = UpdateStationResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStationResponse) ProtoMessage() {}
+
+func (x *UpdateStationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStationResponse.ProtoReflect.Descriptor instead.
+func (*UpdateStationResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UpdateStationResponse) GetStation() *Station {
+	if x != nil {
+		return x.Station
+	}
+	return nil
+}
+
+// RetireStationRequest names the station to retire.
+type RetireStationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireStationRequest) Reset() {
+	*x = RetireStationRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireStationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireStationRequest) ProtoMessage() {}
+
+func (x *RetireStationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireStationRequest.ProtoReflect.Descriptor instead.
+func (*RetireStationRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RetireStationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RetireStationResponse holds the retired station.
+type RetireStationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The station, no longer active.
+	Station       *Station `protobuf:"bytes,1,opt,name=station,proto3" json:"station,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireStationResponse) Reset() {
+	*x = RetireStationResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireStationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireStationResponse) ProtoMessage() {}
+
+func (x *RetireStationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireStationResponse.ProtoReflect.Descriptor instead.
+func (*RetireStationResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RetireStationResponse) GetStation() *Station {
+	if x != nil {
+		return x.Station
+	}
+	return nil
+}
+
+// RotateStationKeyRequest names the station and the overlap.
+type RotateStationKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// How long the previous key stays accepted, seconds (0: revoked at once;
+	// at most 30 days).
+	OverlapSeconds uint32 `protobuf:"varint,2,opt,name=overlap_seconds,json=overlapSeconds,proto3" json:"overlap_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RotateStationKeyRequest) Reset() {
+	*x = RotateStationKeyRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateStationKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateStationKeyRequest) ProtoMessage() {}
+
+func (x *RotateStationKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateStationKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateStationKeyRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RotateStationKeyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RotateStationKeyRequest) GetOverlapSeconds() uint32 {
+	if x != nil {
+		return x.OverlapSeconds
+	}
+	return 0
+}
+
+// RotateStationKeyResponse holds the new key.
+type RotateStationKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new key, now the station's current one.
+	Key *StationKey `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Until when the previous key is accepted, Unix ms.
+	PreviousValidUntilMs int64 `protobuf:"varint,2,opt,name=previous_valid_until_ms,json=previousValidUntilMs,proto3" json:"previous_valid_until_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *RotateStationKeyResponse) Reset() {
+	*x = RotateStationKeyResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateStationKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateStationKeyResponse) ProtoMessage() {}
+
+func (x *RotateStationKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateStationKeyResponse.ProtoReflect.Descriptor instead.
+func (*RotateStationKeyResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RotateStationKeyResponse) GetKey() *StationKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RotateStationKeyResponse) GetPreviousValidUntilMs() int64 {
+	if x != nil {
+		return x.PreviousValidUntilMs
+	}
+	return 0
+}
+
 var File_shindo_data_v1_data_proto protoreflect.FileDescriptor
 
 const file_shindo_data_v1_data_proto_rawDesc = "" +
@@ -328,11 +879,49 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x11GetStationRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
 	"\x12GetStationResponse\x121\n" +
-	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation2\xbd\x01\n" +
+	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\"<\n" +
+	"\n" +
+	"StationKey\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\rR\x05keyId\x12\x17\n" +
+	"\akey_hex\x18\x02 \x01(\tR\x06keyHex\"\x9d\x01\n" +
+	"\x14CreateStationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03net\x18\x03 \x01(\tR\x03net\x12\x10\n" +
+	"\x03lat\x18\x04 \x01(\x01R\x03lat\x12\x10\n" +
+	"\x03lon\x18\x05 \x01(\x01R\x03lon\x12\x12\n" +
+	"\x04code\x18\x06 \x01(\rR\x04code\x12\x17\n" +
+	"\akey_hex\x18\a \x01(\tR\x06keyHex\"x\n" +
+	"\x15CreateStationResponse\x121\n" +
+	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\x12,\n" +
+	"\x03key\x18\x02 \x01(\v2\x1a.shindo.data.v1.StationKeyR\x03key\"\x84\x01\n" +
+	"\x14UpdateStationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03net\x18\x03 \x01(\tR\x03net\x12\x10\n" +
+	"\x03lat\x18\x04 \x01(\x01R\x03lat\x12\x10\n" +
+	"\x03lon\x18\x05 \x01(\x01R\x03lon\x12\x12\n" +
+	"\x04code\x18\x06 \x01(\rR\x04code\"J\n" +
+	"\x15UpdateStationResponse\x121\n" +
+	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\"&\n" +
+	"\x14RetireStationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"J\n" +
+	"\x15RetireStationResponse\x121\n" +
+	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\"R\n" +
+	"\x17RotateStationKeyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
+	"\x0foverlap_seconds\x18\x02 \x01(\rR\x0eoverlapSeconds\"\x7f\n" +
+	"\x18RotateStationKeyResponse\x12,\n" +
+	"\x03key\x18\x01 \x01(\v2\x1a.shindo.data.v1.StationKeyR\x03key\x125\n" +
+	"\x17previous_valid_until_ms\x18\x02 \x01(\x03R\x14previousValidUntilMs2\xbe\x04\n" +
 	"\vDataService\x12Y\n" +
 	"\fListStations\x12#.shindo.data.v1.ListStationsRequest\x1a$.shindo.data.v1.ListStationsResponse\x12S\n" +
 	"\n" +
-	"GetStation\x12!.shindo.data.v1.GetStationRequest\x1a\".shindo.data.v1.GetStationResponseB&Z$shindo.dev/gen/shindo/data/v1;datav1b\x06proto3"
+	"GetStation\x12!.shindo.data.v1.GetStationRequest\x1a\".shindo.data.v1.GetStationResponse\x12\\\n" +
+	"\rCreateStation\x12$.shindo.data.v1.CreateStationRequest\x1a%.shindo.data.v1.CreateStationResponse\x12\\\n" +
+	"\rUpdateStation\x12$.shindo.data.v1.UpdateStationRequest\x1a%.shindo.data.v1.UpdateStationResponse\x12\\\n" +
+	"\rRetireStation\x12$.shindo.data.v1.RetireStationRequest\x1a%.shindo.data.v1.RetireStationResponse\x12e\n" +
+	"\x10RotateStationKey\x12'.shindo.data.v1.RotateStationKeyRequest\x1a(.shindo.data.v1.RotateStationKeyResponseB&Z$shindo.dev/gen/shindo/data/v1;datav1b\x06proto3"
 
 var (
 	file_shindo_data_v1_data_proto_rawDescOnce sync.Once
@@ -346,26 +935,48 @@ func file_shindo_data_v1_data_proto_rawDescGZIP() []byte {
 	return file_shindo_data_v1_data_proto_rawDescData
 }
 
-var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_shindo_data_v1_data_proto_goTypes = []any{
-	(*Station)(nil),              // 0: shindo.data.v1.Station
-	(*ListStationsRequest)(nil),  // 1: shindo.data.v1.ListStationsRequest
-	(*ListStationsResponse)(nil), // 2: shindo.data.v1.ListStationsResponse
-	(*GetStationRequest)(nil),    // 3: shindo.data.v1.GetStationRequest
-	(*GetStationResponse)(nil),   // 4: shindo.data.v1.GetStationResponse
+	(*Station)(nil),                  // 0: shindo.data.v1.Station
+	(*ListStationsRequest)(nil),      // 1: shindo.data.v1.ListStationsRequest
+	(*ListStationsResponse)(nil),     // 2: shindo.data.v1.ListStationsResponse
+	(*GetStationRequest)(nil),        // 3: shindo.data.v1.GetStationRequest
+	(*GetStationResponse)(nil),       // 4: shindo.data.v1.GetStationResponse
+	(*StationKey)(nil),               // 5: shindo.data.v1.StationKey
+	(*CreateStationRequest)(nil),     // 6: shindo.data.v1.CreateStationRequest
+	(*CreateStationResponse)(nil),    // 7: shindo.data.v1.CreateStationResponse
+	(*UpdateStationRequest)(nil),     // 8: shindo.data.v1.UpdateStationRequest
+	(*UpdateStationResponse)(nil),    // 9: shindo.data.v1.UpdateStationResponse
+	(*RetireStationRequest)(nil),     // 10: shindo.data.v1.RetireStationRequest
+	(*RetireStationResponse)(nil),    // 11: shindo.data.v1.RetireStationResponse
+	(*RotateStationKeyRequest)(nil),  // 12: shindo.data.v1.RotateStationKeyRequest
+	(*RotateStationKeyResponse)(nil), // 13: shindo.data.v1.RotateStationKeyResponse
 }
 var file_shindo_data_v1_data_proto_depIdxs = []int32{
-	0, // 0: shindo.data.v1.ListStationsResponse.stations:type_name -> shindo.data.v1.Station
-	0, // 1: shindo.data.v1.GetStationResponse.station:type_name -> shindo.data.v1.Station
-	1, // 2: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
-	3, // 3: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
-	2, // 4: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
-	4, // 5: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0,  // 0: shindo.data.v1.ListStationsResponse.stations:type_name -> shindo.data.v1.Station
+	0,  // 1: shindo.data.v1.GetStationResponse.station:type_name -> shindo.data.v1.Station
+	0,  // 2: shindo.data.v1.CreateStationResponse.station:type_name -> shindo.data.v1.Station
+	5,  // 3: shindo.data.v1.CreateStationResponse.key:type_name -> shindo.data.v1.StationKey
+	0,  // 4: shindo.data.v1.UpdateStationResponse.station:type_name -> shindo.data.v1.Station
+	0,  // 5: shindo.data.v1.RetireStationResponse.station:type_name -> shindo.data.v1.Station
+	5,  // 6: shindo.data.v1.RotateStationKeyResponse.key:type_name -> shindo.data.v1.StationKey
+	1,  // 7: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
+	3,  // 8: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
+	6,  // 9: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
+	8,  // 10: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
+	10, // 11: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
+	12, // 12: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
+	2,  // 13: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
+	4,  // 14: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
+	7,  // 15: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
+	9,  // 16: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
+	11, // 17: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
+	13, // 18: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_shindo_data_v1_data_proto_init() }
@@ -379,7 +990,7 @@ func file_shindo_data_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_data_v1_data_proto_rawDesc), len(file_shindo_data_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,20 +22,39 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DataService_ListStations_FullMethodName = "/shindo.data.v1.DataService/ListStations"
-	DataService_GetStation_FullMethodName   = "/shindo.data.v1.DataService/GetStation"
+	DataService_ListStations_FullMethodName     = "/shindo.data.v1.DataService/ListStations"
+	DataService_GetStation_FullMethodName       = "/shindo.data.v1.DataService/GetStation"
+	DataService_CreateStation_FullMethodName    = "/shindo.data.v1.DataService/CreateStation"
+	DataService_UpdateStation_FullMethodName    = "/shindo.data.v1.DataService/UpdateStation"
+	DataService_RetireStation_FullMethodName    = "/shindo.data.v1.DataService/RetireStation"
+	DataService_RotateStationKey_FullMethodName = "/shindo.data.v1.DataService/RotateStationKey"
 )
 
 // DataServiceClient is the client API for DataService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// DataService serves station metadata.
+// DataService serves station metadata and, to administrators, provisions
+// stations and their keys. Administrative calls need an admin token in the
+// `authorization: Bearer <token>` metadata (HTTP header).
 type DataServiceClient interface {
 	// ListStations lists stations, ordered by ID.
 	ListStations(ctx context.Context, in *ListStationsRequest, opts ...grpc.CallOption) (*ListStationsResponse, error)
 	// GetStation returns one station.
 	GetStation(ctx context.Context, in *GetStationRequest, opts ...grpc.CallOption) (*GetStationResponse, error)
+	// CreateStation provisions a station and returns its first key, which is
+	// shown only here. Admin only.
+	CreateStation(ctx context.Context, in *CreateStationRequest, opts ...grpc.CallOption) (*CreateStationResponse, error)
+	// UpdateStation replaces a station's name, network, position and
+	// township. Admin only.
+	UpdateStation(ctx context.Context, in *UpdateStationRequest, opts ...grpc.CallOption) (*UpdateStationResponse, error)
+	// RetireStation takes a station out of service; its packets are refused
+	// from then on. Admin only.
+	RetireStation(ctx context.Context, in *RetireStationRequest, opts ...grpc.CallOption) (*RetireStationResponse, error)
+	// RotateStationKey issues a new key for a station; the previous one stays
+	// accepted for the overlap, so the station can switch without losing a
+	// packet. Admin only.
+	RotateStationKey(ctx context.Context, in *RotateStationKeyRequest, opts ...grpc.CallOption) (*RotateStationKeyResponse, error)
 }
 
 type dataServiceClient struct {
@@ -66,16 +85,71 @@ func (c *dataServiceClient) GetStation(ctx context.Context, in *GetStationReques
 	return out, nil
 }
 
+func (c *dataServiceClient) CreateStation(ctx context.Context, in *CreateStationRequest, opts ...grpc.CallOption) (*CreateStationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateStationResponse)
+	err := c.cc.Invoke(ctx, DataService_CreateStation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) UpdateStation(ctx context.Context, in *UpdateStationRequest, opts ...grpc.CallOption) (*UpdateStationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateStationResponse)
+	err := c.cc.Invoke(ctx, DataService_UpdateStation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) RetireStation(ctx context.Context, in *RetireStationRequest, opts ...grpc.CallOption) (*RetireStationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetireStationResponse)
+	err := c.cc.Invoke(ctx, DataService_RetireStation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) RotateStationKey(ctx context.Context, in *RotateStationKeyRequest, opts ...grpc.CallOption) (*RotateStationKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateStationKeyResponse)
+	err := c.cc.Invoke(ctx, DataService_RotateStationKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DataServiceServer is the server API for DataService service.
 // All implementations must embed UnimplementedDataServiceServer
 // for forward compatibility.
 //
-// DataService serves station metadata.
+// DataService serves station metadata and, to administrators, provisions
+// stations and their keys. Administrative calls need an admin token in the
+// `authorization: Bearer <token>` metadata (HTTP header).
 type DataServiceServer interface {
 	// ListStations lists stations, ordered by ID.
 	ListStations(context.Context, *ListStationsRequest) (*ListStationsResponse, error)
 	// GetStation returns one station.
 	GetStation(context.Context, *GetStationRequest) (*GetStationResponse, error)
+	// CreateStation provisions a station and returns its first key, which is
+	// shown only here. Admin only.
+	CreateStation(context.Context, *CreateStationRequest) (*CreateStationResponse, error)
+	// UpdateStation replaces a station's name, network, position and
+	// township. Admin only.
+	UpdateStation(context.Context, *UpdateStationRequest) (*UpdateStationResponse, error)
+	// RetireStation takes a station out of service; its packets are refused
+	// from then on. Admin only.
+	RetireStation(context.Context, *RetireStationRequest) (*RetireStationResponse, error)
+	// RotateStationKey issues a new key for a station; the previous one stays
+	// accepted for the overlap, so the station can switch without losing a
+	// packet. Admin only.
+	RotateStationKey(context.Context, *RotateStationKeyRequest) (*RotateStationKeyResponse, error)
 	mustEmbedUnimplementedDataServiceServer()
 }
 
@@ -91,6 +165,18 @@ func (UnimplementedDataServiceServer) ListStations(context.Context, *ListStation
 }
 func (UnimplementedDataServiceServer) GetStation(context.Context, *GetStationRequest) (*GetStationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStation not implemented")
+}
+func (UnimplementedDataServiceServer) CreateStation(context.Context, *CreateStationRequest) (*CreateStationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateStation not implemented")
+}
+func (UnimplementedDataServiceServer) UpdateStation(context.Context, *UpdateStationRequest) (*UpdateStationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateStation not implemented")
+}
+func (UnimplementedDataServiceServer) RetireStation(context.Context, *RetireStationRequest) (*RetireStationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetireStation not implemented")
+}
+func (UnimplementedDataServiceServer) RotateStationKey(context.Context, *RotateStationKeyRequest) (*RotateStationKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateStationKey not implemented")
 }
 func (UnimplementedDataServiceServer) mustEmbedUnimplementedDataServiceServer() {}
 func (UnimplementedDataServiceServer) testEmbeddedByValue()                     {}
@@ -149,6 +235,78 @@ func _DataService_GetStation_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DataService_CreateStation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateStationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).CreateStation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_CreateStation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).CreateStation(ctx, req.(*CreateStationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_UpdateStation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateStationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).UpdateStation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_UpdateStation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).UpdateStation(ctx, req.(*UpdateStationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_RetireStation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetireStationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).RetireStation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_RetireStation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).RetireStation(ctx, req.(*RetireStationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_RotateStationKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateStationKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).RotateStationKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_RotateStationKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).RotateStationKey(ctx, req.(*RotateStationKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DataService_ServiceDesc is the grpc.ServiceDesc for DataService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -163,6 +321,22 @@ var DataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStation",
 			Handler:    _DataService_GetStation_Handler,
+		},
+		{
+			MethodName: "CreateStation",
+			Handler:    _DataService_CreateStation_Handler,
+		},
+		{
+			MethodName: "UpdateStation",
+			Handler:    _DataService_UpdateStation_Handler,
+		},
+		{
+			MethodName: "RetireStation",
+			Handler:    _DataService_RetireStation_Handler,
+		},
+		{
+			MethodName: "RotateStationKey",
+			Handler:    _DataService_RotateStationKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
