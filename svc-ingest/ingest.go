@@ -18,8 +18,8 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
-	"shindo.dev/lib/stationsource"
 	"shindo.dev/lib/service"
+	"shindo.dev/lib/stationsource"
 	"shindo.dev/svc-ingest/internal/forward"
 	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/listen"
@@ -33,16 +33,16 @@ const Name = "shindo-ingest"
 type Config struct {
 	service.Common
 	stationsource.Config
-	UDPAddr          string        `conf:"udp-addr" help:"station UDP listen address"`
-	WSAddr           string        `conf:"ws-addr" help:"station WebSocket listen address (path /v1/station/ws)"`
-	RTS              string        `conf:"rts" help:"svc-rts gRPC address of this core"`
-	Waveform         string        `conf:"waveform" help:"svc-waveform gRPC address of this core"`
-	Freshness        time.Duration `conf:"freshness" default:"30s" help:"largest accepted difference between a packet's sent_at and the server clock"`
-	ReplayWindow     int           `conf:"replay-window" default:"4096" help:"seqs remembered per station for replay protection"`
-	Readers          int           `conf:"udp-readers" default:"0" help:"UDP reader goroutines; 0 means one per CPU"`
-	QueueSize        int           `conf:"forward-queue" default:"200000" help:"records that may wait per downstream service before stations stop being acked"`
-	MaxBatch         int           `conf:"forward-batch" default:"512" help:"most records per forwarded batch"`
-	Window           int           `conf:"forward-window" default:"64" help:"most unacked batches per downstream service"`
+	UDPAddr      string        `conf:"udp-addr" help:"station UDP listen address"`
+	WSAddr       string        `conf:"ws-addr" help:"station WebSocket listen address (path /v1/station/ws)"`
+	RTS          string        `conf:"rts" help:"svc-rts gRPC address of this core"`
+	Waveform     string        `conf:"waveform" help:"svc-waveform gRPC address of this core"`
+	Freshness    time.Duration `conf:"freshness" default:"30s" help:"largest accepted difference between a packet's sent_at and the server clock"`
+	ReplayWindow int           `conf:"replay-window" default:"4096" help:"seqs remembered per station for replay protection"`
+	Readers      int           `conf:"udp-readers" default:"0" help:"UDP reader goroutines; 0 means one per CPU"`
+	QueueSize    int           `conf:"forward-queue" default:"200000" help:"records that may wait per downstream service before stations stop being acked"`
+	MaxBatch     int           `conf:"forward-batch" default:"512" help:"most records per forwarded batch"`
+	Window       int           `conf:"forward-window" default:"64" help:"most unacked batches per downstream service"`
 }
 
 // DefaultConfig returns the configuration with svc-ingest's default ports.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
-	"shindo.dev/lib/stationsource"
 	"shindo.dev/lib/service"
+	"shindo.dev/lib/stationsource"
 	"shindo.dev/svc-rts/internal/rtsgrpc"
 	"shindo.dev/svc-rts/internal/shake"
 )
@@ -22,9 +22,9 @@ const Name = "shindo-rts"
 type Config struct {
 	service.Common
 	stationsource.Config
-	TickMaxDelay     time.Duration `conf:"tick-max-delay" default:"150ms" help:"latest a tick is emitted after its time when some stations have not reported"`
-	AlertIntensity   float64       `conf:"alert-intensity" default:"1.5" help:"real-time intensity at which a station counts as triggered"`
-	DisplayDecay     float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
+	TickMaxDelay   time.Duration `conf:"tick-max-delay" default:"150ms" help:"latest a tick is emitted after its time when some stations have not reported"`
+	AlertIntensity float64       `conf:"alert-intensity" default:"1.5" help:"real-time intensity at which a station counts as triggered"`
+	DisplayDecay   float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
 }
 
 // DefaultConfig returns the configuration with svc-rts's default ports.
