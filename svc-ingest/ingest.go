@@ -128,6 +128,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}))
 
 	linkTable := links.New(cfg.Site)
+	svc.Metrics().MustRegister(linkTable.Collector())
 	gate := verify.New(cfg.Site, reg.Source, cfg.Freshness, cfg.ReplayWindow)
 	counts := newPacketCounter(svc.Metrics(), cfg.Site)
 	handle := func(b []byte, tr ingestv1.Transport) []byte {

@@ -2,8 +2,12 @@ package links
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 )
@@ -61,5 +65,29 @@ func TestRTTSmoothing(t *testing.T) {
 	// RFC 6298: RTTVAR = 3/4·20 + 1/4·|40−80| = 25; SRTT = 7/8·40 + 1/8·80 = 45.
 	if l.GetSrttMs() != 45 || l.GetRttvarMs() != 25 {
 		t.Fatalf("second sample: srtt %v rttvar %v, want 45 and 25", l.GetSrttMs(), l.GetRttvarMs())
+	}
+}
+
+func TestCollector(t *testing.T) {
+	t.Parallel()
+	tab := New("TNN-1")
+	now := time.Now()
+	tab.Observe("A", 1, ingestv1.Transport_TRANSPORT_UDP, 3000, now)
+	tab.Observe("B", 1, ingestv1.Transport_TRANSPORT_WS, 80000, now)
+	tab.Observe("C", 1, ingestv1.Transport_TRANSPORT_UDP, 0, now)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(tab.Collector())
+	got, err := testutil.GatherAndCount(reg)
+	if err != nil || got != 4 {
+		t.Fatalf("%d series, %v", got, err)
+	}
+	want := `
+# HELP shindo_ingest_links Station links seen in the last 5 minutes, by current transport.
+# TYPE shindo_ingest_links gauge
+shindo_ingest_links{site="TNN-1",transport="udp"} 2
+shindo_ingest_links{site="TNN-1",transport="ws"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "shindo_ingest_links"); err != nil {
+		t.Fatal(err)
 	}
 }
