@@ -147,13 +147,3 @@ func TestDBNameFrom(t *testing.T) {
 		}
 	}
 }
-
-func TestTail(t *testing.T) {
-	t.Parallel()
-	if got := tail([]byte("a\nb\nc\n"), 2); got != "b\nc" {
-		t.Errorf("tail = %q", got)
-	}
-	if got := tail([]byte("a"), 2); got != "a" {
-		t.Errorf("tail = %q", got)
-	}
-}

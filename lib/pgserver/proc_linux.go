@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"bytes"
@@ -8,20 +8,22 @@ import (
 	"syscall"
 )
 
-// setDeathSignal makes Linux send the postmaster SIGQUIT (PostgreSQL's
-// immediate shutdown, which takes the backends down too) if the test binary
-// dies without stopping it: a test timeout, a crash.
-func setDeathSignal(attr *syscall.SysProcAttr) { attr.Pdeathsig = syscall.SIGQUIT }
+// setDeathSignal makes Linux send the postmaster sig if we die without
+// stopping it: a crash, a test timeout, a kill -9.
+func setDeathSignal(attr *syscall.SysProcAttr, sig syscall.Signal) { attr.Pdeathsig = sig }
 
 // killServer kills the postmaster and its children at once with SIGKILL, as
 // a crash would, and returns the children's PIDs. Each child is a session
 // leader of its own (PostgreSQL calls setsid), so no process-group signal
-// reaches them; the postmaster is stopped first so that it cannot fork
-// between the listing and the kill.
-func killServer(pid int) []int {
-	_ = syscall.Kill(pid, syscall.SIGSTOP)
-	children := childrenOf(pid)
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+// reaches them; the postmaster is stopped first so that it can neither fork
+// nor reap between the listing and the kill, which keeps the listed PIDs
+// from being reused meanwhile.
+func killServer(postmaster *os.Process) []int {
+	if err := postmaster.Signal(syscall.SIGSTOP); err != nil {
+		return nil // already gone
+	}
+	children := childrenOf(postmaster.Pid)
+	_ = postmaster.Signal(syscall.SIGKILL)
 	for _, c := range children {
 		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
