@@ -99,8 +99,24 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	if err := writeJSON(plan.stationsFile, stations); err != nil {
+
+	pg, dsn, err := startMetadata(ctx, cfg, cfg.PortBase+tnn.block+postgresPort, log)
+	if err != nil {
 		return err
+	}
+	defer pg.stop() // after every service: deferred first, runs last
+	log.Info("metadata database up", slog.String("url", dsn))
+	token, err := newToken()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(plan.tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", plan.tokenFile, err)
+	}
+	for _, p := range plan.processes() {
+		if p.role == "dataapi" {
+			p.env = append(p.env, "SHINDO_DATAAPI_ADMIN_TOKENS="+token)
+		}
 	}
 
 	var running []*proc.Proc
@@ -114,10 +130,23 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	}
 	defer stopAll()
 
-	for _, group := range plan.groups {
+	for i, group := range plan.groups {
+		if i == 1 {
+			// The cores' backends are up: provision the stations through
+			// the data API, as an operator would, and hand the issued keys
+			// to the fleet.
+			start := time.Now()
+			if err := provisionAll(ctx, plan.provisioner.listeners["http"], token, stations, log); err != nil {
+				return err
+			}
+			if err := writeJSON(plan.stationsFile, stations); err != nil {
+				return err
+			}
+			log.Info("stations provisioned", slog.Int("stations", len(stations)), slog.Duration("took", time.Since(start)))
+		}
 		var started []*proc.Proc
 		for _, p := range group {
-			pr, err := proc.Start(p.name, p.bin, p.args, filepath.Join(logDir, p.name+".log"))
+			pr, err := proc.Start(p.name, p.bin, p.args, p.env, filepath.Join(logDir, p.name+".log"))
 			if err != nil {
 				return err
 			}
@@ -132,7 +161,10 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		}
 		log.Info("started", slog.Any("processes", names(started)))
 	}
-	if err := writeJSON(plan.endpointsFile, plan.endpoints(func(p *process) int { return p.proc.Pid() })); err != nil {
+	doc := plan.endpoints(func(p *process) int { return p.proc.Pid() })
+	doc[tnn.name].(map[string]any)["postgres"] = map[string]any{"url": dsn, "pid": pg.Pid(), "data_dir": pg.DataDir()}
+	doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "stations_file": plan.stationsFile}
+	if err := writeJSON(plan.endpointsFile, doc); err != nil {
 		return err
 	}
 	for _, line := range plan.summary() {
@@ -150,6 +182,8 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	case <-ctx.Done():
 		log.Info("stopping")
 		return nil
+	case <-pg.Done():
+		return fmt.Errorf("the metadata database exited; last lines of its log:\n%s", pg.LogTail(5))
 	case pr := <-exited:
 		if ctx.Err() != nil {
 			return nil

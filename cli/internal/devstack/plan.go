@@ -26,6 +26,7 @@ const (
 	rtsGRPC, rtsAdmin                            = 10, 11
 	waveformGRPC, waveformAdmin                  = 20, 21
 	dataHTTP, dataGRPC, dataAdmin                = 30, 31, 32
+	postgresPort                                 = 40
 	edgeHTTP, edgeGRPC, edgeAdmin                = 0, 1, 2
 )
 
@@ -53,6 +54,7 @@ type process struct {
 	role     string // ingest, rts, …, fleet
 	bin      string
 	args     []string
+	env      []string // extra environment, for secrets kept off the command line
 	readyURL string
 	proc     *proc.Proc
 	// listeners by kind (udp, ws, grpc, admin, http) as endpoints.json
@@ -70,10 +72,16 @@ type plan struct {
 	cfg           Config
 	stationsFile  string
 	endpointsFile string
+	tokenFile     string
+	// databaseURL is where every service finds the metadata database.
+	databaseURL string
 	// processes in start order, grouped: each group waits for the one
 	// before it to be ready.
 	groups [][]*process
-	ports  []port
+	// provisioner is the data API the stations are provisioned through,
+	// once the first group is up.
+	provisioner *process
+	ports       []port
 }
 
 func newPlan(cfg Config) *plan {
@@ -81,7 +89,10 @@ func newPlan(cfg Config) *plan {
 		cfg:           cfg,
 		stationsFile:  filepath.Join(cfg.Dir, "stations.json"),
 		endpointsFile: filepath.Join(cfg.Dir, "endpoints.json"),
+		tokenFile:     filepath.Join(cfg.Dir, "admin-token"),
+		databaseURL:   fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+tnn.block+postgresPort), dbName),
 	}
+	p.addPort(tnn.name+" PostgreSQL", cfg.PortBase+tnn.block+postgresPort, false)
 	addr := func(s site, off int) string { return hostPort(cfg.Host, cfg.PortBase+s.block+off) }
 	bin := func(name string) string { return filepath.Join(cfg.BinDir, name) }
 	common := func(s site, grpcOff, adminOff int) []string {
@@ -104,19 +115,21 @@ func newPlan(cfg Config) *plan {
 	}
 
 	var backends, ingests []*process
+	var dataAPIs []*process
 	var rtsAddrs, udps, wss []string
 	for _, c := range cores {
-		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-registry", p.stationsFile)
+		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", p.databaseURL)
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
-			"-http-addr", addr(c, dataHTTP), "-registry", p.stationsFile, "-ingest", addr(c, ingestGRPC))
+			"-http-addr", addr(c, dataHTTP), "-database-url", p.databaseURL, "-ingest", addr(c, ingestGRPC))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
-			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-registry", p.stationsFile,
+			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", p.databaseURL,
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC))
 		ing.listeners["udp"], ing.listeners["ws"] = addr(c, ingestUDP), ws
 		backends = append(backends, rts, wf, data)
+		dataAPIs = append(dataAPIs, data)
 		ingests = append(ingests, ing)
 		rtsAddrs = append(rtsAddrs, addr(c, rtsGRPC))
 		udps, wss = append(udps, addr(c, ingestUDP)), append(wss, ws)
@@ -125,6 +138,7 @@ func newPlan(cfg Config) *plan {
 		"-http-addr", addr(tpe, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","))
 	edge.listeners["http"] = "http://" + addr(tpe, edgeHTTP)
 	p.groups = [][]*process{backends, ingests, {edge}}
+	p.provisioner = dataAPIs[0]
 
 	if cfg.Simulate {
 		status := hostPort(cfg.Host, cfg.PortBase+fleetOff)

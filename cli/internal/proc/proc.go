@@ -25,13 +25,15 @@ type Proc struct {
 	err     error
 }
 
-// Start runs bin with args, writing its stdout and stderr to logPath.
-func Start(name, bin string, args []string, logPath string) (*Proc, error) {
+// Start runs bin with args and, on top of this process's environment, env
+// ("KEY=value"), writing its stdout and stderr to logPath.
+func Start(name, bin string, args, env []string, logPath string) (*Proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s log: %w", name, err)
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -12,7 +12,7 @@ import (
 func TestStopGraceful(t *testing.T) {
 	t.Parallel()
 	log := filepath.Join(t.TempDir(), "p.log")
-	p, err := Start("sleeper", "/bin/sh", []string{"-c", "echo one; echo two; exec sleep 60"}, log)
+	p, err := Start("sleeper", "/bin/sh", []string{"-c", "echo one; echo $GREETING; exec sleep 60"}, []string{"GREETING=two"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestStopKillsStubbornGroup(t *testing.T) {
 	t.Parallel()
 	log := filepath.Join(t.TempDir(), "p.log")
 	// The shell ignores SIGTERM and has a child: both must go.
-	p, err := Start("stubborn", "/bin/sh", []string{"-c", `trap "" TERM; sleep 60 & echo started; wait`}, log)
+	p, err := Start("stubborn", "/bin/sh", []string{"-c", `trap "" TERM; sleep 60 & echo started; wait`}, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func groupRunning(pgid int) bool {
 
 func TestStartMissingBinary(t *testing.T) {
 	t.Parallel()
-	_, err := Start("ghost", filepath.Join(t.TempDir(), "nope"), nil, filepath.Join(t.TempDir(), "g.log"))
+	_, err := Start("ghost", filepath.Join(t.TempDir(), "nope"), nil, nil, filepath.Join(t.TempDir(), "g.log"))
 	if err == nil || !strings.Contains(err.Error(), "start ghost") {
 		t.Fatalf("err = %v", err)
 	}
