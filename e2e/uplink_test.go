@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -477,4 +478,119 @@ func waitFleet(t *testing.T, d *dev, ok func(fleetStatus) bool) fleetStatus {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestProvisioningAndKeyRotation: stations created, rotated and retired
+// through the data API take effect at both cores' ingest without a
+// restart; during a rotation both keys are accepted, after the overlap only
+// the new one.
+func TestProvisioningAndKeyRotation(t *testing.T) {
+	d := startDev(t, "-stations", "1", "-simulate=false")
+	var tokenFile string
+	json.Unmarshal(d.endpoints["dev"]["admin_token_file"], &tokenFile)
+	token := strings.TrimSpace(string(mustReadFile(t, tokenFile)))
+	api := d.endpoints.get(t, "TNN-1", "dataapi", "http")
+	cores := []string{d.endpoints.get(t, "TNN-1", "ingest", "udp"), d.endpoints.get(t, "TYO-1", "ingest", "udp")}
+
+	post := func(path string, body any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", api+path, bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s: %s %v", path, resp.Status, out)
+		}
+		return out
+	}
+	keyOf := func(m map[string]any) (uint32, []byte) {
+		k := m["key"].(map[string]any)
+		b, _ := hex.DecodeString(k["key_hex"].(string))
+		return uint32(k["key_id"].(float64)), b
+	}
+	// acks reports whether both cores ack a fresh packet signed with key.
+	seq := uint64(time.Now().UnixMilli())
+	acks := func(id string, keyID uint32, key []byte) bool {
+		seq++
+		b, _ := stationwire.Seal(key, keyID, &stationv1.Packet{StationId: id, Seq: seq, SentAtMs: time.Now().UnixMilli(),
+			Body: &stationv1.Packet_Probe{Probe: &stationv1.Probe{}}})
+		for _, core := range cores {
+			addr, _ := net.ResolveUDPAddr("udp", core)
+			c, err := net.DialUDP("udp", nil, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Write(b)
+			c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			buf := make([]byte, 2048)
+			n, err := c.Read(buf)
+			c.Close()
+			if err != nil {
+				return false
+			}
+			if _, err := stationwire.OpenAck(key, buf[:n]); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out: %s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	// A new station is picked up by both cores.
+	created := post("/v1/stations", map[string]any{"id": "NEW01", "name": "new", "lat": 23.5, "lon": 121.0, "code": 981})
+	id1, key1 := keyOf(created)
+	eventually("both cores ack the new station", func() bool { return acks("NEW01", id1, key1) })
+
+	// Rotation with a 3 s overlap: the new key works as soon as the cores
+	// reload, the old one until the overlap ends.
+	id2, key2 := keyOf(post("/v1/stations/NEW01:rotateKey", map[string]any{"overlap_seconds": 3}))
+	rotated := time.Now()
+	if id2 == id1 {
+		t.Fatalf("rotation kept key ID %d", id1)
+	}
+	eventually("both cores ack the new key", func() bool { return acks("NEW01", id2, key2) })
+	if time.Since(rotated) < 2*time.Second && !acks("NEW01", id1, key1) {
+		t.Fatal("old key refused inside its overlap")
+	}
+	eventually("old key refused after the overlap", func() bool { return !acks("NEW01", id1, key1) })
+	if time.Since(rotated) < 3*time.Second {
+		t.Fatalf("old key refused after %s, before the 3 s overlap", time.Since(rotated))
+	}
+	if !acks("NEW01", id2, key2) {
+		t.Fatal("new key refused")
+	}
+
+	// Retired: refused everywhere.
+	req, _ := http.NewRequest("DELETE", api+"/v1/stations/NEW01", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("retire: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	eventually("retired station refused", func() bool { return !acks("NEW01", id2, key2) })
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
