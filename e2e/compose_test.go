@@ -30,10 +30,10 @@ import (
 // Validate requires. A program missing here fails the test, so a new binary
 // cannot join the compose file unchecked.
 var composeRequired = map[string][]string{
-	"shindo-ingest":   {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "udp-addr", "ws-addr", "registry", "rts", "waveform"},
-	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "registry"},
+	"shindo-ingest":   {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "udp-addr", "ws-addr", "database-url", "rts", "waveform"},
+	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "database-url"},
 	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout"},
-	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "registry"},
+	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest"},
 	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 }
@@ -60,6 +60,7 @@ type composeYAML struct {
 }
 
 type composeServiceYAML struct {
+	Image string `yaml:"image"`
 	Build struct {
 		Context    string `yaml:"context"`
 		Dockerfile string `yaml:"dockerfile"`
@@ -180,6 +181,8 @@ type composeModel struct {
 	byName map[string]*composeUnit
 	stages map[string]*dockerStage
 	goWork string // go.work's go version
+	// thirdParty are services running an image of thirdPartyImages.
+	thirdParty []string
 }
 
 func TestCompose(t *testing.T) {
@@ -199,6 +202,7 @@ func TestCompose(t *testing.T) {
 		{"host ports do not collide", checkComposePorts},
 		{"sites", checkComposeSites},
 		{"lifecycle", checkComposeLifecycle},
+		{"metadata database", checkComposeDatabase},
 		{"docker compose config", checkDockerCompose},
 	}
 	for _, c := range checks {
@@ -226,6 +230,10 @@ func loadCompose(t *testing.T) *composeModel {
 	dockerfile := ""
 	for _, name := range slices.Sorted(maps.Keys(doc.Services)) {
 		svc := doc.Services[name]
+		if svc.Build.Target == "" && slices.ContainsFunc(thirdPartyImages, func(p string) bool { return strings.HasPrefix(svc.Image, p) }) {
+			m.thirdParty = append(m.thirdParty, name)
+			continue
+		}
 		df := filepath.Join(svc.Build.Context, svc.Build.Dockerfile)
 		if svc.Build.Dockerfile == "" || svc.Build.Target == "" {
 			t.Fatalf("%s: build needs a dockerfile and a target", name)
@@ -372,6 +380,30 @@ func usageFlags(t *testing.T, bin string, argv []string, env envVars) map[string
 
 // checkComposeCoversServices: every svc-* binary, and the simulated fleet,
 // runs in some container.
+// thirdPartyImages are the images compose may run besides ours: the
+// metadata database.
+var thirdPartyImages = []string{"postgres:15"}
+
+// checkComposeDatabase: every service that keeps the station registry
+// finds it in the metadata database, which it depends on.
+func checkComposeDatabase(t *testing.T, m *composeModel) {
+	if !slices.Contains(m.thirdParty, "tnn1-postgres") {
+		t.Fatal("no tnn1-postgres service (image postgres:15)")
+	}
+	for _, u := range m.units {
+		v, ok := u.value("database-url")
+		if !ok {
+			continue
+		}
+		if !strings.HasPrefix(v, "postgres://") || !strings.Contains(v, "@tnn1-postgres:5432/") {
+			t.Errorf("%s: database-url %q does not point at tnn1-postgres:5432", u.name, v)
+		}
+		if !slices.Contains(u.svc.DependsOn, "tnn1-postgres") {
+			t.Errorf("%s: uses the metadata database but does not depend_on tnn1-postgres", u.name)
+		}
+	}
+}
+
 func checkComposeCoversServices(t *testing.T, m *composeModel) {
 	cmds, err := filepath.Glob(filepath.Join("..", "svc-*", "cmd", "*"))
 	if err != nil {

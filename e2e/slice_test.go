@@ -73,6 +73,23 @@ func (p *probe) send(windowEnd int64, intensity, pga float32) time.Time {
 	return now
 }
 
+// ackedWithin sends a fresh frame on the first uplink and reports whether
+// its signed ack came back within d.
+func (p *probe) ackedWithin(d time.Duration) bool {
+	p.send(time.Now().UnixMilli()/500*500, 1, 1)
+	buf := make([]byte, 2048)
+	p.conns[0].SetReadDeadline(time.Now().Add(d))
+	for {
+		n, err := p.conns[0].Read(buf)
+		if err != nil {
+			return false
+		}
+		if a, err := stationwire.OpenAck(p.key, buf[:n]); err == nil && a.GetSeq() == p.seq {
+			return true
+		}
+	}
+}
+
 // ack waits for the ack of the last packet sent on uplink i.
 func (p *probe) ack(i int) *stationv1.Ack {
 	p.t.Helper()

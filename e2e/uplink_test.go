@@ -594,3 +594,42 @@ func mustReadFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestProvisionCommand: `shindo provision` creates stations through a core's
+// data API and writes keys both cores accept.
+func TestProvisionCommand(t *testing.T) {
+	d := startDev(t, "-stations", "1", "-simulate=false")
+	var tokenFile string
+	json.Unmarshal(d.endpoints["dev"]["admin_token_file"], &tokenFile)
+	out := filepath.Join(t.TempDir(), "fleet.json")
+	shindo := filepath.Join(binDir(t), "shindo")
+	api := d.endpoints.get(t, "TYO-1", "dataapi", "http")
+	if code, _, stderr := runCmd(t, nil, shindo, "provision", "-data-api", api, "-admin-token", "wrong-token-wrong-token", "-out", out); code != 1 || !strings.Contains(stderr, "401") {
+		t.Fatalf("wrong token: exit %d, %s", code, stderr)
+	}
+	token := "SHINDO_PROVISION_ADMIN_TOKEN=" + strings.TrimSpace(string(mustReadFile(t, tokenFile)))
+	// The dev fleet already holds SIM00001; ask for a second set elsewhere.
+	code, stdout, stderr := runCmd(t, []string{token}, shindo, "provision", "-data-api", api, "-stations", "1", "-out", out)
+	if code != 1 || !strings.Contains(stderr, "409") {
+		t.Fatalf("existing IDs: exit %d, %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCmd(t, []string{token}, shindo, "provision", "-data-api", api, "-stations", "3", "-id-prefix", "EXT", "-out", out)
+	if code != 0 || !strings.Contains(stdout, "provisioned 3 stations") {
+		t.Fatalf("provision: exit %d, %s %s", code, stdout, stderr)
+	}
+	var stations []devStation
+	json.Unmarshal(mustReadFile(t, out), &stations)
+	if len(stations) != 3 || stations[2].ID != "EXT00003" || stations[2].KeyHex == "" {
+		t.Fatalf("provisioned %+v", stations)
+	}
+	// Both cores accept the issued keys, once their registries caught up.
+	for i, core := range []string{"TNN-1", "TYO-1"} {
+		p := newProbe(t, stations[2], d.endpoints.get(t, core, "ingest", "udp"))
+		deadline := time.Now().Add(15 * time.Second)
+		for !p.ackedWithin(300 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("core %d never acked the provisioned station", i)
+			}
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"shindo.dev/cli/internal/devstack"
 	"shindo.dev/cli/internal/intensitycmd"
 	"shindo.dev/cli/internal/migratecmd"
+	"shindo.dev/cli/internal/provision"
 	"shindo.dev/cli/internal/stationcmd"
 )
 
@@ -29,6 +30,7 @@ var commands = map[string]command{
 	"sim":       {"run a simulated fleet of stations from a registry file", stationcmd.SimMain},
 	"intensity": {"compute the JMA seismic intensity of acceleration records", intensitycmd.Main},
 	"migrate":   {"apply the metadata database schema migrations", migratecmd.Main},
+	"provision": {"create simulated stations through a data API and save their keys", provision.Main},
 }
 
 func main() {

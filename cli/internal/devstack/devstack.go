@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"shindo.dev/cli/internal/proc"
+	"shindo.dev/cli/internal/provision"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/service"
 )
@@ -95,10 +96,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", logDir, err)
 	}
-	stations, err := provision(cfg.Stations)
-	if err != nil {
-		return err
-	}
+	stations := provision.Fleet("SIM", cfg.Stations)
 
 	pg, dsn, err := startMetadata(ctx, cfg, cfg.PortBase+tnn.block+postgresPort, log)
 	if err != nil {
@@ -136,7 +134,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			// the data API, as an operator would, and hand the issued keys
 			// to the fleet.
 			start := time.Now()
-			if err := provisionAll(ctx, plan.provisioner.listeners["http"], token, stations, log); err != nil {
+			if err := provision.All(ctx, plan.provisioner.listeners["http"], token, stations, log); err != nil {
 				return err
 			}
 			if err := writeJSON(plan.stationsFile, stations); err != nil {

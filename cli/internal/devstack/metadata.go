@@ -1,26 +1,17 @@
 package devstack
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"shindo.dev/lib/pgserver"
-	"shindo.dev/lib/registry"
 )
 
 // dbName is the metadata database of the dev topology; it is made afresh at
@@ -127,75 +118,4 @@ func newToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// provisionAll creates the stations through the data API, as an operator
-// would, and returns them with the keys the API issued. Progress is logged
-// for large fleets.
-func provisionAll(ctx context.Context, dataAPI, token string, stations []*registry.Station, log *slog.Logger) error {
-	client := &http.Client{Timeout: 10 * time.Second}
-	var done atomic.Int64
-	var firstErr error
-	var mu sync.Mutex
-	work := make(chan *registry.Station)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for st := range work {
-				if err := createStation(ctx, client, dataAPI, token, st); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					continue
-				}
-				if n := done.Add(1); n%2000 == 0 {
-					log.Info("provisioning stations", slog.Int64("done", n), slog.Int("of", len(stations)))
-				}
-			}
-		})
-	}
-	for _, st := range stations {
-		select {
-		case work <- st:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
-}
-
-func createStation(ctx context.Context, client *http.Client, dataAPI, token string, st *registry.Station) error {
-	body, _ := json.Marshal(map[string]any{"id": st.ID, "name": st.Name, "net": st.Net, "lat": st.Lat, "lon": st.Lon, "code": st.Code})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dataAPI+"/v1/stations", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("provision station %s: %w", st.ID, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("provision station %s: %s: %s", st.ID, resp.Status, bytes.TrimSpace(b))
-	}
-	var out struct {
-		Key struct {
-			KeyID  uint32 `json:"key_id"`
-			KeyHex string `json:"key_hex"`
-		} `json:"key"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil || out.Key.KeyHex == "" {
-		return errors.New("provision station " + st.ID + ": no key in the answer")
-	}
-	st.KeyID, st.KeyHex = out.Key.KeyID, out.Key.KeyHex
-	return nil
 }

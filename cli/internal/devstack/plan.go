@@ -1,19 +1,14 @@
 package devstack
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"shindo.dev/cli/internal/proc"
-	"shindo.dev/lib/registry"
-	"shindo.dev/lib/township"
 )
 
 // The port plan: each site owns a block of 100 ports from the base, and
@@ -245,34 +240,4 @@ func (p *plan) summary() []string {
 		"data API: " + strings.Join(data, " or "),
 		"endpoints: " + p.endpointsFile + ", stations and keys: " + p.stationsFile + ", logs: " + filepath.Join(p.cfg.Dir, "logs"),
 	}
-}
-
-// provision creates n stations spread over Taiwan's townships, each with a
-// fresh random key.
-func provision(n int) ([]*registry.Station, error) {
-	towns := township.All()
-	out := make([]*registry.Station, n)
-	for i := range n {
-		t := towns[i%len(towns)]
-		// Stations sharing a township are spread on a small spiral around
-		// its seat (about 2 km apart), deterministic by index.
-		round := i / len(towns)
-		angle := float64(round) * 2.4
-		r := 0.02 * math.Sqrt(float64(round))
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return nil, fmt.Errorf("generate station key: %w", err)
-		}
-		out[i] = &registry.Station{
-			ID:     fmt.Sprintf("SIM%05d", i+1),
-			Name:   fmt.Sprintf("%s %d", t.Name, round+1),
-			Net:    "SIM",
-			Lat:    math.Round((t.Lat+r*math.Sin(angle))*1e4) / 1e4,
-			Lon:    math.Round((t.Lon+r*math.Cos(angle))*1e4) / 1e4,
-			Code:   t.Code,
-			KeyID:  1,
-			KeyHex: hex.EncodeToString(key),
-		}
-	}
-	return out, nil
 }

@@ -2,10 +2,12 @@ package devstack
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"shindo.dev/cli/internal/provision"
 	"shindo.dev/lib/registry"
 )
 
@@ -115,9 +117,9 @@ func TestEndpointsDocument(t *testing.T) {
 
 func TestProvision(t *testing.T) {
 	t.Parallel()
-	stations, err := provision(200)
-	if err != nil {
-		t.Fatal(err)
+	stations := provision.Fleet("SIM", 200)
+	for i, st := range stations { // the keys come from the data API; any do here
+		st.KeyID, st.KeyHex = 1, fmt.Sprintf("%032x", i+1)
 	}
 	b, _ := json.Marshal(stations)
 	set, err := registry.Parse(b)
@@ -127,12 +129,7 @@ func TestProvision(t *testing.T) {
 	if set.Len() != 200 {
 		t.Fatalf("%d stations", set.Len())
 	}
-	keys := map[string]bool{}
 	for _, s := range set.All() {
-		if keys[s.KeyHex] {
-			t.Fatalf("key reused by %s", s.ID)
-		}
-		keys[s.KeyHex] = true
 		if s.Lat < 21.8 || s.Lat > 25.5 || s.Lon < 118 || s.Lon > 122.2 || s.Code == 0 {
 			t.Errorf("%s at %.3f,%.3f code %d", s.ID, s.Lat, s.Lon, s.Code)
 		}
