@@ -90,7 +90,7 @@ func TestServiceBadInput(t *testing.T) {
 		{"waveform bad address", "shindo-waveform", []string{"-grpc-addr", "nowhere"}, 2, `grpc-addr "nowhere": want host:port`},
 		{"dataapi missing registry", "shindo-dataapi", []string{"-registry", filepath.Join(t.TempDir(), "none.json"), "-grpc-addr", free(), "-admin-addr", free(), "-http-addr", free()}, 1, "none.json"},
 		{"edge without cores", "shindo-edge", nil, 2, "rts needs at least one core address"},
-		{"ingest unreachable rts", "shindo-ingest", []string{"-registry", registry, "-rts", dead, "-waveform", dead, "-dependency-wait", "1s",
+		{"ingest unreachable rts", "shindo-ingest", []string{"-registry", registry, "-data-dir", t.TempDir(), "-rts", dead, "-waveform", dead, "-dependency-wait", "1s",
 			"-grpc-addr", free(), "-admin-addr", free(), "-udp-addr", "127.0.0.1:0", "-ws-addr", free()}, 1, "rts at " + dead + " not reachable within 1s"},
 		{"edge unreachable rts", "shindo-edge", []string{"-rts", dead, "-dependency-wait", "1s", "-grpc-addr", free(), "-admin-addr", free(), "-http-addr", free()}, 1, "not reachable within 1s"},
 		{"rts busy port", "shindo-rts", []string{"-registry", registry, "-grpc-addr", busy.Addr().String(), "-admin-addr", free()}, 1, "address already in use"},

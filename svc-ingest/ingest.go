@@ -16,11 +16,11 @@ import (
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
-	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
 	"shindo.dev/svc-ingest/internal/forward"
+	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/listen"
 	"shindo.dev/svc-ingest/internal/verify"
@@ -40,7 +40,9 @@ type Config struct {
 	Freshness    time.Duration `conf:"freshness" default:"30s" help:"largest accepted difference between a packet's sent_at and the server clock"`
 	ReplayWindow int           `conf:"replay-window" default:"4096" help:"seqs remembered per station for replay protection"`
 	Readers      int           `conf:"udp-readers" default:"0" help:"UDP reader goroutines; 0 means one per CPU"`
-	QueueSize    int           `conf:"forward-queue" default:"200000" help:"records that may wait per downstream service before stations stop being acked"`
+	DataDir      string        `conf:"data-dir" help:"directory of the record journal (what was acked is kept here)"`
+	Retention    time.Duration `conf:"journal-retention" default:"2h" help:"how long journal records are kept, at least, for the peer core's backfill"`
+	MaxLag       uint64        `conf:"max-lag" default:"20000000" help:"journal records a downstream service may fall behind before stations stop being acked"`
 	MaxBatch     int           `conf:"forward-batch" default:"512" help:"most records per forwarded batch"`
 	Window       int           `conf:"forward-window" default:"64" help:"most unacked batches per downstream service"`
 }
@@ -74,8 +76,14 @@ func (c *Config) Validate() error {
 	if c.ReplayWindow < 64 {
 		errs = append(errs, errors.New("replay-window must be at least 64"))
 	}
-	if c.QueueSize < 1 || c.MaxBatch < 1 || c.Window < 1 {
-		errs = append(errs, errors.New("forward-queue, forward-batch and forward-window must be positive"))
+	if c.MaxBatch < 1 || c.Window < 1 || c.MaxLag < 1 {
+		errs = append(errs, errors.New("forward-batch, forward-window and max-lag must be positive"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data-dir is required"))
+	}
+	if c.Retention < time.Minute {
+		errs = append(errs, errors.New("journal-retention must be at least 1m"))
 	}
 	if c.Readers < 0 {
 		errs = append(errs, errors.New("udp-readers must not be negative"))
@@ -107,51 +115,30 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}
 	svc.OnShutdown("waveform connection", func(context.Context) error { return wfConn.Close() })
 
+	j, err := journal.Open(cfg.DataDir, journal.Options{Retention: cfg.Retention})
+	if err != nil {
+		return err
+	}
+	// Closed last: after the listeners stopped appending and the
+	// forwarders stopped reading.
+	svc.OnShutdown("journal", func(context.Context) error { return j.Close() })
+	svc.Go("journal upkeep", service.ComponentFunc(func(ctx context.Context) error { return j.Run(ctx, time.Second) }))
+
 	fm := forward.NewMetrics(svc.Metrics())
-	opts := forward.Options{Queue: cfg.QueueSize, MaxBatch: cfg.MaxBatch, Window: cfg.Window, DrainTimeout: cfg.ShutdownTimeout / 2}
-	toRTS := forward.New("rts", rtsOpener(rtsConn), opts, fm, log)
-	toWaveform := forward.New("waveform", waveformOpener(wfConn), opts, fm, log)
+	toRTS := forward.New("rts", rtsOpener(rtsConn), j, forward.Options{MaxBatch: cfg.MaxBatch, Window: cfg.Window,
+		Want: func(r *ingestv1.Record) bool { return r.GetPacket().GetIntensity() != nil }}, fm, log)
+	toWaveform := forward.New("waveform", waveformOpener(wfConn), j, forward.Options{MaxBatch: cfg.MaxBatch, Window: cfg.Window}, fm, log)
 	svc.Go("forward to rts", toRTS)
 	svc.Go("forward to waveform", toWaveform)
-	svc.Go("forward gauges", service.ComponentFunc(func(ctx context.Context) error {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				toRTS.Collect(fm)
-				toWaveform.Collect(fm)
-			}
-		}
-	}))
 
 	linkTable := links.New(cfg.Site)
 	svc.Metrics().MustRegister(linkTable.Collector())
-	gate := verify.New(cfg.Site, reg.Source, cfg.Freshness, cfg.ReplayWindow)
-	counts := newPacketCounter(svc.Metrics(), cfg.Site)
-	handle := func(b []byte, tr ingestv1.Transport) []byte {
-		out := gate.Check(b, func(p *stationv1.Packet, at time.Time) bool {
-			rec := &ingestv1.Record{Packet: p, RecvAtMs: at.UnixMilli(), Site: cfg.Site, Transport: tr}
-			switch p.GetBody().(type) {
-			case *stationv1.Packet_Intensity:
-				// Both must take it, or the station is not acked and
-				// retries; a copy taken by one alone is then delivered
-				// twice, which receivers absorb.
-				return toRTS.Offer(rec) && toWaveform.Offer(rec)
-			case *stationv1.Packet_Sensor:
-				return toWaveform.Offer(rec)
-			default: // probes only measure the path
-				return true
-			}
-		})
-		counts.inc(tr, out.Result)
-		if out.Result == verify.Accepted {
-			linkTable.Observe(out.Packet.GetStationId(), out.Packet.GetSeq(), tr, out.Packet.GetRttUs(), out.RecvAt)
-		}
-		return out.Ack
+	in := &intake{
+		site: cfg.Site, gate: verify.New(cfg.Site, reg.Source, cfg.Freshness, cfg.ReplayWindow), journal: j,
+		links: linkTable, counts: newPacketCounter(svc.Metrics(), cfg.Site), log: log,
+		overloaded: func() bool { return max(toRTS.Lag(), toWaveform.Lag()) > cfg.MaxLag },
 	}
+	handle := in.handle
 
 	udp, err := listen.ListenUDP(cfg.UDPAddr, cfg.Readers, handle, log)
 	if err != nil {

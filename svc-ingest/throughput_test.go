@@ -24,6 +24,8 @@ import (
 	"shindo.dev/lib/stationwire"
 	"shindo.dev/lib/udpload"
 	"shindo.dev/svc-ingest/internal/forward"
+	"shindo.dev/svc-ingest/internal/journal"
+	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/listen"
 	"shindo.dev/svc-ingest/internal/verify"
 )
@@ -57,16 +59,18 @@ func pipeline(ctx context.Context, tb testing.TB, set *registry.Set) string {
 		tb.Fatal(err)
 	}
 	context.AfterFunc(ctx, func() { conn.Close() })
-	fwd := forward.New("rts", rtsOpener(conn), forward.Options{Queue: 1 << 20, MaxBatch: 512, Window: 64, DrainTimeout: time.Second},
+	jr, err := journal.Open(tb.TempDir(), journal.Options{Retention: time.Hour})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	context.AfterFunc(ctx, func() { jr.Close() })
+	fwd := forward.New("rts", rtsOpener(conn), jr, forward.Options{MaxBatch: 512, Window: 64},
 		forward.NewMetrics(prometheus.NewRegistry()), log)
 	go fwd.Run(ctx)
-	gate := verify.New("TNN-1", set, time.Minute, 4096)
-	udp, err := listen.ListenUDP("127.0.0.1:0", 0, func(b []byte, tr ingestv1.Transport) []byte {
-		out := gate.Check(b, func(p *stationv1.Packet, at time.Time) bool {
-			return fwd.Offer(&ingestv1.Record{Packet: p, RecvAtMs: at.UnixMilli(), Site: "TNN-1", Transport: tr})
-		})
-		return out.Ack
-	}, log)
+	in := &intake{site: "TNN-1", gate: verify.New("TNN-1", set, time.Minute, 4096), journal: jr,
+		links: links.New("TNN-1"), counts: newPacketCounter(prometheus.NewRegistry(), "TNN-1"), log: log,
+		overloaded: func() bool { return false }}
+	udp, err := listen.ListenUDP("127.0.0.1:0", 0, in.handle, log)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -128,7 +132,7 @@ func replySeq(b []byte) (uint64, bool) {
 //
 //	cd svc-ingest && go test -run '^$' -bench Throughput -benchtime 1x
 func BenchmarkThroughput(b *testing.B) {
-	const conns, window, perConn, rounds = 4, 32, 100_000, 3
+	const conns, window, perConn, rounds = 4, 256, 150_000, 3
 	set, datagrams := traffic(b, 2000, conns, perConn)
 	next := func(c int, i uint64) ([]byte, uint64) {
 		d := datagrams[c][i%perConn]

@@ -96,6 +96,10 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", logDir, err)
 	}
+	// Each run starts from nothing: its stations and keys are new.
+	if err := os.RemoveAll(plan.dataDir); err != nil {
+		return fmt.Errorf("clear %s: %w", plan.dataDir, err)
+	}
 	stations := provision.Fleet("SIM", cfg.Stations)
 
 	pg, dsn, err := startMetadata(ctx, cfg, cfg.PortBase+tnn.block+postgresPort, log)

@@ -68,6 +68,9 @@ type plan struct {
 	stationsFile  string
 	endpointsFile string
 	tokenFile     string
+	// dataDir holds the services' own data (ingest journals, waveform
+	// archives); made afresh at every start, like the database.
+	dataDir string
 	// databaseURL is where every service finds the metadata database.
 	databaseURL string
 	// processes in start order, grouped: each group waits for the one
@@ -85,6 +88,7 @@ func newPlan(cfg Config) *plan {
 		stationsFile:  filepath.Join(cfg.Dir, "stations.json"),
 		endpointsFile: filepath.Join(cfg.Dir, "endpoints.json"),
 		tokenFile:     filepath.Join(cfg.Dir, "admin-token"),
+		dataDir:       filepath.Join(cfg.Dir, "data"),
 		databaseURL:   fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+tnn.block+postgresPort), dbName),
 	}
 	p.addPort(tnn.name+" PostgreSQL", cfg.PortBase+tnn.block+postgresPort, false)
@@ -121,6 +125,7 @@ func newPlan(cfg Config) *plan {
 		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
 			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", p.databaseURL,
+			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC))
 		ing.listeners["udp"], ing.listeners["ws"] = addr(c, ingestUDP), ws
 		backends = append(backends, rts, wf, data)

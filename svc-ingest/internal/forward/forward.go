@@ -1,12 +1,13 @@
-// Package forward streams svc-ingest's accepted records to a processing
-// service (svc-rts, svc-waveform) over a bidirectional gRPC stream in
-// numbered batches that the receiver acks.
+// Package forward streams svc-ingest's journal to a processing service
+// (svc-rts, svc-waveform) over a bidirectional gRPC stream in numbered
+// batches that the receiver acks.
 //
-// Flow control: at most Window batches are unacked at a time; beyond that
-// records wait in a bounded queue, and when the queue is full Offer refuses,
-// so ingest stops acking stations instead of losing data. Unacked batches
-// are kept and resent first after a reconnect, so the receiver may see a
-// batch twice and must apply records idempotently.
+// The journal is the buffer: a forwarder reads from its durable cursor,
+// keeps at most Window batches unacked, and moves the cursor past a batch
+// once it is acked. A slow consumer slows its stream and the records wait on
+// disk; a restarting one — or a restarting ingest — resumes from the last
+// acked batch, so a batch may arrive twice and receivers apply records
+// idempotently. Nothing is dropped.
 package forward
 
 import (
@@ -17,8 +18,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	"shindo.dev/svc-ingest/internal/journal"
 )
 
 // Stream is one open batch stream to a receiver.
@@ -34,105 +37,93 @@ type Stream interface {
 // Opener opens a stream; the stream lives as long as ctx.
 type Opener func(ctx context.Context) (Stream, error)
 
+// Journal is what a forwarder reads (journal.Journal).
+type Journal interface {
+	Read(from uint64, max int) ([]journal.Entry, error)
+	Wait(ctx context.Context, index uint64) error
+	Cursor(name string) uint64
+	SetCursor(name string, index uint64)
+	Next() uint64
+}
+
 // Options size a Forwarder.
 type Options struct {
-	// Queue is how many records may wait to be batched.
-	Queue int
 	// MaxBatch is the most records per batch.
 	MaxBatch int
 	// Window is the most unacked batches in flight.
 	Window int
-	// DrainTimeout bounds the final flush at shutdown.
-	DrainTimeout time.Duration
+	// Want selects the records this receiver gets; nil means all.
+	Want func(*ingestv1.Record) bool
 }
 
 type batch struct {
-	id      uint64
-	records []*ingestv1.Record
+	id   uint64
+	next uint64 // journal index after the batch's last record
 }
 
-// Forwarder batches records to one receiver.
+// Forwarder streams the journal to one receiver.
 type Forwarder struct {
 	target string
 	open   Opener
+	j      Journal
 	opts   Options
 	log    *slog.Logger
-	queue  chan *ingestv1.Record
 
-	mu       sync.Mutex
-	inflight []batch
-	nextID   uint64
-	room     chan struct{} // signalled when an ack frees window space
-
-	batches  prometheus.Counter
-	records  prometheus.Counter
-	resent   prometheus.Counter
-	sessions prometheus.Counter
+	batches, records, sessions, resends prometheus.Counter
+	lag                                 prometheus.GaugeFunc
 }
 
-// Metrics are a Forwarder's Prometheus series, shared by all targets.
+// Metrics are the forwarding series, shared by all targets.
 type Metrics struct {
-	batches, records, resent, sessions *prometheus.CounterVec
-	queued, inflight                   *prometheus.GaugeVec
+	batches, records, sessions, resends *prometheus.CounterVec
+	reg                                 prometheus.Registerer
 }
 
 // NewMetrics registers the forwarding metrics.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		batches:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_batches_total", Help: "Batches sent, by target."}, []string{"target"}),
-		records:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_records_total", Help: "Records sent (first sends only), by target."}, []string{"target"}),
-		resent:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_resent_batches_total", Help: "Unacked batches resent after a reconnect, by target."}, []string{"target"}),
+		records:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_records_total", Help: "Records sent, by target."}, []string{"target"}),
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_sessions_total", Help: "Stream sessions opened, by target."}, []string{"target"}),
-		queued:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shindo_ingest_forward_queued", Help: "Records waiting to be batched, by target."}, []string{"target"}),
-		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shindo_ingest_forward_inflight_batches", Help: "Unacked batches, by target."}, []string{"target"}),
+		resends:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_resumed_total", Help: "Sessions that resumed with records sent before but not acked, by target."}, []string{"target"}),
+		reg:      reg,
 	}
-	reg.MustRegister(m.batches, m.records, m.resent, m.sessions, m.queued, m.inflight)
+	reg.MustRegister(m.batches, m.records, m.sessions, m.resends)
 	return m
 }
 
-// New returns a forwarder to target (a name for logs and metrics).
-func New(target string, open Opener, opts Options, m *Metrics, log *slog.Logger) *Forwarder {
-	return &Forwarder{
-		target:   target,
-		open:     open,
-		opts:     opts,
-		log:      log.With(slog.String("target", target)),
-		queue:    make(chan *ingestv1.Record, opts.Queue),
-		room:     make(chan struct{}, 1),
-		nextID:   1,
-		batches:  m.batches.WithLabelValues(target),
-		records:  m.records.WithLabelValues(target),
-		resent:   m.resent.WithLabelValues(target),
-		sessions: m.sessions.WithLabelValues(target),
+// New returns a forwarder of j to target, reading from cursor target.
+func New(target string, open Opener, j Journal, opts Options, m *Metrics, log *slog.Logger) *Forwarder {
+	f := &Forwarder{
+		target: target, open: open, j: j, opts: opts, log: log.With(slog.String("target", target)),
+		batches: m.batches.WithLabelValues(target), records: m.records.WithLabelValues(target),
+		sessions: m.sessions.WithLabelValues(target), resends: m.resends.WithLabelValues(target),
 	}
+	f.lag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shindo_ingest_forward_lag_records", Help: "Journal records not yet acked by the target.",
+		ConstLabels: prometheus.Labels{"target": target},
+	}, func() float64 { return float64(f.Lag()) })
+	m.reg.MustRegister(f.lag)
+	return f
 }
 
-// Offer queues r without blocking; false means the queue is full.
-func (f *Forwarder) Offer(r *ingestv1.Record) bool {
-	select {
-	case f.queue <- r:
-		return true
-	default:
-		return false
+// Lag returns how many journal records the receiver has not acked yet.
+func (f *Forwarder) Lag() uint64 {
+	next, cur := f.j.Next(), f.j.Cursor(f.target)
+	if cur >= next {
+		return 0
 	}
+	return next - cur
 }
 
-// Pending returns the records queued and the batches unacked.
-func (f *Forwarder) Pending() (queued, inflight int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.queue), len(f.inflight)
-}
-
-// Run keeps a stream open and forwards until ctx ends, then flushes what is
-// left within DrainTimeout.
+// Run streams until ctx ends, reconnecting with backoff.
 func (f *Forwarder) Run(ctx context.Context) error {
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := f.session(ctx, false)
+		err := f.session(ctx)
 		if ctx.Err() != nil {
-			break
+			return nil
 		}
 		if time.Since(start) > 5*time.Second {
 			backoff = 50 * time.Millisecond
@@ -144,23 +135,11 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.opts.DrainTimeout)
-	defer cancel()
-	if err := f.session(drainCtx, true); err != nil {
-		q, in := f.Pending()
-		f.log.Warn("forward drain incomplete", slog.Any("error", err), slog.Int("queued", q), slog.Int("inflight", in))
-	}
 	return nil
 }
 
-// session runs one stream. In drain mode it returns once nothing is queued
-// or in flight.
-func (f *Forwarder) session(ctx context.Context, drain bool) error {
-	if drain {
-		if q, in := f.Pending(); q == 0 && in == 0 {
-			return nil
-		}
-	}
+// session runs one stream from the saved cursor.
+func (f *Forwarder) session(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := f.open(sctx)
@@ -170,16 +149,9 @@ func (f *Forwarder) session(ctx context.Context, drain bool) error {
 	f.sessions.Inc()
 	defer st.CloseSend()
 
-	f.mu.Lock()
-	resend := append([]batch(nil), f.inflight...)
-	f.mu.Unlock()
-	for _, b := range resend {
-		if err := st.Send(b.id, b.records); err != nil {
-			return fmt.Errorf("resend batch %d: %w", b.id, err)
-		}
-		f.resent.Inc()
-	}
-
+	var mu sync.Mutex
+	var inflight []batch
+	room := make(chan struct{}, 1)
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
@@ -188,19 +160,33 @@ func (f *Forwarder) session(ctx context.Context, drain bool) error {
 				recvErr <- err
 				return
 			}
-			f.ack(id)
+			mu.Lock()
+			n := 0
+			for n < len(inflight) && inflight[n].id <= id {
+				f.j.SetCursor(f.target, inflight[n].next)
+				n++
+			}
+			inflight = inflight[n:]
+			mu.Unlock()
+			select {
+			case room <- struct{}{}:
+			default:
+			}
 		}
 	}()
 
+	next := f.j.Cursor(f.target)
+	if next < f.j.Next() {
+		f.resends.Inc()
+	}
+	var batchID uint64
 	for {
-		if drain {
-			if q, in := f.Pending(); q == 0 && in == 0 {
-				return nil
-			}
-		}
-		if f.full() {
+		mu.Lock()
+		full := len(inflight) >= f.opts.Window
+		mu.Unlock()
+		if full {
 			select {
-			case <-f.room:
+			case <-room:
 				continue
 			case <-sctx.Done():
 				return sctx.Err()
@@ -208,67 +194,58 @@ func (f *Forwarder) session(ctx context.Context, drain bool) error {
 				return fmt.Errorf("receive ack: %w", err)
 			}
 		}
-		var first *ingestv1.Record
-		select {
-		case first = <-f.queue:
-		case <-f.room:
-			continue // an ack arrived: check the drain condition again
-		case <-sctx.Done():
-			return sctx.Err()
-		case err := <-recvErr:
-			return fmt.Errorf("receive ack: %w", err)
+		entries, err := f.j.Read(next, f.opts.MaxBatch)
+		if err != nil {
+			return err
 		}
-		// Take what else is waiting, without waiting for more: batches grow
-		// with load and latency stays low when traffic is light.
-		recs := make([]*ingestv1.Record, 1, min(f.opts.MaxBatch, 1+len(f.queue)))
-		recs[0] = first
-	fill:
-		for len(recs) < f.opts.MaxBatch {
+		if len(entries) == 0 {
+			waitCtx, stopWait := context.WithCancel(sctx)
+			waited := make(chan error, 1)
+			go func() { waited <- f.j.Wait(waitCtx, next) }()
 			select {
-			case r := <-f.queue:
-				recs = append(recs, r)
-			default:
-				break fill
+			case err := <-waited:
+				stopWait()
+				if err != nil {
+					return err
+				}
+				continue
+			case err := <-recvErr:
+				stopWait()
+				return fmt.Errorf("receive ack: %w", err)
 			}
 		}
-		f.mu.Lock()
-		b := batch{id: f.nextID, records: recs}
-		f.nextID++
-		f.inflight = append(f.inflight, b)
-		f.mu.Unlock()
-		if err := st.Send(b.id, b.records); err != nil {
-			return fmt.Errorf("send batch %d: %w", b.id, err)
+		next = entries[len(entries)-1].Index + 1
+		recs := make([]*ingestv1.Record, 0, len(entries))
+		for _, e := range entries {
+			var r ingestv1.Record
+			if err := proto.Unmarshal(e.Payload, &r); err != nil {
+				f.log.Error("unreadable journal record skipped", slog.Uint64("index", e.Index), slog.Any("error", err))
+				continue
+			}
+			if f.opts.Want == nil || f.opts.Want(&r) {
+				recs = append(recs, &r)
+			}
+		}
+		if len(recs) == 0 {
+			// Nothing for this receiver: move on without a round trip,
+			// unless batches before it are still unacked.
+			mu.Lock()
+			if len(inflight) == 0 {
+				f.j.SetCursor(f.target, next)
+			} else {
+				inflight[len(inflight)-1].next = next
+			}
+			mu.Unlock()
+			continue
+		}
+		batchID++
+		mu.Lock()
+		inflight = append(inflight, batch{id: batchID, next: next})
+		mu.Unlock()
+		if err := st.Send(batchID, recs); err != nil {
+			return fmt.Errorf("send batch %d: %w", batchID, err)
 		}
 		f.batches.Inc()
 		f.records.Add(float64(len(recs)))
 	}
-}
-
-func (f *Forwarder) full() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.inflight) >= f.opts.Window
-}
-
-// ack drops every batch up to id.
-func (f *Forwarder) ack(id uint64) {
-	f.mu.Lock()
-	n := 0
-	for n < len(f.inflight) && f.inflight[n].id <= id {
-		n++
-	}
-	f.inflight = append(f.inflight[:0], f.inflight[n:]...)
-	f.mu.Unlock()
-	select {
-	case f.room <- struct{}{}:
-	default:
-	}
-}
-
-// Collect reports queue and window occupancy to m; call it from a gauge
-// refresh or before scraping.
-func (f *Forwarder) Collect(m *Metrics) {
-	q, in := f.Pending()
-	m.queued.WithLabelValues(f.target).Set(float64(q))
-	m.inflight.WithLabelValues(f.target).Set(float64(in))
 }

@@ -12,10 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/svc-ingest/internal/journal"
 )
 
 // receiver is a real gRPC RTSService.Ingest endpoint that records what it
@@ -28,7 +30,30 @@ type receiver struct {
 	gate    chan struct{}
 }
 
+// Ingest records every batch as it arrives and acks it once the gate (if
+// any) is open.
 func (r *receiver) Ingest(stream rtsv1.RTSService_IngestServer) error {
+	acks := make(chan uint64, 1024)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for id := range acks {
+			r.mu.Lock()
+			gate := r.gate
+			r.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-done:
+					return
+				}
+			}
+			if stream.Send(&rtsv1.IngestResponse{AckedBatchId: id}) != nil {
+				return
+			}
+		}
+	}()
+	defer close(acks)
 	for {
 		req, err := stream.Recv()
 		if err == io.EOF {
@@ -42,19 +67,15 @@ func (r *receiver) Ingest(stream rtsv1.RTSService_IngestServer) error {
 			r.seqs = append(r.seqs, rec.GetPacket().GetSeq())
 		}
 		r.batches++
-		gate := r.gate
 		r.mu.Unlock()
-		if gate != nil {
-			select {
-			case <-gate:
-			case <-stream.Context().Done():
-				return nil
-			}
-		}
-		if err := stream.Send(&rtsv1.IngestResponse{AckedBatchId: req.GetBatchId()}); err != nil {
-			return err
-		}
+		acks <- req.GetBatchId()
 	}
+}
+
+func (r *receiver) batchCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.batches
 }
 
 func (r *receiver) distinct() map[uint64]int {
@@ -109,8 +130,32 @@ func record(seq uint64) *ingestv1.Record {
 	return &ingestv1.Record{Packet: &stationv1.Packet{StationId: "S1", Seq: seq}}
 }
 
-func newForwarder(t *testing.T, open Opener, opts Options) *Forwarder {
-	return New("rts", open, opts, NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+func appendRecords(t *testing.T, j *journal.Journal, from, to uint64) {
+	t.Helper()
+	var batch [][]byte
+	for seq := from; seq <= to; seq++ {
+		b, _ := proto.Marshal(record(seq))
+		batch = append(batch, b)
+		if len(batch) == 100 || seq == to {
+			if _, err := j.Append(context.Background(), batch...); err != nil {
+				t.Fatal(err)
+			}
+			batch = nil
+		}
+	}
+}
+
+func openJournal(t *testing.T, dir string) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(dir, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func newForwarder(t *testing.T, j *journal.Journal, open Opener, opts Options) *Forwarder {
+	return New("rts", open, j, opts, NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -128,17 +173,16 @@ func TestDeliversEverythingInOrder(t *testing.T) {
 	t.Parallel()
 	r := &receiver{}
 	_, addr := serve(t, "127.0.0.1:0", r)
-	f := newForwarder(t, opener(t, addr), Options{Queue: 100_000, MaxBatch: 64, Window: 4, DrainTimeout: time.Second})
+	j := openJournal(t, t.TempDir())
+	defer j.Close()
+	f := newForwarder(t, j, opener(t, addr), Options{MaxBatch: 64, Window: 4})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()
 	const n = 20_000
-	for seq := uint64(1); seq <= n; seq++ {
-		for !f.Offer(record(seq)) {
-			time.Sleep(time.Millisecond)
-		}
-	}
+	appendRecords(t, j, 1, n)
 	waitFor(t, "all records", func() bool { return len(r.distinct()) == n })
+	waitFor(t, "cursor at the end", func() bool { return f.Lag() == 0 })
 	cancel()
 	<-done
 	r.mu.Lock()
@@ -153,64 +197,101 @@ func TestDeliversEverythingInOrder(t *testing.T) {
 	}
 }
 
+// TestReceiverRestartLosesNothing: a receiver that never acks is replaced;
+// the new one gets everything, starting from the last acked batch.
 func TestReceiverRestartLosesNothing(t *testing.T) {
 	t.Parallel()
 	r1 := &receiver{gate: make(chan struct{})} // never acks
 	srv1, addr := serve(t, "127.0.0.1:0", r1)
-	f := newForwarder(t, opener(t, addr), Options{Queue: 1000, MaxBatch: 10, Window: 3, DrainTimeout: time.Second})
+	j := openJournal(t, t.TempDir())
+	defer j.Close()
+	f := newForwarder(t, j, opener(t, addr), Options{MaxBatch: 10, Window: 3})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
-	for seq := uint64(1); seq <= 100; seq++ {
-		if !f.Offer(record(seq)) {
-			t.Fatalf("queue refused record %d", seq)
-		}
+	appendRecords(t, j, 1, 100)
+	waitFor(t, "window full", func() bool { return r1.batchCount() == 3 })
+	if f.Lag() != 100 {
+		t.Fatalf("lag %d with nothing acked", f.Lag())
 	}
-	waitFor(t, "window full", func() bool { _, in := f.Pending(); return in == 3 })
 	srv1.Stop()
 
 	r2 := &receiver{}
 	serve(t, addr, r2)
 	waitFor(t, "all records at the new receiver", func() bool { return len(r2.distinct()) == 100 })
-	waitFor(t, "everything acked", func() bool { q, in := f.Pending(); return q == 0 && in == 0 })
+	waitFor(t, "everything acked", func() bool { return f.Lag() == 0 })
 }
 
-func TestBackpressure(t *testing.T) {
+// TestSlowReceiverBuffersOnDisk: while the receiver does not ack, records
+// keep being accepted into the journal and wait there; none is dropped.
+func TestSlowReceiverBuffersOnDisk(t *testing.T) {
 	t.Parallel()
 	r := &receiver{gate: make(chan struct{})}
 	_, addr := serve(t, "127.0.0.1:0", r)
-	f := newForwarder(t, opener(t, addr), Options{Queue: 50, MaxBatch: 10, Window: 2, DrainTimeout: time.Second})
+	j := openJournal(t, t.TempDir())
+	defer j.Close()
+	f := newForwarder(t, j, opener(t, addr), Options{MaxBatch: 10, Window: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
-	accepted := 0
-	for seq := uint64(1); seq <= 200; seq++ {
-		if f.Offer(record(seq)) {
-			accepted++
-		}
-		if seq%10 == 0 {
-			waitFor(t, "batching", func() bool { q, in := f.Pending(); return in == 2 || q == 0 })
-		}
+	appendRecords(t, j, 1, 5000)
+	waitFor(t, "window full", func() bool { return r.batchCount() == 2 })
+	if got := len(r.distinct()); got != 20 {
+		t.Fatalf("receiver got %d records beyond its window", got)
 	}
-	if accepted >= 200 || accepted < 50 {
-		t.Fatalf("accepted %d of 200 with room for 70", accepted)
-	}
-	close(r.gate) // receiver catches up
-	waitFor(t, "accepted records delivered", func() bool { return len(r.distinct()) == accepted })
+	close(r.gate) // it catches up
+	waitFor(t, "all delivered", func() bool { return len(r.distinct()) == 5000 })
 }
 
-func TestDrainOnShutdown(t *testing.T) {
+// TestForwarderRestartResumes: a new forwarder on the same journal (an
+// ingest restart) continues from the saved cursor.
+func TestForwarderRestartResumes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := &receiver{}
+	_, addr := serve(t, "127.0.0.1:0", r)
+	j := openJournal(t, dir)
+	f := newForwarder(t, j, opener(t, addr), Options{MaxBatch: 50, Window: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	appendRecords(t, j, 1, 1000)
+	waitFor(t, "first thousand", func() bool { return f.Lag() == 0 })
+	cancel()
+	<-done
+	j.Close()
+
+	j = openJournal(t, dir)
+	defer j.Close()
+	appendRecords(t, j, 1001, 2000)
+	before := r.batchCount()
+	f = newForwarder(t, j, opener(t, addr), Options{MaxBatch: 50, Window: 4})
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	waitFor(t, "the second thousand", func() bool { return len(r.distinct()) == 2000 })
+	if sent := r.batchCount() - before; sent > 1000/50+2 {
+		t.Fatalf("resent from the start: %d batches for 1000 new records", sent)
+	}
+}
+
+func TestWantFilters(t *testing.T) {
 	t.Parallel()
 	r := &receiver{}
 	_, addr := serve(t, "127.0.0.1:0", r)
-	f := newForwarder(t, opener(t, addr), Options{Queue: 10_000, MaxBatch: 100, Window: 4, DrainTimeout: 5 * time.Second})
+	j := openJournal(t, t.TempDir())
+	defer j.Close()
+	f := newForwarder(t, j, opener(t, addr), Options{MaxBatch: 7, Window: 4,
+		Want: func(r *ingestv1.Record) bool { return r.GetPacket().GetSeq()%2 == 0 }})
 	ctx, cancel := context.WithCancel(context.Background())
-	for seq := uint64(1); seq <= 5000; seq++ {
-		f.Offer(record(seq))
-	}
-	cancel() // shut down before Run even starts: everything must still go out
-	f.Run(ctx)
-	if got := len(r.distinct()); got != 5000 {
-		t.Fatalf("delivered %d of 5000", got)
+	defer cancel()
+	go f.Run(ctx)
+	appendRecords(t, j, 1, 100)
+	waitFor(t, "even records", func() bool { return len(r.distinct()) == 50 })
+	waitFor(t, "cursor past the odd ones too", func() bool { return f.Lag() == 0 })
+	for s := range r.distinct() {
+		if s%2 != 0 {
+			t.Fatalf("odd record %d forwarded", s)
+		}
 	}
 }

@@ -20,9 +20,13 @@ import (
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 )
 
-// Handler processes one datagram received over tr and returns the ack to
-// send back, or nil.
-type Handler func(b []byte, tr ingestv1.Transport) (ack []byte)
+// Handler processes datagrams received together over tr. It decides on
+// them at once (the slices are only valid during the call) and returns a
+// finish function that waits until the batch's records are durable and
+// returns, for each datagram, the ack to send back or nil. The UDP listener
+// reads the next batch while one finishes, so that many batches share a
+// sync.
+type Handler func(batch [][]byte, tr ingestv1.Transport) (finish func() [][]byte)
 
 // readBuffer is larger than any valid datagram so an oversize one is seen
 // whole and counted as such rather than silently truncated.
@@ -97,13 +101,34 @@ func (u *UDP) batchConn() batchConn {
 	return ipv4.NewPacketConn(u.conn)
 }
 
+// pipelined is how many batches a reader may have waiting for their sync
+// while it reads on.
+const pipelined = 8
+
+type finishing struct {
+	finish func() [][]byte
+	addrs  []net.Addr
+}
+
 func (u *UDP) read(ctx context.Context) error {
 	bc := u.batchConn()
 	in := make([]ipv4.Message, batch)
 	for i := range in {
 		in[i].Buffers = [][]byte{make([]byte, readBuffer)}
 	}
-	out := make([]ipv4.Message, 0, batch)
+	pending := make(chan finishing, pipelined)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for f := range pending {
+			u.sendAcks(ctx, bc, f)
+		}
+	}()
+	defer func() {
+		close(pending)
+		<-sent
+	}()
+	datagrams := make([][]byte, 0, batch)
 	for {
 		n, err := bc.ReadBatch(in, 0)
 		if err != nil {
@@ -112,25 +137,36 @@ func (u *UDP) read(ctx context.Context) error {
 			}
 			return fmt.Errorf("read udp: %w", err)
 		}
-		out = out[:0]
-		for _, m := range in[:n] {
-			ack := u.handle(m.Buffers[0][:m.N], ingestv1.Transport_TRANSPORT_UDP)
-			if ack != nil {
-				out = append(out, ipv4.Message{Buffers: [][]byte{ack}, Addr: m.Addr})
-			}
+		datagrams = datagrams[:0]
+		addrs := make([]net.Addr, n)
+		for i, m := range in[:n] {
+			datagrams = append(datagrams, m.Buffers[0][:m.N])
+			addrs[i] = m.Addr
 		}
-		for len(out) > 0 {
-			sent, err := bc.WriteBatch(out, 0)
-			if err != nil {
-				if ctx.Err() == nil {
-					u.log.Debug("acks not sent", slog.Int("count", len(out)), slog.Any("error", err))
-				}
-				// Skip the datagram that failed (an unreachable station)
-				// and keep acking the others.
-				sent = max(sent, 1)
-			}
-			out = out[sent:]
+		pending <- finishing{u.handle(datagrams, ingestv1.Transport_TRANSPORT_UDP), addrs}
+	}
+}
+
+// sendAcks waits for a batch to be durable and sends its acks.
+func (u *UDP) sendAcks(ctx context.Context, bc batchConn, f finishing) {
+	acks := f.finish()
+	out := make([]ipv4.Message, 0, len(acks))
+	for i, ack := range acks {
+		if ack != nil {
+			out = append(out, ipv4.Message{Buffers: [][]byte{ack}, Addr: f.addrs[i]})
 		}
+	}
+	for len(out) > 0 {
+		sent, err := bc.WriteBatch(out, 0)
+		if err != nil {
+			if ctx.Err() == nil {
+				u.log.Debug("acks not sent", slog.Int("count", len(out)), slog.Any("error", err))
+			}
+			// Skip the datagram that failed (an unreachable station) and
+			// keep acking the others.
+			sent = max(sent, 1)
+		}
+		out = out[sent:]
 	}
 }
 
@@ -159,7 +195,7 @@ func WebSocket(handle Handler, log *slog.Logger) http.Handler {
 			if typ != websocket.MessageBinary {
 				b = nil // counted as malformed by the handler
 			}
-			ack := handle(b, ingestv1.Transport_TRANSPORT_WS)
+			ack := handle([][]byte{b}, ingestv1.Transport_TRANSPORT_WS)()[0]
 			if ack == nil {
 				continue
 			}

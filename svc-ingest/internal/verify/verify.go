@@ -2,6 +2,12 @@
 // a station and decides, in SPEC §3 order — decode, station lookup, MAC,
 // freshness, replay window — whether to process it, ack it again, or drop
 // it, and builds the signed ack. It knows nothing of sockets.
+//
+// A new packet is acked only once it is recorded: Check finds it new,
+// the caller makes it durable, then Commit marks its seq in the replay
+// window and signs the ack. A retransmission that arrives before the commit
+// is new too and recorded twice, which consumers absorb; one that arrives
+// after is a duplicate, acked again at once because its original is safe.
 package verify
 
 import (
@@ -70,16 +76,22 @@ type Outcome struct {
 	Result Result
 	// Packet is the decoded packet when the MAC was good.
 	Packet *stationv1.Packet
+	// Raw is the packet as the station serialized it (what the MAC covers).
+	Raw []byte
 	// Ack is the signed ack datagram to send back; nil when none is due.
+	// For a new packet it is set by Commit.
 	Ack []byte
 	// RecvAt is the server clock at the decision.
 	RecvAt time.Time
+
+	signer *stationwire.Signer
+	keyID  uint32
 }
 
-// Check decides on datagram b. For a new packet it calls handOn, which must
-// take the packet (true) or refuse it (false, e.g. a full queue downstream);
-// only a packet handed on is acked, so an ack always means the core has it.
-func (g *Gate) Check(b []byte, handOn func(*stationv1.Packet, time.Time) bool) Outcome {
+// Check decides on datagram b. Accepted means new: the caller records the
+// packet durably and then calls Commit (or gives up, and the station will
+// retransmit).
+func (g *Gate) Check(b []byte) Outcome {
 	now := g.now()
 	out := Outcome{RecvAt: now}
 	d, err := stationwire.Open(b)
@@ -106,7 +118,7 @@ func (g *Gate) Check(b []byte, handOn func(*stationv1.Packet, time.Time) bool) O
 		out.Result = BadMAC
 		return out
 	}
-	out.Packet = p
+	out.Packet, out.Raw = p, d.GetPacket()
 	if p.GetBody() == nil {
 		out.Result = Malformed
 		return out
@@ -115,29 +127,47 @@ func (g *Gate) Check(b []byte, handOn func(*stationv1.Packet, time.Time) bool) O
 		out.Result = Stale
 		return out
 	}
-	w := g.windows.For(p.GetStationId())
-	switch w.Accept(p.GetSeq()) {
+	out.signer, out.keyID = signer, d.GetKeyId()
+	switch g.windows.For(p.GetStationId()).Check(p.GetSeq()) {
 	case replay.TooOld:
 		out.Result = Replayed
-		return out
 	case replay.Duplicate:
 		out.Result = Duplicate
+		out.Ack = out.sign(g.site)
 	case replay.New:
-		if !handOn(p, now) {
-			w.Forget(p.GetSeq())
-			out.Result = Overloaded
-			return out
-		}
 		out.Result = Accepted
 	}
-	ack, err := signer.Seal(d.GetKeyId(), &stationv1.Ack{
-		StationId: p.GetStationId(),
-		Seq:       p.GetSeq(),
-		RecvAtMs:  now.UnixMilli(),
-		Site:      g.site,
-	})
-	if err == nil {
-		out.Ack = ack
-	}
 	return out
+}
+
+// Commit marks an accepted packet as recorded and signs its ack. It
+// reports false when a concurrent delivery of the same seq committed first
+// (the ack is then signed all the same: the packet is recorded).
+func (g *Gate) Commit(o *Outcome) bool {
+	first := g.windows.For(o.Packet.GetStationId()).Accept(o.Packet.GetSeq()) == replay.New
+	o.Ack = o.sign(g.site)
+	return first
+}
+
+// Record marks (station, seq) as recorded when it arrived another way (from
+// the peer core) and reports whether it was new.
+func (g *Gate) Record(station string, seq uint64) bool {
+	return g.windows.For(station).Accept(seq) == replay.New
+}
+
+// Recorded returns the station's replay window, the record of which seqs
+// this core holds, for the sync with the peer core.
+func (g *Gate) Recorded(station string) *replay.Window { return g.windows.For(station) }
+
+func (o *Outcome) sign(site string) []byte {
+	ack, err := o.signer.Seal(o.keyID, &stationv1.Ack{
+		StationId: o.Packet.GetStationId(),
+		Seq:       o.Packet.GetSeq(),
+		RecvAtMs:  o.RecvAt.UnixMilli(),
+		Site:      site,
+	})
+	if err != nil {
+		return nil
+	}
+	return ack
 }

@@ -44,7 +44,15 @@ func seal(t testing.TB, k []byte, keyID uint32, m proto.Message) []byte {
 	return b
 }
 
-func take(*stationv1.Packet, time.Time) bool { return true }
+// check runs the gate as ingest does: a new packet is committed (made
+// durable) unless record is false.
+func check(g *Gate, b []byte, record bool) Outcome {
+	o := g.Check(b)
+	if o.Result == Accepted && record {
+		g.Commit(&o)
+	}
+	return o
+}
 
 func TestCheck(t *testing.T) {
 	t.Parallel()
@@ -53,29 +61,29 @@ func TestCheck(t *testing.T) {
 	tests := []struct {
 		name    string
 		b       []byte
-		handOn  func(*stationv1.Packet, time.Time) bool
+		record  bool
 		want    Result
 		wantAck bool
 	}{
-		{"accepted", good, take, Accepted, true},
-		{"retransmission re-acked", good, take, Duplicate, true},
-		{"oversize", make([]byte, 1300), take, Oversize, false},
-		{"garbage", []byte("hello"), take, Malformed, false},
-		{"unknown station", seal(t, key, 1, packet("S9", 1, epoch)), take, UnknownStation, false},
-		{"retired station", seal(t, key, 1, packet("RETIRED", 1, epoch)), take, UnknownStation, false},
-		{"wrong key", seal(t, bytes.Repeat([]byte{7}, 32), 1, packet("S1", 6, epoch)), take, BadMAC, false},
-		{"unknown key id", seal(t, key, 2, packet("S1", 6, epoch)), take, BadMAC, false},
-		{"no body", seal(t, key, 1, &stationv1.Packet{StationId: "S1", Seq: 6, SentAtMs: epoch.UnixMilli()}), take, Malformed, false},
-		{"stale past", seal(t, key, 1, packet("S1", 7, epoch.Add(-31*time.Second))), take, Stale, false},
-		{"stale future", seal(t, key, 1, packet("S1", 8, epoch.Add(31*time.Second))), take, Stale, false},
-		{"fresh edge", seal(t, key, 1, packet("S1", 9, epoch.Add(-30*time.Second))), take, Accepted, true},
-		{"refused downstream", seal(t, key, 1, packet("S1", 10, epoch)), func(*stationv1.Packet, time.Time) bool { return false }, Overloaded, false},
-		{"retried after refusal", seal(t, key, 1, packet("S1", 10, epoch)), take, Accepted, true},
-		{"jump ahead", seal(t, key, 1, packet("S1", 5000, epoch)), take, Accepted, true},
-		{"below window", seal(t, key, 1, packet("S1", 11, epoch)), take, Replayed, false},
+		{"accepted", good, true, Accepted, true},
+		{"retransmission re-acked", good, true, Duplicate, true},
+		{"oversize", make([]byte, 1300), true, Oversize, false},
+		{"garbage", []byte("hello"), true, Malformed, false},
+		{"unknown station", seal(t, key, 1, packet("S9", 1, epoch)), true, UnknownStation, false},
+		{"retired station", seal(t, key, 1, packet("RETIRED", 1, epoch)), true, UnknownStation, false},
+		{"wrong key", seal(t, bytes.Repeat([]byte{7}, 32), 1, packet("S1", 6, epoch)), true, BadMAC, false},
+		{"unknown key id", seal(t, key, 2, packet("S1", 6, epoch)), true, BadMAC, false},
+		{"no body", seal(t, key, 1, &stationv1.Packet{StationId: "S1", Seq: 6, SentAtMs: epoch.UnixMilli()}), true, Malformed, false},
+		{"stale past", seal(t, key, 1, packet("S1", 7, epoch.Add(-31*time.Second))), true, Stale, false},
+		{"stale future", seal(t, key, 1, packet("S1", 8, epoch.Add(31*time.Second))), true, Stale, false},
+		{"fresh edge", seal(t, key, 1, packet("S1", 9, epoch.Add(-30*time.Second))), true, Accepted, true},
+		{"not recorded, no ack", seal(t, key, 1, packet("S1", 10, epoch)), false, Accepted, false},
+		{"retried after that", seal(t, key, 1, packet("S1", 10, epoch)), true, Accepted, true},
+		{"jump ahead", seal(t, key, 1, packet("S1", 5000, epoch)), true, Accepted, true},
+		{"below window", seal(t, key, 1, packet("S1", 11, epoch)), true, Replayed, false},
 	}
 	for _, tt := range tests { // sequential: the cases share the replay window
-		out := g.Check(tt.b, tt.handOn)
+		out := check(g, tt.b, tt.record)
 		if out.Result != tt.want || (out.Ack != nil) != tt.wantAck {
 			t.Fatalf("%s: result %v ack %v; want %v ack %v", tt.name, out.Result, out.Ack != nil, tt.want, tt.wantAck)
 		}
@@ -91,16 +99,26 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func TestHandOnOncePerSeq(t *testing.T) {
+func TestRecordedOncePerSeq(t *testing.T) {
 	t.Parallel()
 	g := testGate(t)
 	b := seal(t, key, 1, packet("S1", 1, epoch))
-	calls := 0
+	recorded := 0
 	for range 5 {
-		g.Check(b, func(*stationv1.Packet, time.Time) bool { calls++; return true })
+		if check(g, b, true).Result == Accepted {
+			recorded++
+		}
 	}
-	if calls != 1 {
-		t.Fatalf("handed on %d times", calls)
+	if recorded != 1 {
+		t.Fatalf("recorded %d times", recorded)
+	}
+	// A copy that came from the peer core first makes the direct one a
+	// duplicate.
+	if !g.Record("S1", 2) || g.Record("S1", 2) {
+		t.Fatal("Record")
+	}
+	if o := check(g, seal(t, key, 1, packet("S1", 2, epoch)), true); o.Result != Duplicate || o.Ack == nil {
+		t.Fatalf("direct copy after the peer's: %v", o.Result)
 	}
 }
 
@@ -110,7 +128,7 @@ func FuzzCheck(f *testing.F) {
 	f.Add(seal(f, key, 1, &stationv1.Packet{StationId: "S1"}))
 	f.Add([]byte{0x0a, 0x00, 0x12, 0x20})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out := g.Check(b, take)
+		out := check(g, b, true)
 		if out.Result == Accepted && out.Packet.GetStationId() != "S1" {
 			t.Fatalf("accepted a packet of %q", out.Packet.GetStationId())
 		}
@@ -126,7 +144,7 @@ func BenchmarkCheck(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		g.Check(datagrams[i%len(datagrams)], take)
+		check(g, datagrams[i%len(datagrams)], true)
 		i++
 	}
 }

@@ -1,0 +1,592 @@
+// Package journal is svc-ingest's crash-safe record log: every packet the
+// core accepts is appended here, and fsynced, before the station is acked,
+// so an ack always means the record survives a crash of the process or the
+// machine. Consumers (the streams to svc-rts and svc-waveform, the sync
+// with the peer core) read it from durable cursors and resume where they
+// left off after any restart.
+//
+// Appends from concurrent callers are group-committed: one writer takes
+// everything queued, writes it and fsyncs once, so the cost of a sync is
+// shared by a whole burst of packets (JetStream's fsync per message would
+// cap a core at a few thousand packets a second; its default 2-minute
+// sync interval would lose acknowledged data).
+//
+// On disk the journal is a directory of segment files named after the
+// index of their first record; each record is framed as
+// [length uint32][crc32c uint32][payload]. A torn tail (a crash mid-write)
+// is cut off at the first frame that does not check, which can only be a
+// record whose append had not returned.
+package journal
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// maxRecord bounds one payload; a station datagram is at most 1200 bytes.
+const maxRecord = 1 << 16
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("journal closed")
+
+// Options tune a journal.
+type Options struct {
+	// SegmentBytes is the size at which a new segment starts.
+	SegmentBytes int64
+	// Retention is how long records are kept at least, even when every
+	// cursor has passed them (the peer's backfill reads them).
+	Retention time.Duration
+	// Cache is how many recent records are kept in memory for readers.
+	Cache int
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Entry is one record with its index.
+type Entry struct {
+	Index   uint64
+	Payload []byte
+}
+
+type segment struct {
+	first   uint64 // index of the first record
+	count   uint64
+	path    string
+	size    int64
+	created time.Time
+	offsets []int64 // byte offset of each record, for random reads
+}
+
+type appendReq struct {
+	payloads [][]byte
+	first    uint64
+	done     chan error
+}
+
+// Journal is an open journal. It is safe for concurrent use.
+type Journal struct {
+	dir  string
+	opts Options
+
+	mu      sync.Mutex
+	segs    []*segment
+	active  *os.File
+	writer  *bufio.Writer
+	next    uint64  // index the next record gets
+	cache   []Entry // ring of the newest records
+	cursors map[string]uint64
+	dirty   bool
+	closed  bool
+	grew    chan struct{} // closed and replaced on every commit
+
+	queue    chan *appendReq
+	quit     chan struct{}
+	stopped  chan struct{}
+	readSegs map[string]*os.File
+}
+
+// Open opens (or creates) the journal in dir, recovering from a crash.
+func Open(dir string, opts Options) (*Journal, error) {
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = 64 << 20
+	}
+	if opts.Cache <= 0 {
+		opts.Cache = 1 << 16
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j := &Journal{
+		dir: dir, opts: opts, cursors: map[string]uint64{}, grew: make(chan struct{}),
+		queue: make(chan *appendReq, 1024), quit: make(chan struct{}), stopped: make(chan struct{}), readSegs: map[string]*os.File{},
+	}
+	if err := j.load(); err != nil {
+		return nil, err
+	}
+	go j.commitLoop()
+	return j, nil
+}
+
+func (j *Journal) load() error {
+	names, err := filepath.Glob(filepath.Join(j.dir, "*.seg"))
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		first, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(name), ".seg"), 10, 64)
+		if err != nil {
+			return fmt.Errorf("journal: unexpected file %s", name)
+		}
+		j.segs = append(j.segs, &segment{first: first, path: name})
+	}
+	slices.SortFunc(j.segs, func(a, b *segment) int { return cmpU(a.first, b.first) })
+	for i, s := range j.segs {
+		last := i == len(j.segs)-1
+		if err := j.scan(s, last); err != nil {
+			return err
+		}
+		if i > 0 && s.first != j.segs[i-1].first+j.segs[i-1].count {
+			return fmt.Errorf("journal: segment %s does not follow the one before", s.path)
+		}
+	}
+	if n := len(j.segs); n > 0 {
+		last := j.segs[n-1]
+		j.next = last.first + last.count
+	}
+	if b, err := os.ReadFile(filepath.Join(j.dir, "cursors.json")); err == nil {
+		if err := json.Unmarshal(b, &j.cursors); err != nil {
+			return fmt.Errorf("journal: cursors: %w", err)
+		}
+	}
+	return j.openActive()
+}
+
+// scan reads a segment's frames, building its offsets; in the last segment
+// a torn tail is cut off.
+func (j *Journal) scan(s *segment, last bool) error {
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	s.created = st.ModTime()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var off int64
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			break
+		}
+		n := binary.LittleEndian.Uint32(hdr[:4])
+		if n > maxRecord {
+			break
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			break
+		}
+		if crc32.Checksum(buf, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
+			break
+		}
+		s.offsets = append(s.offsets, off)
+		off += 8 + int64(n)
+	}
+	s.count, s.size = uint64(len(s.offsets)), off
+	if off < st.Size() {
+		if !last {
+			return fmt.Errorf("journal: segment %s is damaged at byte %d", s.path, off)
+		}
+		if err := f.Truncate(off); err != nil {
+			return fmt.Errorf("journal: cut torn tail: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *Journal) openActive() error {
+	if n := len(j.segs); n == 0 || j.segs[n-1].size >= j.opts.SegmentBytes {
+		s := &segment{first: j.next, path: filepath.Join(j.dir, fmt.Sprintf("%020d.seg", j.next)), created: j.opts.Now()}
+		j.segs = append(j.segs, s)
+	}
+	s := j.segs[len(j.segs)-1]
+	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := syncDir(j.dir); err != nil {
+		f.Close()
+		return err
+	}
+	j.active, j.writer = f, bufio.NewWriterSize(f, 1<<20)
+	return nil
+}
+
+// Append stores payloads durably and returns the index of the first.
+func (j *Journal) Append(ctx context.Context, payloads ...[]byte) (uint64, error) {
+	p, err := j.Begin(ctx, payloads...)
+	if err != nil {
+		return 0, err
+	}
+	return p.Wait()
+}
+
+// Pending is an append under way.
+type Pending struct {
+	j   *Journal
+	req *appendReq
+}
+
+// Begin queues payloads for the next commit and returns at once, so that a
+// caller can go on (reading the next datagrams) while the sync runs; Wait
+// tells when they are durable.
+func (j *Journal) Begin(ctx context.Context, payloads ...[]byte) (*Pending, error) {
+	for _, p := range payloads {
+		if len(p) > maxRecord {
+			return nil, fmt.Errorf("journal: record of %d bytes", len(p))
+		}
+	}
+	req := &appendReq{payloads: payloads, done: make(chan error, 1)}
+	select {
+	case j.queue <- req:
+		return &Pending{j: j, req: req}, nil
+	case <-j.stopped:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Wait returns the index of the first record once all are durable.
+func (p *Pending) Wait() (uint64, error) {
+	select {
+	case err := <-p.req.done:
+		return p.req.first, err
+	case <-p.j.stopped:
+		select {
+		case err := <-p.req.done:
+			return p.req.first, err
+		default:
+			return 0, ErrClosed // queued after the writer stopped: never written
+		}
+	}
+}
+
+// commitLoop is the single writer: it takes every queued append, writes
+// them, fsyncs once and releases them together.
+func (j *Journal) commitLoop() {
+	defer close(j.stopped)
+	for {
+		var first *appendReq
+		select {
+		case first = <-j.queue:
+		case <-j.quit:
+			// Appends still queued were never written.
+			for {
+				select {
+				case r := <-j.queue:
+					r.done <- ErrClosed
+				default:
+					return
+				}
+			}
+		}
+		batch := []*appendReq{first}
+	more:
+		for len(batch) < 4096 {
+			select {
+			case r := <-j.queue:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		err := j.commit(batch)
+		for _, r := range batch {
+			r.done <- err
+		}
+	}
+}
+
+func (j *Journal) commit(batch []*appendReq) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return ErrClosed
+	}
+	seg := j.segs[len(j.segs)-1]
+	var hdr [8]byte
+	var added []Entry
+	for _, r := range batch {
+		r.first = j.next + uint64(len(added))
+		for _, p := range r.payloads {
+			binary.LittleEndian.PutUint32(hdr[:4], uint32(len(p)))
+			binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(p, castagnoli))
+			j.writer.Write(hdr[:])
+			j.writer.Write(p)
+			seg.offsets = append(seg.offsets, seg.size)
+			seg.size += 8 + int64(len(p))
+			added = append(added, Entry{Index: j.next + uint64(len(added)), Payload: p})
+		}
+	}
+	if err := j.writer.Flush(); err != nil {
+		return fmt.Errorf("journal: write: %w", err)
+	}
+	if err := j.active.Sync(); err != nil {
+		return fmt.Errorf("journal: sync: %w", err)
+	}
+	seg.count += uint64(len(added))
+	j.next += uint64(len(added))
+	j.cache = append(j.cache, added...)
+	if over := len(j.cache) - j.opts.Cache; over > 0 {
+		j.cache = append(j.cache[:0], j.cache[over:]...)
+	}
+	close(j.grew)
+	j.grew = make(chan struct{})
+	if seg.size >= j.opts.SegmentBytes {
+		j.active.Close()
+		if err := j.openActive(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Next returns the index the next appended record will get.
+func (j *Journal) Next() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.next
+}
+
+// First returns the index of the oldest record kept.
+func (j *Journal) First() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.segs[0].first
+}
+
+// Read returns up to max records from index from on; fewer (or none) when
+// the journal ends there. A from below First starts at First.
+func (j *Journal) Read(from uint64, max int) ([]Entry, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if from < j.segs[0].first {
+		from = j.segs[0].first
+	}
+	if n := len(j.cache); n > 0 && from >= j.cache[0].Index {
+		i := int(from - j.cache[0].Index)
+		if i >= n {
+			return nil, nil
+		}
+		out := slices.Clone(j.cache[i:min(n, i+max)])
+		return out, nil
+	}
+	var out []Entry
+	for _, s := range j.segs {
+		if from >= s.first+s.count || len(out) >= max {
+			continue
+		}
+		if from < s.first {
+			from = s.first
+		}
+		f, err := j.reader(s)
+		if err != nil {
+			return nil, err
+		}
+		for i := from - s.first; i < s.count && len(out) < max; i++ {
+			var hdr [8]byte
+			off := s.offsets[i]
+			if _, err := f.ReadAt(hdr[:], off); err != nil {
+				return nil, fmt.Errorf("journal: read %s: %w", s.path, err)
+			}
+			p := make([]byte, binary.LittleEndian.Uint32(hdr[:4]))
+			if _, err := f.ReadAt(p, off+8); err != nil {
+				return nil, fmt.Errorf("journal: read %s: %w", s.path, err)
+			}
+			out = append(out, Entry{Index: s.first + i, Payload: p})
+			from = s.first + i + 1
+		}
+	}
+	return out, nil
+}
+
+func (j *Journal) reader(s *segment) (*os.File, error) {
+	if f, ok := j.readSegs[s.path]; ok {
+		return f, nil
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j.readSegs[s.path] = f
+	return f, nil
+}
+
+// Wait returns when a record with index ≥ index exists, or ctx ends.
+func (j *Journal) Wait(ctx context.Context, index uint64) error {
+	for {
+		j.mu.Lock()
+		if j.next > index || j.closed {
+			closed := j.closed
+			j.mu.Unlock()
+			if closed {
+				return ErrClosed
+			}
+			return nil
+		}
+		grew := j.grew
+		j.mu.Unlock()
+		select {
+		case <-grew:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Cursor returns the saved position of consumer name: the index of the
+// first record it has not finished with (0 for a new consumer).
+func (j *Journal) Cursor(name string) uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.cursors[name]
+}
+
+// SetCursor records that consumer name is done with every record below
+// index. It is saved by SaveCursors (periodically, and at Close); after a
+// crash a consumer may see records again, never miss one.
+func (j *Journal) SetCursor(name string, index uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if index > j.cursors[name] {
+		j.cursors[name] = index
+		j.dirty = true
+	}
+}
+
+// SaveCursors writes the cursors to disk if they moved.
+func (j *Journal) SaveCursors() error {
+	j.mu.Lock()
+	if !j.dirty {
+		j.mu.Unlock()
+		return nil
+	}
+	b, err := json.Marshal(j.cursors)
+	j.dirty = false
+	j.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(j.dir, "cursors.json")
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("journal: cursors: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: cursors: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: cursors: %w", err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("journal: cursors: %w", err)
+	}
+	return syncDir(j.dir)
+}
+
+// Trim deletes whole segments that every cursor has passed and that are
+// older than the retention. It returns how many it removed.
+func (j *Journal) Trim() (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	low := j.next
+	for _, c := range j.cursors {
+		low = min(low, c)
+	}
+	cutoff := j.opts.Now().Add(-j.opts.Retention)
+	removed := 0
+	for len(j.segs) > 1 {
+		s := j.segs[0]
+		if s.first+s.count > low || s.created.After(cutoff) {
+			break
+		}
+		if f, ok := j.readSegs[s.path]; ok {
+			f.Close()
+			delete(j.readSegs, s.path)
+		}
+		if err := os.Remove(s.path); err != nil {
+			return removed, fmt.Errorf("journal: trim: %w", err)
+		}
+		j.segs = j.segs[1:]
+		removed++
+	}
+	return removed, nil
+}
+
+// Run saves cursors and trims old segments every interval until ctx ends.
+func (j *Journal) Run(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return j.SaveCursors()
+		case <-t.C:
+			if err := j.SaveCursors(); err != nil {
+				return err
+			}
+			if _, err := j.Trim(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Close stops appending, saves the cursors and closes the files.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	close(j.grew)
+	j.mu.Unlock()
+	close(j.quit)
+	<-j.stopped
+	err := j.SaveCursors()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, f := range j.readSegs {
+		f.Close()
+	}
+	return errors.Join(err, j.active.Close())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
