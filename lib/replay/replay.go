@@ -68,6 +68,33 @@ func (w *Window) Accept(seq uint64) Verdict {
 	return New
 }
 
+// Holdings returns the highest accepted seq and a bitmap of the n seqs from
+// it downwards (n rounded up to a multiple of 8, at most the window): bit i,
+// least significant bit of byte 0 first, is set when seq top−i was
+// accepted.
+func (w *Window) Holdings(n int) (top uint64, held []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n = min((n+7)/8*8, int(w.size))
+	held = make([]byte, n/8)
+	for i := range n {
+		if w.bit(uint64(i)) {
+			held[i/8] |= 1 << (i % 8)
+		}
+	}
+	return w.top, held
+}
+
+// Holds reports whether a holdings bitmap (see Holdings) includes seq;
+// seqs outside it count as not held.
+func Holds(top uint64, held []byte, seq uint64) bool {
+	if top == 0 || seq > top || top-seq >= uint64(len(held))*8 {
+		return false
+	}
+	i := top - seq
+	return held[i/8]&(1<<(i%8)) != 0
+}
+
 // Forget un-records seq, so a later delivery counts as new again; ingest
 // uses it when an accepted packet could not be handed on and was not acked.
 func (w *Window) Forget(seq uint64) {

@@ -115,3 +115,27 @@ func TestForget(t *testing.T) {
 		t.Fatalf("after unrelated Forget: %v", got)
 	}
 }
+
+func TestHoldings(t *testing.T) {
+	t.Parallel()
+	w := NewWindow(256)
+	for _, s := range []uint64{100, 98, 97, 90, 37, 36} { // 36 is 64 below the top: outside
+		w.Accept(s)
+	}
+	top, held := w.Holdings(64)
+	if top != 100 || len(held) != 8 {
+		t.Fatalf("top %d, %d bytes", top, len(held))
+	}
+	for seq := uint64(30); seq <= 101; seq++ {
+		want := seq == 100 || seq == 98 || seq == 97 || seq == 90 || seq == 37
+		if got := Holds(top, held, seq); got != want {
+			t.Errorf("seq %d: holds %v, want %v", seq, got, want)
+		}
+	}
+	if Holds(0, nil, 1) {
+		t.Error("empty holdings hold something")
+	}
+	if _, h := w.Holdings(100_000); len(h) != 256/8 {
+		t.Errorf("holdings beyond the window: %d bytes", len(h))
+	}
+}

@@ -353,6 +353,185 @@ func (x *Link) GetRttvarMs() float64 {
 	return 0
 }
 
+// SyncRequest is what a core tells its peer it holds of each station's
+// recent seqs, asking for the records it lacks. Cores exchange it over NATS
+// (request subject shindo.sync.<peer site>.diff); the peer answers with
+// SyncResponse messages on the reply subject, the last one marked.
+type SyncRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requesting core.
+	Site string `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
+	// Holdings, one per station.
+	Stations      []*StationHoldings `protobuf:"bytes,2,rep,name=stations,proto3" json:"stations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_shindo_ingest_v1_ingest_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_ingest_v1_ingest_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_ingest_v1_ingest_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SyncRequest) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *SyncRequest) GetStations() []*StationHoldings {
+	if x != nil {
+		return x.Stations
+	}
+	return nil
+}
+
+// StationHoldings is a compact record of which seqs of one station a core
+// holds: the highest, and a bitmap of the ones below it.
+type StationHoldings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	StationId string `protobuf:"bytes,1,opt,name=station_id,json=stationId,proto3" json:"station_id,omitempty"`
+	// Highest seq held; 0 when none.
+	Top uint64 `protobuf:"varint,2,opt,name=top,proto3" json:"top,omitempty"`
+	// Bit i (least significant bit of byte 0 first) is set when seq top−i
+	// is held; seqs below top−8·len(held) are outside the comparison.
+	Held          []byte `protobuf:"bytes,3,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StationHoldings) Reset() {
+	*x = StationHoldings{}
+	mi := &file_shindo_ingest_v1_ingest_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StationHoldings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StationHoldings) ProtoMessage() {}
+
+func (x *StationHoldings) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_ingest_v1_ingest_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StationHoldings.ProtoReflect.Descriptor instead.
+func (*StationHoldings) Descriptor() ([]byte, []int) {
+	return file_shindo_ingest_v1_ingest_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StationHoldings) GetStationId() string {
+	if x != nil {
+		return x.StationId
+	}
+	return ""
+}
+
+func (x *StationHoldings) GetTop() uint64 {
+	if x != nil {
+		return x.Top
+	}
+	return 0
+}
+
+func (x *StationHoldings) GetHeld() []byte {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+// SyncResponse carries records the requester lacks.
+type SyncResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records, as the core that received them from the station recorded them.
+	Records []*Record `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Whether this is the last message of the answer.
+	Last          bool `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_shindo_ingest_v1_ingest_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_ingest_v1_ingest_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_ingest_v1_ingest_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SyncResponse) GetRecords() []*Record {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *SyncResponse) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
 var File_shindo_ingest_v1_ingest_proto protoreflect.FileDescriptor
 
 const file_shindo_ingest_v1_ingest_proto_rawDesc = "" +
@@ -380,7 +559,18 @@ const file_shindo_ingest_v1_ingest_proto_rawDesc = "" +
 	"\vrecent_loss\x18\x06 \x01(\x01R\n" +
 	"recentLoss\x12\x17\n" +
 	"\asrtt_ms\x18\a \x01(\x01R\x06srttMs\x12\x1b\n" +
-	"\trttvar_ms\x18\b \x01(\x01R\brttvarMs*K\n" +
+	"\trttvar_ms\x18\b \x01(\x01R\brttvarMs\"`\n" +
+	"\vSyncRequest\x12\x12\n" +
+	"\x04site\x18\x01 \x01(\tR\x04site\x12=\n" +
+	"\bstations\x18\x02 \x03(\v2!.shindo.ingest.v1.StationHoldingsR\bstations\"V\n" +
+	"\x0fStationHoldings\x12\x1d\n" +
+	"\n" +
+	"station_id\x18\x01 \x01(\tR\tstationId\x12\x10\n" +
+	"\x03top\x18\x02 \x01(\x04R\x03top\x12\x12\n" +
+	"\x04held\x18\x03 \x01(\fR\x04held\"V\n" +
+	"\fSyncResponse\x122\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.shindo.ingest.v1.RecordR\arecords\x12\x12\n" +
+	"\x04last\x18\x02 \x01(\bR\x04last*K\n" +
 	"\tTransport\x12\x19\n" +
 	"\x15TRANSPORT_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rTRANSPORT_UDP\x10\x01\x12\x10\n" +
@@ -401,27 +591,32 @@ func file_shindo_ingest_v1_ingest_proto_rawDescGZIP() []byte {
 }
 
 var file_shindo_ingest_v1_ingest_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shindo_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_shindo_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_shindo_ingest_v1_ingest_proto_goTypes = []any{
 	(Transport)(0),            // 0: shindo.ingest.v1.Transport
 	(*Record)(nil),            // 1: shindo.ingest.v1.Record
 	(*ListLinksRequest)(nil),  // 2: shindo.ingest.v1.ListLinksRequest
 	(*ListLinksResponse)(nil), // 3: shindo.ingest.v1.ListLinksResponse
 	(*Link)(nil),              // 4: shindo.ingest.v1.Link
-	(*v1.Packet)(nil),         // 5: shindo.station.v1.Packet
+	(*SyncRequest)(nil),       // 5: shindo.ingest.v1.SyncRequest
+	(*StationHoldings)(nil),   // 6: shindo.ingest.v1.StationHoldings
+	(*SyncResponse)(nil),      // 7: shindo.ingest.v1.SyncResponse
+	(*v1.Packet)(nil),         // 8: shindo.station.v1.Packet
 }
 var file_shindo_ingest_v1_ingest_proto_depIdxs = []int32{
-	5, // 0: shindo.ingest.v1.Record.packet:type_name -> shindo.station.v1.Packet
+	8, // 0: shindo.ingest.v1.Record.packet:type_name -> shindo.station.v1.Packet
 	0, // 1: shindo.ingest.v1.Record.transport:type_name -> shindo.ingest.v1.Transport
 	4, // 2: shindo.ingest.v1.ListLinksResponse.links:type_name -> shindo.ingest.v1.Link
 	0, // 3: shindo.ingest.v1.Link.transport:type_name -> shindo.ingest.v1.Transport
-	2, // 4: shindo.ingest.v1.IngestService.ListLinks:input_type -> shindo.ingest.v1.ListLinksRequest
-	3, // 5: shindo.ingest.v1.IngestService.ListLinks:output_type -> shindo.ingest.v1.ListLinksResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 4: shindo.ingest.v1.SyncRequest.stations:type_name -> shindo.ingest.v1.StationHoldings
+	1, // 5: shindo.ingest.v1.SyncResponse.records:type_name -> shindo.ingest.v1.Record
+	2, // 6: shindo.ingest.v1.IngestService.ListLinks:input_type -> shindo.ingest.v1.ListLinksRequest
+	3, // 7: shindo.ingest.v1.IngestService.ListLinks:output_type -> shindo.ingest.v1.ListLinksResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_shindo_ingest_v1_ingest_proto_init() }
@@ -435,7 +630,7 @@ func file_shindo_ingest_v1_ingest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_ingest_v1_ingest_proto_rawDesc), len(file_shindo_ingest_v1_ingest_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -313,7 +313,10 @@ type Snapshot struct {
 	// Triggered grid cells with their intensity level, ordered by box ID.
 	Boxes []*BoxLevel `protobuf:"bytes,4,rep,name=boxes,proto3" json:"boxes,omitempty"`
 	// Per-township maximum level, highest first.
-	Areas         []*AreaLevel `protobuf:"bytes,5,rep,name=areas,proto3" json:"areas,omitempty"`
+	Areas []*AreaLevel `protobuf:"bytes,5,rep,name=areas,proto3" json:"areas,omitempty"`
+	// Detections in progress at this tick, and ended ones (final) for a
+	// while after they end, ordered by first trigger time, then ID.
+	Detections    []*Detection `protobuf:"bytes,6,rep,name=detections,proto3" json:"detections,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +382,13 @@ func (x *Snapshot) GetBoxes() []*BoxLevel {
 func (x *Snapshot) GetAreas() []*AreaLevel {
 	if x != nil {
 		return x.Areas
+	}
+	return nil
+}
+
+func (x *Snapshot) GetDetections() []*Detection {
+	if x != nil {
+		return x.Detections
 	}
 	return nil
 }
@@ -584,6 +594,174 @@ func (x *AreaLevel) GetLevel() uint32 {
 	return 0
 }
 
+// Detection is a network-level trigger: enough triggered stations close
+// together within a short time. Both cores derive the same detection, with
+// the same ID and serials, from the same frames.
+type Detection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Derived from the data only: "<first trigger tick, Unix ms>-<box ID of
+	// the first triggered station>", with "x" for a station outside every box.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Starts at 1 and grows by one with every change of the published
+	// fields (stations, level, estimates, final).
+	Serial uint32 `protobuf:"varint,2,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The event has ended (no member station triggered for a while); a final
+	// detection never changes again and leaves the snapshots soon after.
+	Final bool `protobuf:"varint,3,opt,name=final,proto3" json:"final,omitempty"`
+	// Estimated origin time, Unix ms.
+	OriginTimeMs int64 `protobuf:"varint,4,opt,name=origin_time_ms,json=originTimeMs,proto3" json:"origin_time_ms,omitempty"`
+	// Estimated epicentre latitude, degrees north.
+	Lat float64 `protobuf:"fixed64,5,opt,name=lat,proto3" json:"lat,omitempty"`
+	// Estimated epicentre longitude, degrees east.
+	Lon float64 `protobuf:"fixed64,6,opt,name=lon,proto3" json:"lon,omitempty"`
+	// Hypocentre depth, km (a fixed default: triggers alone do not constrain it).
+	DepthKm float64 `protobuf:"fixed64,7,opt,name=depth_km,json=depthKm,proto3" json:"depth_km,omitempty"`
+	// Estimated magnitude.
+	Magnitude float64 `protobuf:"fixed64,8,opt,name=magnitude,proto3" json:"magnitude,omitempty"`
+	// Name of the township nearest to the epicentre.
+	Location string `protobuf:"bytes,9,opt,name=location,proto3" json:"location,omitempty"`
+	// Postal code of that township.
+	LocationCode uint32 `protobuf:"varint,10,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	// Highest intensity level (0–9) observed at the member stations.
+	MaxLevel uint32 `protobuf:"varint,11,opt,name=max_level,json=maxLevel,proto3" json:"max_level,omitempty"`
+	// Tick of the first trigger, Unix ms.
+	FirstTriggerMs int64 `protobuf:"varint,12,opt,name=first_trigger_ms,json=firstTriggerMs,proto3" json:"first_trigger_ms,omitempty"`
+	// Tick at which the serial last changed, Unix ms.
+	UpdatedMs int64 `protobuf:"varint,13,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	// Number of member stations.
+	Stations      uint32 `protobuf:"varint,14,opt,name=stations,proto3" json:"stations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Detection) Reset() {
+	*x = Detection{}
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Detection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Detection) ProtoMessage() {}
+
+func (x *Detection) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Detection.ProtoReflect.Descriptor instead.
+func (*Detection) Descriptor() ([]byte, []int) {
+	return file_shindo_rts_v1_rts_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Detection) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Detection) GetSerial() uint32 {
+	if x != nil {
+		return x.Serial
+	}
+	return 0
+}
+
+func (x *Detection) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *Detection) GetOriginTimeMs() int64 {
+	if x != nil {
+		return x.OriginTimeMs
+	}
+	return 0
+}
+
+func (x *Detection) GetLat() float64 {
+	if x != nil {
+		return x.Lat
+	}
+	return 0
+}
+
+func (x *Detection) GetLon() float64 {
+	if x != nil {
+		return x.Lon
+	}
+	return 0
+}
+
+func (x *Detection) GetDepthKm() float64 {
+	if x != nil {
+		return x.DepthKm
+	}
+	return 0
+}
+
+func (x *Detection) GetMagnitude() float64 {
+	if x != nil {
+		return x.Magnitude
+	}
+	return 0
+}
+
+func (x *Detection) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
+}
+
+func (x *Detection) GetLocationCode() uint32 {
+	if x != nil {
+		return x.LocationCode
+	}
+	return 0
+}
+
+func (x *Detection) GetMaxLevel() uint32 {
+	if x != nil {
+		return x.MaxLevel
+	}
+	return 0
+}
+
+func (x *Detection) GetFirstTriggerMs() int64 {
+	if x != nil {
+		return x.FirstTriggerMs
+	}
+	return 0
+}
+
+func (x *Detection) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
+func (x *Detection) GetStations() uint32 {
+	if x != nil {
+		return x.Stations
+	}
+	return 0
+}
+
 var File_shindo_rts_v1_rts_proto protoreflect.FileDescriptor
 
 const file_shindo_rts_v1_rts_proto_rawDesc = "" +
@@ -602,13 +780,16 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\bsnapshot\x18\x01 \x01(\v2\x17.shindo.rts.v1.SnapshotR\bsnapshot\"\x14\n" +
 	"\x12GetSnapshotRequest\"J\n" +
 	"\x13GetSnapshotResponse\x123\n" +
-	"\bsnapshot\x18\x01 \x01(\v2\x17.shindo.rts.v1.SnapshotR\bsnapshot\"\xcf\x01\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x17.shindo.rts.v1.SnapshotR\bsnapshot\"\x89\x02\n" +
 	"\bSnapshot\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x127\n" +
 	"\bstations\x18\x03 \x03(\v2\x1b.shindo.rts.v1.StationStateR\bstations\x12-\n" +
 	"\x05boxes\x18\x04 \x03(\v2\x17.shindo.rts.v1.BoxLevelR\x05boxes\x12.\n" +
-	"\x05areas\x18\x05 \x03(\v2\x18.shindo.rts.v1.AreaLevelR\x05areas\"\xb2\x01\n" +
+	"\x05areas\x18\x05 \x03(\v2\x18.shindo.rts.v1.AreaLevelR\x05areas\x128\n" +
+	"\n" +
+	"detections\x18\x06 \x03(\v2\x18.shindo.rts.v1.DetectionR\n" +
+	"detections\"\xb2\x01\n" +
 	"\fStationState\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x10\n" +
@@ -622,7 +803,24 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\x05level\x18\x02 \x01(\rR\x05level\"5\n" +
 	"\tAreaLevel\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x14\n" +
-	"\x05level\x18\x02 \x01(\rR\x05level2\xff\x01\n" +
+	"\x05level\x18\x02 \x01(\rR\x05level\"\x8f\x03\n" +
+	"\tDetection\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06serial\x18\x02 \x01(\rR\x06serial\x12\x14\n" +
+	"\x05final\x18\x03 \x01(\bR\x05final\x12$\n" +
+	"\x0eorigin_time_ms\x18\x04 \x01(\x03R\foriginTimeMs\x12\x10\n" +
+	"\x03lat\x18\x05 \x01(\x01R\x03lat\x12\x10\n" +
+	"\x03lon\x18\x06 \x01(\x01R\x03lon\x12\x19\n" +
+	"\bdepth_km\x18\a \x01(\x01R\adepthKm\x12\x1c\n" +
+	"\tmagnitude\x18\b \x01(\x01R\tmagnitude\x12\x1a\n" +
+	"\blocation\x18\t \x01(\tR\blocation\x12#\n" +
+	"\rlocation_code\x18\n" +
+	" \x01(\rR\flocationCode\x12\x1b\n" +
+	"\tmax_level\x18\v \x01(\rR\bmaxLevel\x12(\n" +
+	"\x10first_trigger_ms\x18\f \x01(\x03R\x0efirstTriggerMs\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\r \x01(\x03R\tupdatedMs\x12\x1a\n" +
+	"\bstations\x18\x0e \x01(\rR\bstations2\xff\x01\n" +
 	"\n" +
 	"RTSService\x12I\n" +
 	"\x06Ingest\x12\x1c.shindo.rts.v1.IngestRequest\x1a\x1d.shindo.rts.v1.IngestResponse(\x010\x01\x12P\n" +
@@ -641,7 +839,7 @@ func file_shindo_rts_v1_rts_proto_rawDescGZIP() []byte {
 	return file_shindo_rts_v1_rts_proto_rawDescData
 }
 
-var file_shindo_rts_v1_rts_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_shindo_rts_v1_rts_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*IngestRequest)(nil),       // 0: shindo.rts.v1.IngestRequest
 	(*IngestResponse)(nil),      // 1: shindo.rts.v1.IngestResponse
@@ -653,26 +851,28 @@ var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*StationState)(nil),        // 7: shindo.rts.v1.StationState
 	(*BoxLevel)(nil),            // 8: shindo.rts.v1.BoxLevel
 	(*AreaLevel)(nil),           // 9: shindo.rts.v1.AreaLevel
-	(*v1.Record)(nil),           // 10: shindo.ingest.v1.Record
+	(*Detection)(nil),           // 10: shindo.rts.v1.Detection
+	(*v1.Record)(nil),           // 11: shindo.ingest.v1.Record
 }
 var file_shindo_rts_v1_rts_proto_depIdxs = []int32{
-	10, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
+	11, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
 	6,  // 1: shindo.rts.v1.SubscribeResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
 	6,  // 2: shindo.rts.v1.GetSnapshotResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
 	7,  // 3: shindo.rts.v1.Snapshot.stations:type_name -> shindo.rts.v1.StationState
 	8,  // 4: shindo.rts.v1.Snapshot.boxes:type_name -> shindo.rts.v1.BoxLevel
 	9,  // 5: shindo.rts.v1.Snapshot.areas:type_name -> shindo.rts.v1.AreaLevel
-	0,  // 6: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
-	2,  // 7: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
-	4,  // 8: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
-	1,  // 9: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
-	3,  // 10: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
-	5,  // 11: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
-	9,  // [9:12] is the sub-list for method output_type
-	6,  // [6:9] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	10, // 6: shindo.rts.v1.Snapshot.detections:type_name -> shindo.rts.v1.Detection
+	0,  // 7: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
+	2,  // 8: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
+	4,  // 9: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
+	1,  // 10: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
+	3,  // 11: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
+	5,  // 12: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_shindo_rts_v1_rts_proto_init() }
@@ -686,7 +886,7 @@ func file_shindo_rts_v1_rts_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_rts_v1_rts_proto_rawDesc), len(file_shindo_rts_v1_rts_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -318,6 +318,356 @@ func (x *Chunk) GetUd() []int32 {
 	return nil
 }
 
+// QueryRequest selects one station and a time window.
+type QueryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	StationId string `protobuf:"bytes,1,opt,name=station_id,json=stationId,proto3" json:"station_id,omitempty"`
+	// Start of the window, Unix ms, inclusive.
+	StartMs int64 `protobuf:"varint,2,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	// End of the window, Unix ms, exclusive; at most one hour after start_ms.
+	EndMs int64 `protobuf:"varint,3,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	// Also return the intensity series of the window.
+	WithIntensity bool `protobuf:"varint,4,opt,name=with_intensity,json=withIntensity,proto3" json:"with_intensity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryRequest) Reset() {
+	*x = QueryRequest{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryRequest) ProtoMessage() {}
+
+func (x *QueryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
+func (*QueryRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *QueryRequest) GetStationId() string {
+	if x != nil {
+		return x.StationId
+	}
+	return ""
+}
+
+func (x *QueryRequest) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetEndMs() int64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetWithIntensity() bool {
+	if x != nil {
+		return x.WithIntensity
+	}
+	return false
+}
+
+// QueryResponse holds what the archive has of the window.
+type QueryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Contiguous runs of three-axis samples in time order, each at most 60 s
+	// long; a gap in the data starts a new chunk.
+	Chunks []*Chunk `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	// Intensity frames whose window_end_ms lies in the window, in time order;
+	// only with with_intensity.
+	Intensity []*IntensitySample `protobuf:"bytes,2,rep,name=intensity,proto3" json:"intensity,omitempty"`
+	// SEED network code of the station in the archive and in miniSEED.
+	NetworkCode string `protobuf:"bytes,3,opt,name=network_code,json=networkCode,proto3" json:"network_code,omitempty"`
+	// SEED station code (at most five characters) of the station.
+	StationCode string `protobuf:"bytes,4,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
+	// SEED location code of the station's channels.
+	LocationCode  string `protobuf:"bytes,5,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryResponse) Reset() {
+	*x = QueryResponse{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryResponse) ProtoMessage() {}
+
+func (x *QueryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
+func (*QueryResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *QueryResponse) GetChunks() []*Chunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *QueryResponse) GetIntensity() []*IntensitySample {
+	if x != nil {
+		return x.Intensity
+	}
+	return nil
+}
+
+func (x *QueryResponse) GetNetworkCode() string {
+	if x != nil {
+		return x.NetworkCode
+	}
+	return ""
+}
+
+func (x *QueryResponse) GetStationCode() string {
+	if x != nil {
+		return x.StationCode
+	}
+	return ""
+}
+
+func (x *QueryResponse) GetLocationCode() string {
+	if x != nil {
+		return x.LocationCode
+	}
+	return ""
+}
+
+// IntensitySample is one stored intensity frame (one 500 ms interval).
+type IntensitySample struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// End of the interval, Unix ms.
+	WindowEndMs int64 `protobuf:"varint,1,opt,name=window_end_ms,json=windowEndMs,proto3" json:"window_end_ms,omitempty"`
+	// Real-time JMA instrumental intensity (unrounded).
+	Intensity float32 `protobuf:"fixed32,2,opt,name=intensity,proto3" json:"intensity,omitempty"`
+	// Peak three-component acceleration of the interval, gal.
+	PgaGal float32 `protobuf:"fixed32,3,opt,name=pga_gal,json=pgaGal,proto3" json:"pga_gal,omitempty"`
+	// Peak three-component velocity of the interval, cm/s.
+	PgvCms        float32 `protobuf:"fixed32,4,opt,name=pgv_cms,json=pgvCms,proto3" json:"pgv_cms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IntensitySample) Reset() {
+	*x = IntensitySample{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IntensitySample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IntensitySample) ProtoMessage() {}
+
+func (x *IntensitySample) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IntensitySample.ProtoReflect.Descriptor instead.
+func (*IntensitySample) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *IntensitySample) GetWindowEndMs() int64 {
+	if x != nil {
+		return x.WindowEndMs
+	}
+	return 0
+}
+
+func (x *IntensitySample) GetIntensity() float32 {
+	if x != nil {
+		return x.Intensity
+	}
+	return 0
+}
+
+func (x *IntensitySample) GetPgaGal() float32 {
+	if x != nil {
+		return x.PgaGal
+	}
+	return 0
+}
+
+func (x *IntensitySample) GetPgvCms() float32 {
+	if x != nil {
+		return x.PgvCms
+	}
+	return 0
+}
+
+// ExportRequest selects one station and a time window.
+type ExportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	StationId string `protobuf:"bytes,1,opt,name=station_id,json=stationId,proto3" json:"station_id,omitempty"`
+	// Start of the window, Unix ms, inclusive.
+	StartMs int64 `protobuf:"varint,2,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	// End of the window, Unix ms, exclusive; at most one day after start_ms.
+	EndMs int64 `protobuf:"varint,3,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	// Also export the intensity series (channels MXI, MXA, MXV).
+	WithIntensity bool `protobuf:"varint,4,opt,name=with_intensity,json=withIntensity,proto3" json:"with_intensity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ExportRequest) GetStationId() string {
+	if x != nil {
+		return x.StationId
+	}
+	return ""
+}
+
+func (x *ExportRequest) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *ExportRequest) GetEndMs() int64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+func (x *ExportRequest) GetWithIntensity() bool {
+	if x != nil {
+		return x.WithIntensity
+	}
+	return false
+}
+
+// ExportResponse carries the next part of the miniSEED byte stream.
+type ExportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whole miniSEED records; the concatenation of all responses is a valid
+	// miniSEED file.
+	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportResponse) Reset() {
+	*x = ExportResponse{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportResponse) ProtoMessage() {}
+
+func (x *ExportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
+func (*ExportResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ExportResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_shindo_waveform_v1_waveform_proto protoreflect.FileDescriptor
 
 const file_shindo_waveform_v1_waveform_proto_rawDesc = "" +
@@ -341,10 +691,37 @@ const file_shindo_waveform_v1_waveform_proto_rawDesc = "" +
 	"\tscale_gal\x18\x04 \x01(\x02R\bscaleGal\x12\x0e\n" +
 	"\x02ns\x18\x05 \x03(\x11R\x02ns\x12\x0e\n" +
 	"\x02ew\x18\x06 \x03(\x11R\x02ew\x12\x0e\n" +
-	"\x02ud\x18\a \x03(\x11R\x02ud2\xb3\x01\n" +
+	"\x02ud\x18\a \x03(\x11R\x02ud\"\x86\x01\n" +
+	"\fQueryRequest\x12\x1d\n" +
+	"\n" +
+	"station_id\x18\x01 \x01(\tR\tstationId\x12\x19\n" +
+	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x03 \x01(\x03R\x05endMs\x12%\n" +
+	"\x0ewith_intensity\x18\x04 \x01(\bR\rwithIntensity\"\xf0\x01\n" +
+	"\rQueryResponse\x121\n" +
+	"\x06chunks\x18\x01 \x03(\v2\x19.shindo.waveform.v1.ChunkR\x06chunks\x12A\n" +
+	"\tintensity\x18\x02 \x03(\v2#.shindo.waveform.v1.IntensitySampleR\tintensity\x12!\n" +
+	"\fnetwork_code\x18\x03 \x01(\tR\vnetworkCode\x12!\n" +
+	"\fstation_code\x18\x04 \x01(\tR\vstationCode\x12#\n" +
+	"\rlocation_code\x18\x05 \x01(\tR\flocationCode\"\x85\x01\n" +
+	"\x0fIntensitySample\x12\"\n" +
+	"\rwindow_end_ms\x18\x01 \x01(\x03R\vwindowEndMs\x12\x1c\n" +
+	"\tintensity\x18\x02 \x01(\x02R\tintensity\x12\x17\n" +
+	"\apga_gal\x18\x03 \x01(\x02R\x06pgaGal\x12\x17\n" +
+	"\apgv_cms\x18\x04 \x01(\x02R\x06pgvCms\"\x87\x01\n" +
+	"\rExportRequest\x12\x1d\n" +
+	"\n" +
+	"station_id\x18\x01 \x01(\tR\tstationId\x12\x19\n" +
+	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x03 \x01(\x03R\x05endMs\x12%\n" +
+	"\x0ewith_intensity\x18\x04 \x01(\bR\rwithIntensity\"$\n" +
+	"\x0eExportResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\xd4\x02\n" +
 	"\x0fWaveformService\x12S\n" +
 	"\x06Ingest\x12!.shindo.waveform.v1.IngestRequest\x1a\".shindo.waveform.v1.IngestResponse(\x010\x01\x12K\n" +
-	"\x04Live\x12\x1f.shindo.waveform.v1.LiveRequest\x1a .shindo.waveform.v1.LiveResponse0\x01B.Z,shindo.dev/gen/shindo/waveform/v1;waveformv1b\x06proto3"
+	"\x04Live\x12\x1f.shindo.waveform.v1.LiveRequest\x1a .shindo.waveform.v1.LiveResponse0\x01\x12L\n" +
+	"\x05Query\x12 .shindo.waveform.v1.QueryRequest\x1a!.shindo.waveform.v1.QueryResponse\x12Q\n" +
+	"\x06Export\x12!.shindo.waveform.v1.ExportRequest\x1a\".shindo.waveform.v1.ExportResponse0\x01B.Z,shindo.dev/gen/shindo/waveform/v1;waveformv1b\x06proto3"
 
 var (
 	file_shindo_waveform_v1_waveform_proto_rawDescOnce sync.Once
@@ -358,27 +735,38 @@ func file_shindo_waveform_v1_waveform_proto_rawDescGZIP() []byte {
 	return file_shindo_waveform_v1_waveform_proto_rawDescData
 }
 
-var file_shindo_waveform_v1_waveform_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_shindo_waveform_v1_waveform_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_shindo_waveform_v1_waveform_proto_goTypes = []any{
-	(*IngestRequest)(nil),  // 0: shindo.waveform.v1.IngestRequest
-	(*IngestResponse)(nil), // 1: shindo.waveform.v1.IngestResponse
-	(*LiveRequest)(nil),    // 2: shindo.waveform.v1.LiveRequest
-	(*LiveResponse)(nil),   // 3: shindo.waveform.v1.LiveResponse
-	(*Chunk)(nil),          // 4: shindo.waveform.v1.Chunk
-	(*v1.Record)(nil),      // 5: shindo.ingest.v1.Record
+	(*IngestRequest)(nil),   // 0: shindo.waveform.v1.IngestRequest
+	(*IngestResponse)(nil),  // 1: shindo.waveform.v1.IngestResponse
+	(*LiveRequest)(nil),     // 2: shindo.waveform.v1.LiveRequest
+	(*LiveResponse)(nil),    // 3: shindo.waveform.v1.LiveResponse
+	(*Chunk)(nil),           // 4: shindo.waveform.v1.Chunk
+	(*QueryRequest)(nil),    // 5: shindo.waveform.v1.QueryRequest
+	(*QueryResponse)(nil),   // 6: shindo.waveform.v1.QueryResponse
+	(*IntensitySample)(nil), // 7: shindo.waveform.v1.IntensitySample
+	(*ExportRequest)(nil),   // 8: shindo.waveform.v1.ExportRequest
+	(*ExportResponse)(nil),  // 9: shindo.waveform.v1.ExportResponse
+	(*v1.Record)(nil),       // 10: shindo.ingest.v1.Record
 }
 var file_shindo_waveform_v1_waveform_proto_depIdxs = []int32{
-	5, // 0: shindo.waveform.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
-	4, // 1: shindo.waveform.v1.LiveResponse.chunk:type_name -> shindo.waveform.v1.Chunk
-	0, // 2: shindo.waveform.v1.WaveformService.Ingest:input_type -> shindo.waveform.v1.IngestRequest
-	2, // 3: shindo.waveform.v1.WaveformService.Live:input_type -> shindo.waveform.v1.LiveRequest
-	1, // 4: shindo.waveform.v1.WaveformService.Ingest:output_type -> shindo.waveform.v1.IngestResponse
-	3, // 5: shindo.waveform.v1.WaveformService.Live:output_type -> shindo.waveform.v1.LiveResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	10, // 0: shindo.waveform.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
+	4,  // 1: shindo.waveform.v1.LiveResponse.chunk:type_name -> shindo.waveform.v1.Chunk
+	4,  // 2: shindo.waveform.v1.QueryResponse.chunks:type_name -> shindo.waveform.v1.Chunk
+	7,  // 3: shindo.waveform.v1.QueryResponse.intensity:type_name -> shindo.waveform.v1.IntensitySample
+	0,  // 4: shindo.waveform.v1.WaveformService.Ingest:input_type -> shindo.waveform.v1.IngestRequest
+	2,  // 5: shindo.waveform.v1.WaveformService.Live:input_type -> shindo.waveform.v1.LiveRequest
+	5,  // 6: shindo.waveform.v1.WaveformService.Query:input_type -> shindo.waveform.v1.QueryRequest
+	8,  // 7: shindo.waveform.v1.WaveformService.Export:input_type -> shindo.waveform.v1.ExportRequest
+	1,  // 8: shindo.waveform.v1.WaveformService.Ingest:output_type -> shindo.waveform.v1.IngestResponse
+	3,  // 9: shindo.waveform.v1.WaveformService.Live:output_type -> shindo.waveform.v1.LiveResponse
+	6,  // 10: shindo.waveform.v1.WaveformService.Query:output_type -> shindo.waveform.v1.QueryResponse
+	9,  // 11: shindo.waveform.v1.WaveformService.Export:output_type -> shindo.waveform.v1.ExportResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_shindo_waveform_v1_waveform_proto_init() }
@@ -392,7 +780,7 @@ func file_shindo_waveform_v1_waveform_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_waveform_v1_waveform_proto_rawDesc), len(file_shindo_waveform_v1_waveform_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

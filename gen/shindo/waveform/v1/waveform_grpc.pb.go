@@ -24,6 +24,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	WaveformService_Ingest_FullMethodName = "/shindo.waveform.v1.WaveformService/Ingest"
 	WaveformService_Live_FullMethodName   = "/shindo.waveform.v1.WaveformService/Live"
+	WaveformService_Query_FullMethodName  = "/shindo.waveform.v1.WaveformService/Query"
+	WaveformService_Export_FullMethodName = "/shindo.waveform.v1.WaveformService/Export"
 )
 
 // WaveformServiceClient is the client API for WaveformService service.
@@ -37,6 +39,16 @@ type WaveformServiceClient interface {
 	Ingest(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[IngestRequest, IngestResponse], error)
 	// Live streams sample chunks of the chosen stations as they arrive.
 	Live(ctx context.Context, in *LiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LiveResponse], error)
+	// Query returns one station's archived samples, and on request its
+	// intensity series, for a time window of at most one hour. Samples that
+	// were acked to svc-ingest are included at once, before they reach a
+	// miniSEED record on disk.
+	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error)
+	// Export streams one station's archived samples for a time window of at
+	// most one day as miniSEED 2.4 records (512 bytes, Steim-2, channels
+	// BNZ, BNN and BNE; with the intensity series also MXI, MXA and MXV as
+	// 32-bit floats), cut to the window.
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
 }
 
 type waveformServiceClient struct {
@@ -79,6 +91,35 @@ func (c *waveformServiceClient) Live(ctx context.Context, in *LiveRequest, opts 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WaveformService_LiveClient = grpc.ServerStreamingClient[LiveResponse]
 
+func (c *waveformServiceClient) Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueryResponse)
+	err := c.cc.Invoke(ctx, WaveformService_Query_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *waveformServiceClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WaveformService_ServiceDesc.Streams[2], WaveformService_Export_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRequest, ExportResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WaveformService_ExportClient = grpc.ServerStreamingClient[ExportResponse]
+
 // WaveformServiceServer is the server API for WaveformService service.
 // All implementations must embed UnimplementedWaveformServiceServer
 // for forward compatibility.
@@ -90,6 +131,16 @@ type WaveformServiceServer interface {
 	Ingest(grpc.BidiStreamingServer[IngestRequest, IngestResponse]) error
 	// Live streams sample chunks of the chosen stations as they arrive.
 	Live(*LiveRequest, grpc.ServerStreamingServer[LiveResponse]) error
+	// Query returns one station's archived samples, and on request its
+	// intensity series, for a time window of at most one hour. Samples that
+	// were acked to svc-ingest are included at once, before they reach a
+	// miniSEED record on disk.
+	Query(context.Context, *QueryRequest) (*QueryResponse, error)
+	// Export streams one station's archived samples for a time window of at
+	// most one day as miniSEED 2.4 records (512 bytes, Steim-2, channels
+	// BNZ, BNN and BNE; with the intensity series also MXI, MXA and MXV as
+	// 32-bit floats), cut to the window.
+	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error
 	mustEmbedUnimplementedWaveformServiceServer()
 }
 
@@ -105,6 +156,12 @@ func (UnimplementedWaveformServiceServer) Ingest(grpc.BidiStreamingServer[Ingest
 }
 func (UnimplementedWaveformServiceServer) Live(*LiveRequest, grpc.ServerStreamingServer[LiveResponse]) error {
 	return status.Error(codes.Unimplemented, "method Live not implemented")
+}
+func (UnimplementedWaveformServiceServer) Query(context.Context, *QueryRequest) (*QueryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
+}
+func (UnimplementedWaveformServiceServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error {
+	return status.Error(codes.Unimplemented, "method Export not implemented")
 }
 func (UnimplementedWaveformServiceServer) mustEmbedUnimplementedWaveformServiceServer() {}
 func (UnimplementedWaveformServiceServer) testEmbeddedByValue()                         {}
@@ -145,13 +202,47 @@ func _WaveformService_Live_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WaveformService_LiveServer = grpc.ServerStreamingServer[LiveResponse]
 
+func _WaveformService_Query_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WaveformServiceServer).Query(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WaveformService_Query_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WaveformServiceServer).Query(ctx, req.(*QueryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WaveformService_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WaveformServiceServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WaveformService_ExportServer = grpc.ServerStreamingServer[ExportResponse]
+
 // WaveformService_ServiceDesc is the grpc.ServiceDesc for WaveformService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var WaveformService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "shindo.waveform.v1.WaveformService",
 	HandlerType: (*WaveformServiceServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Query",
+			Handler:    _WaveformService_Query_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Ingest",
@@ -162,6 +253,11 @@ var WaveformService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Live",
 			Handler:       _WaveformService_Live_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Export",
+			Handler:       _WaveformService_Export_Handler,
 			ServerStreams: true,
 		},
 	},
