@@ -11,18 +11,21 @@ import (
 	"net"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
 	"shindo.dev/svc-ingest/internal/forward"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/listen"
+	"shindo.dev/svc-ingest/internal/peersync"
 	"shindo.dev/svc-ingest/internal/verify"
 )
 
@@ -43,6 +46,11 @@ type Config struct {
 	DataDir      string        `conf:"data-dir" help:"directory of the record journal (what was acked is kept here)"`
 	Retention    time.Duration `conf:"journal-retention" default:"2h" help:"how long journal records are kept, at least, for the peer core's backfill"`
 	MaxLag       uint64        `conf:"max-lag" default:"20000000" help:"journal records a downstream service may fall behind before stations stop being acked"`
+	NATS         string        `conf:"nats" help:"this core's NATS server URL, where the peer core asks for what it lacks; empty: no sync"`
+	PeerNATS     string        `conf:"peer-nats" help:"the peer core's NATS server URL, where this core asks for what it lacks; empty: no sync"`
+	PeerSite     string        `conf:"peer-site" help:"the peer core's site name (TYO-1 for TNN-1 and the other way round)"`
+	SyncInterval time.Duration `conf:"sync-interval" default:"1s" help:"how often to ask the peer core for missing records"`
+	SyncWindow   int           `conf:"sync-window" default:"4096" help:"seqs per station compared in a long sync exchange (the backfill horizon)"`
 	MaxBatch     int           `conf:"forward-batch" default:"512" help:"most records per forwarded batch"`
 	Window       int           `conf:"forward-window" default:"64" help:"most unacked batches per downstream service"`
 }
@@ -78,6 +86,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBatch < 1 || c.Window < 1 || c.MaxLag < 1 {
 		errs = append(errs, errors.New("forward-batch, forward-window and max-lag must be positive"))
+	}
+	if c.PeerNATS != "" && c.PeerSite == "" {
+		errs = append(errs, errors.New("peer-site is required with peer-nats"))
+	}
+	if c.SyncInterval <= 0 || c.SyncWindow < 64 || c.SyncWindow > c.ReplayWindow {
+		errs = append(errs, errors.New("sync-interval must be positive and sync-window between 64 and replay-window"))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir is required"))
@@ -137,6 +151,17 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		site: cfg.Site, gate: verify.New(cfg.Site, reg.Source, cfg.Freshness, cfg.ReplayWindow), journal: j,
 		links: linkTable, counts: newPacketCounter(svc.Metrics(), cfg.Site), log: log,
 		overloaded: func() bool { return max(toRTS.Lag(), toWaveform.Lag()) > cfg.MaxLag },
+	}
+	if err := in.rebuild(log); err != nil {
+		return err
+	}
+	if cfg.NATS != "" || cfg.PeerNATS != "" {
+		syncer, err := startSync(ctx, svc, cfg, in, reg.Source)
+		if err != nil {
+			return err
+		}
+		in.indexed = syncer.Indexed
+		in.rebuildIndex(syncer)
 	}
 	handle := in.handle
 
@@ -237,5 +262,72 @@ func waveformOpener(conn *grpc.ClientConn) forward.Opener {
 	return func(ctx context.Context) (forward.Stream, error) {
 		s, err := client.Ingest(ctx)
 		return waveformStream{s}, err
+	}
+}
+
+// startSync connects to this core's and the peer's NATS and starts the
+// exchange of missing records. The local server must be up (it is part of
+// this core); the peer may be down, and is retried for as long as it is.
+func startSync(ctx context.Context, svc *service.Service, cfg Config, in *intake, src registry.Source) (*peersync.Syncer, error) {
+	var local, peer *nats.Conn
+	var err error
+	if cfg.NATS != "" {
+		if local, err = connectNATS(ctx, cfg.NATS, "local", cfg.Site, cfg.DependencyWait); err != nil {
+			return nil, err
+		}
+		svc.OnShutdown("local nats", func(context.Context) error { local.Close(); return nil })
+		svc.AddReadiness("nats", func(context.Context) error {
+			if !local.IsConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		})
+	}
+	if cfg.PeerNATS != "" {
+		if peer, err = connectNATS(ctx, cfg.PeerNATS, "peer", cfg.Site, 0); err != nil {
+			return nil, err
+		}
+		svc.OnShutdown("peer nats", func(context.Context) error { peer.Close(); return nil })
+	}
+	syncer := peersync.New(peersync.Config{
+		Site: cfg.Site, PeerSite: cfg.PeerSite, Local: local, Peer: peer, Gate: in.gate, Journal: in.journal,
+		Stations: func() []string {
+			all := src.Current().All()
+			ids := make([]string, len(all))
+			for i, st := range all {
+				ids[i] = st.ID
+			}
+			return ids
+		},
+		Interval: cfg.SyncInterval, ShortWindow: 64, LongWindow: cfg.SyncWindow, LongEvery: 30 * time.Second,
+		MaxRecords: 200_000, Log: svc.Logger(), Metrics: svc.Metrics(),
+	})
+	svc.Go("peer sync", syncer)
+	return syncer, nil
+}
+
+// connectNATS connects to url, reconnecting forever afterwards. With a
+// positive wait the server must answer within it; with 0 the connection is
+// made in the background whenever the server is up.
+func connectNATS(ctx context.Context, url, what, site string, wait time.Duration) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("shindo-ingest " + site + " " + what), nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond), nats.PingInterval(5 * time.Second), nats.MaxPingsOutstanding(2)}
+	if wait == 0 {
+		nc, err := nats.Connect(url, append(opts, nats.RetryOnFailedConnect(true))...)
+		if err != nil {
+			return nil, fmt.Errorf("%s nats %s: %w", what, url, err)
+		}
+		return nc, nil
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil {
+			return nc, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("%s nats at %s not reachable within %s: %w", what, url, wait, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -2,13 +2,16 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
+	"shindo.dev/svc-ingest/internal/peersync"
 	"shindo.dev/svc-ingest/internal/verify"
 )
 
@@ -23,6 +26,59 @@ type intake struct {
 	counts     *packetCounter
 	log        *slog.Logger
 	overloaded func() bool // a downstream service is too far behind
+	// indexed, if set, learns where each recorded packet sits in the
+	// journal (the sync with the peer answers from there).
+	indexed func(station string, seq, index uint64)
+}
+
+// rebuildScan bounds how many of the newest journal records a restart reads
+// back to restore the replay windows.
+const rebuildScan = 4_000_000
+
+// rebuild restores, after a restart, which seqs this core holds, from the
+// newest records of the journal: without it a retransmission of a recorded
+// packet would be recorded again, and a replay inside the freshness bound
+// would pass.
+func (in *intake) rebuild(log *slog.Logger) error {
+	start := time.Now()
+	n := 0
+	err := in.scanRecent(func(station string, seq, _ uint64) {
+		in.gate.Record(station, seq)
+		n++
+	})
+	if n > 0 {
+		log.Info("replay windows restored from the journal", slog.Int("records", n), slog.Duration("took", time.Since(start)))
+	}
+	return err
+}
+
+// rebuildIndex tells idx where the newest journal records are.
+func (in *intake) rebuildIndex(idx interface{ Indexed(string, uint64, uint64) }) {
+	in.scanRecent(idx.Indexed)
+}
+
+func (in *intake) scanRecent(fn func(station string, seq, index uint64)) error {
+	next := in.journal.Next()
+	from := in.journal.First()
+	if next > rebuildScan && next-rebuildScan > from {
+		from = next - rebuildScan
+	}
+	for from < next {
+		entries, err := in.journal.Read(from, 8192)
+		if err != nil {
+			return fmt.Errorf("read journal: %w", err)
+		}
+		if len(entries) == 0 {
+			return nil
+		}
+		for _, e := range entries {
+			if station, seq, ok := peersync.Peek(e.Payload); ok {
+				fn(station, seq, e.Index)
+			}
+		}
+		from = entries[len(entries)-1].Index + 1
+	}
+	return nil
 }
 
 // encodeRecord serializes an ingestv1.Record around the packet's own bytes:
@@ -56,9 +112,10 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 			acks[i] = o.Ack
 		case o.Result != verify.Accepted:
 		case o.Packet.GetProbe() != nil:
-			// Probes only measure the path: nothing to keep.
-			in.gate.Commit(&outs[i])
-			acks[i] = outs[i].Ack
+			// Probes only measure the path: acked, but neither kept nor
+			// marked as held, so the sync between cores never looks for
+			// them.
+			acks[i] = in.gate.AckOnly(&outs[i])
 		case shedding:
 			// Unacked, the station retries, over the other uplink too.
 			outs[i].Result = verify.Overloaded
@@ -73,8 +130,9 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 		pending, err = in.journal.Begin(context.Background(), payloads...)
 	}
 	return func() [][]byte {
+		var first uint64
 		if pending != nil {
-			_, err = pending.Wait()
+			first, err = pending.Wait()
 		}
 		if err != nil {
 			in.log.Error("journal append failed, packets not acked", slog.Int("packets", len(payloads)), slog.Any("error", err))
@@ -82,9 +140,12 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 				outs[i].Result = verify.Overloaded
 			}
 		} else {
-			for _, i := range toRecord {
+			for k, i := range toRecord {
 				in.gate.Commit(&outs[i])
 				acks[i] = outs[i].Ack
+				if in.indexed != nil {
+					in.indexed(outs[i].Packet.GetStationId(), outs[i].Packet.GetSeq(), first+uint64(k))
+				}
 			}
 		}
 		for i := range outs {

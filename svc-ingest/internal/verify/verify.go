@@ -149,6 +149,13 @@ func (g *Gate) Commit(o *Outcome) bool {
 	return first
 }
 
+// AckOnly signs an accepted packet's ack without marking it recorded: for
+// probes, which are answered but not kept.
+func (g *Gate) AckOnly(o *Outcome) []byte {
+	o.Ack = o.sign(g.site)
+	return o.Ack
+}
+
 // Record marks (station, seq) as recorded when it arrived another way (from
 // the peer core) and reports whether it was new.
 func (g *Gate) Record(station string, seq uint64) bool {

@@ -1,0 +1,438 @@
+// Package peersync fills a core's gaps from its peer (SPEC §2 step 5).
+//
+// Both cores normally receive every packet directly, so mirroring the
+// peer's stream would mostly move duplicates between sites. Instead each
+// core asks its peer every second for what it lacks: it sends, per station,
+// the highest seq it holds and a bitmap of the seqs below it (SyncRequest),
+// and the peer answers with just the records the bitmap misses
+// (SyncResponse). In steady state that is a few dozen bytes per station and
+// second. Every LongEvery, and after any failed exchange (the peer was down
+// or unreachable), the bitmaps cover LongWindow seqs instead of
+// ShortWindow, which is how a core that was away backfills what it missed.
+//
+// Records that arrive this way go through the same replay windows as
+// direct packets — a (station, seq) is recorded once, whichever path it
+// came by — and into the journal, and from there to rts and waveform.
+//
+// The exchange rides on NATS: each core serves shindo.sync.<site>.diff on
+// its own server, and asks its peer on the peer's server.
+package peersync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	"shindo.dev/lib/replay"
+	"shindo.dev/svc-ingest/internal/journal"
+)
+
+// Subject returns the request subject a core serves.
+func Subject(site string) string { return "shindo.sync." + site + ".diff" }
+
+// Gate is the part of the packet gate the sync uses.
+type Gate interface {
+	Recorded(station string) *replay.Window
+	Record(station string, seq uint64) bool
+}
+
+// Config wires a Syncer.
+type Config struct {
+	Site, PeerSite string
+	// Local is this core's NATS, where the peer's requests are served;
+	// Peer the peer's, where this core asks. Either may be nil (no sync in
+	// that direction).
+	Local, Peer *nats.Conn
+	Gate        Gate
+	Journal     *journal.Journal
+	// Stations lists the stations to compare.
+	Stations func() []string
+
+	Interval    time.Duration // between requests (1s)
+	ShortWindow int           // seqs compared per station normally (64)
+	LongWindow  int           // seqs compared in a long exchange (4096)
+	LongEvery   time.Duration // period of long exchanges (30s)
+	// MaxRecords bounds one answer; the rest comes with the next.
+	MaxRecords int
+	Log        *slog.Logger
+	Metrics    prometheus.Registerer
+}
+
+const (
+	stationsPerRequest = 1000
+	responseBytes      = 512 << 10
+	answerTimeout      = 10 * time.Second
+	blockSeqs          = 64
+)
+
+// Syncer runs both sides of the exchange for one core.
+type Syncer struct {
+	cfg Config
+
+	mu    sync.Mutex
+	index map[string]*blocks // where each station's seqs sit in the journal
+
+	sent, received, requests, failures prometheus.Counter
+}
+
+// blocks remembers, for each run of 64 seqs of a station, the journal
+// index of its first record, so an answer scans the journal only from
+// there (a ring over the long window).
+type blocks struct {
+	block []uint64 // seq/64 of the slot, +1 (0 = empty)
+	first []uint64
+}
+
+// New returns a syncer.
+func New(cfg Config) *Syncer {
+	s := &Syncer{cfg: cfg, index: map[string]*blocks{},
+		sent:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_sent_total", Help: "Records sent to the peer core because it lacked them."}),
+		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_received_total", Help: "Records received from the peer core that this core lacked."}),
+		requests: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_requests_total", Help: "Exchanges asked of the peer core."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_failures_total", Help: "Exchanges with the peer core that failed."}),
+	}
+	cfg.Metrics.MustRegister(s.sent, s.received, s.requests, s.failures)
+	for _, c := range []struct {
+		conn *nats.Conn
+		name string
+	}{{cfg.Peer, "peer"}, {cfg.Local, "local"}} {
+		if c.conn == nil {
+			continue
+		}
+		conn := c.conn
+		cfg.Metrics.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shindo_sync_bytes_total", Help: "Bytes of the sync exchange, by connection (peer: this core's requests and the answers; local: answers to the peer) and direction.",
+				ConstLabels: prometheus.Labels{"conn": c.name, "direction": "out"}}, func() float64 { return float64(conn.Stats().OutBytes) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shindo_sync_bytes_total", Help: "Bytes of the sync exchange, by connection (peer: this core's requests and the answers; local: answers to the peer) and direction.",
+				ConstLabels: prometheus.Labels{"conn": c.name, "direction": "in"}}, func() float64 { return float64(conn.Stats().InBytes) }))
+	}
+	return s
+}
+
+// Indexed notes that (station, seq) is at journal index idx.
+func (s *Syncer) Indexed(station string, seq, idx uint64) {
+	n := max(s.cfg.LongWindow/blockSeqs, 1) + 1
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.index[station]
+	if b == nil {
+		b = &blocks{block: make([]uint64, n), first: make([]uint64, n)}
+		s.index[station] = b
+	}
+	blk := seq / blockSeqs
+	slot := blk % uint64(n)
+	if b.block[slot] != blk+1 || idx < b.first[slot] {
+		if b.block[slot] != blk+1 {
+			b.block[slot], b.first[slot] = blk+1, idx
+		} else {
+			b.first[slot] = idx
+		}
+	}
+}
+
+// firstIndex returns where to start scanning for (station, seq), or false
+// when the block is not indexed.
+func (s *Syncer) firstIndex(station string, seq uint64) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.index[station]
+	if b == nil {
+		return 0, false
+	}
+	blk := seq / blockSeqs
+	slot := blk % uint64(len(b.block))
+	if b.block[slot] != blk+1 {
+		return 0, false
+	}
+	return b.first[slot], true
+}
+
+// Run serves the peer's requests and asks the peer, until ctx ends.
+func (s *Syncer) Run(ctx context.Context) error {
+	if s.cfg.Local != nil {
+		sub, err := s.cfg.Local.Subscribe(Subject(s.cfg.Site), func(m *nats.Msg) { s.answer(m) })
+		if err != nil {
+			return fmt.Errorf("sync: serve %s: %w", Subject(s.cfg.Site), err)
+		}
+		defer sub.Unsubscribe()
+	}
+	if s.cfg.Peer == nil {
+		<-ctx.Done()
+		return nil
+	}
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	lastLong := time.Time{} // the first exchange is a long one
+	long := true
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if time.Since(lastLong) >= s.cfg.LongEvery {
+			long = true
+		}
+		window := s.cfg.ShortWindow
+		if long {
+			window = s.cfg.LongWindow
+		}
+		if err := s.exchange(ctx, window); err != nil {
+			s.failures.Inc()
+			if ctx.Err() == nil {
+				s.cfg.Log.Warn("sync with peer failed", slog.String("peer", s.cfg.PeerSite), slog.Any("error", err))
+			}
+			long = true // once it works again, look far back
+			continue
+		}
+		if long {
+			lastLong, long = time.Now(), false
+		}
+	}
+}
+
+// exchange asks the peer for what this core lacks within window seqs of
+// each station, and records what comes back.
+func (s *Syncer) exchange(ctx context.Context, window int) error {
+	stations := s.cfg.Stations()
+	for start := 0; start < len(stations); start += stationsPerRequest {
+		req := &ingestv1.SyncRequest{Site: s.cfg.Site}
+		for _, id := range stations[start:min(start+stationsPerRequest, len(stations))] {
+			top, held := s.cfg.Gate.Recorded(id).Holdings(window)
+			req.Stations = append(req.Stations, &ingestv1.StationHoldings{StationId: id, Top: top, Held: held})
+		}
+		if err := s.ask(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return err
+	}
+	inbox := s.cfg.Peer.NewRespInbox()
+	sub, err := s.cfg.Peer.SubscribeSync(inbox)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	s.requests.Inc()
+	if err := s.cfg.Peer.PublishRequest(Subject(s.cfg.PeerSite), inbox, b); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(answerTimeout)
+	for {
+		mctx, cancel := context.WithDeadline(ctx, deadline)
+		m, err := sub.NextMsgWithContext(mctx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("no answer from %s within %s", s.cfg.PeerSite, answerTimeout)
+			}
+			return err
+		}
+		var resp ingestv1.SyncResponse
+		if err := proto.Unmarshal(m.Data, &resp); err != nil {
+			return fmt.Errorf("bad answer from %s: %w", s.cfg.PeerSite, err)
+		}
+		if err := s.record(ctx, resp.GetRecords()); err != nil {
+			return err
+		}
+		if resp.GetLast() {
+			return nil
+		}
+	}
+}
+
+// record keeps the records this core does not hold yet.
+func (s *Syncer) record(ctx context.Context, recs []*ingestv1.Record) error {
+	var payloads [][]byte
+	var fresh []*ingestv1.Record
+	for _, r := range recs {
+		p := r.GetPacket()
+		if p.GetStationId() == "" || !s.cfg.Gate.Record(p.GetStationId(), p.GetSeq()) {
+			continue
+		}
+		b, err := proto.Marshal(r)
+		if err != nil {
+			continue
+		}
+		payloads = append(payloads, b)
+		fresh = append(fresh, r)
+	}
+	if len(payloads) == 0 {
+		return nil
+	}
+	first, err := s.cfg.Journal.Append(ctx, payloads...)
+	if err != nil {
+		for _, r := range fresh {
+			s.cfg.Gate.Recorded(r.GetPacket().GetStationId()).Forget(r.GetPacket().GetSeq())
+		}
+		return fmt.Errorf("record what the peer sent: %w", err)
+	}
+	for k, r := range fresh {
+		s.Indexed(r.GetPacket().GetStationId(), r.GetPacket().GetSeq(), first+uint64(k))
+	}
+	s.received.Add(float64(len(fresh)))
+	return nil
+}
+
+// answer serves one request: it works out which of the requester's seqs
+// this core holds and the requester does not, finds them in the journal
+// and sends them back.
+func (s *Syncer) answer(m *nats.Msg) {
+	var req ingestv1.SyncRequest
+	if m.Reply == "" || proto.Unmarshal(m.Data, &req) != nil {
+		return
+	}
+	type key struct {
+		station string
+		seq     uint64
+	}
+	want := map[key]bool{}
+	from := uint64(1<<64 - 1)
+	for _, h := range req.GetStations() {
+		id := h.GetStationId()
+		n := min(len(h.GetHeld())*8, s.cfg.LongWindow)
+		if h.GetTop() == 0 {
+			n = s.cfg.LongWindow // the requester has nothing: all we have
+		}
+		top, held := s.cfg.Gate.Recorded(id).Holdings(n)
+		for i := range uint64(len(held) * 8) {
+			if held[i/8]&(1<<(i%8)) == 0 || i >= top {
+				continue
+			}
+			seq := top - i
+			// Below the requester's bitmap is outside the comparison.
+			if h.GetTop() != 0 && (seq+uint64(len(h.GetHeld()))*8 <= h.GetTop()) {
+				continue
+			}
+			if replay.Holds(h.GetTop(), h.GetHeld(), seq) {
+				continue
+			}
+			idx, ok := s.firstIndex(id, seq)
+			if !ok {
+				continue // not in the journal any more
+			}
+			want[key{id, seq}] = true
+			from = min(from, idx)
+			if len(want) >= s.cfg.MaxRecords {
+				break
+			}
+		}
+	}
+	var batch []byte
+	flush := func(last bool) {
+		out := batch
+		if last {
+			out = protowire.AppendTag(out, 2, protowire.VarintType)
+			out = protowire.AppendVarint(out, 1)
+		}
+		if err := s.cfg.Local.Publish(m.Reply, out); err != nil {
+			s.cfg.Log.Warn("sync answer not sent", slog.Any("error", err))
+		}
+		batch = nil
+	}
+	if len(want) > 0 {
+		for next := from; len(want) > 0 && next < s.cfg.Journal.Next(); {
+			entries, err := s.cfg.Journal.Read(next, 4096)
+			if err != nil || len(entries) == 0 {
+				break
+			}
+			next = entries[len(entries)-1].Index + 1
+			for _, e := range entries {
+				station, seq, ok := Peek(e.Payload)
+				if !ok || !want[key{station, seq}] {
+					continue
+				}
+				delete(want, key{station, seq})
+				// A SyncResponse is its repeated records field, record
+				// bytes as they are in the journal.
+				batch = protowire.AppendTag(batch, 1, protowire.BytesType)
+				batch = protowire.AppendBytes(batch, e.Payload)
+				s.sent.Inc()
+				if len(batch) >= responseBytes {
+					flush(false)
+				}
+			}
+		}
+	}
+	flush(true)
+}
+
+// Peek reads the station and seq of a journal record without decoding all
+// of it: Record.packet (field 1), then Packet.station_id (1) and seq (2).
+func Peek(rec []byte) (station string, seq uint64, ok bool) {
+	packet, ok := field(rec, 1)
+	if !ok {
+		return "", 0, false
+	}
+	var haveStation, haveSeq bool
+	for len(packet) > 0 {
+		num, typ, n := protowire.ConsumeTag(packet)
+		if n < 0 {
+			return "", 0, false
+		}
+		packet = packet[n:]
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(packet)
+			if m < 0 {
+				return "", 0, false
+			}
+			station, haveStation = string(v), true
+			packet = packet[m:]
+		case num == 2 && typ == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(packet)
+			if m < 0 {
+				return "", 0, false
+			}
+			seq, haveSeq = v, true
+			packet = packet[m:]
+		default:
+			m := protowire.ConsumeFieldValue(num, typ, packet)
+			if m < 0 {
+				return "", 0, false
+			}
+			packet = packet[m:]
+		}
+		if haveStation && haveSeq {
+			return station, seq, true
+		}
+	}
+	return station, seq, haveStation && haveSeq
+}
+
+// field returns the bytes of the first occurrence of a length-delimited
+// field num.
+func field(b []byte, num protowire.Number) ([]byte, bool) {
+	for len(b) > 0 {
+		n, typ, m := protowire.ConsumeTag(b)
+		if m < 0 {
+			return nil, false
+		}
+		b = b[m:]
+		if n == num && typ == protowire.BytesType {
+			v, k := protowire.ConsumeBytes(b)
+			return v, k >= 0
+		}
+		k := protowire.ConsumeFieldValue(n, typ, b)
+		if k < 0 {
+			return nil, false
+		}
+		b = b[k:]
+	}
+	return nil, false
+}

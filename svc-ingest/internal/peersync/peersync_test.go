@@ -1,0 +1,250 @@
+package peersync
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
+
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/lib/replay"
+	"shindo.dev/svc-ingest/internal/journal"
+)
+
+// natsServer runs a real NATS server in-process on a random port.
+func natsServer(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+func connect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// gate is the record of held seqs of one core.
+type gate struct {
+	mu sync.Mutex
+	w  *replay.Set
+}
+
+func (g *gate) Recorded(station string) *replay.Window { return g.w.For(station) }
+func (g *gate) Record(station string, seq uint64) bool {
+	return g.w.For(station).Accept(seq) == replay.New
+}
+
+// core is one side: NATS server, journal, gate, syncer.
+type core struct {
+	site    string
+	srv     *server.Server
+	journal *journal.Journal
+	gate    *gate
+	syncer  *Syncer
+}
+
+func newCore(t *testing.T, site string) *core {
+	j, err := journal.Open(t.TempDir(), journal.Options{Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return &core{site: site, srv: natsServer(t), journal: j, gate: &gate{w: replay.NewSet(4096)}}
+}
+
+// receive records packets as if they came straight from stations.
+func (c *core) receive(t *testing.T, station string, seqs ...uint64) {
+	t.Helper()
+	for _, seq := range seqs {
+		if !c.gate.Record(station, seq) {
+			continue
+		}
+		rec := &ingestv1.Record{Site: c.site, Packet: &stationv1.Packet{StationId: station, Seq: seq,
+			Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{WindowEndMs: int64(seq) * 500}}}}
+		b, _ := proto.Marshal(rec)
+		idx, err := c.journal.Append(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.syncer != nil {
+			c.syncer.Indexed(station, seq, idx)
+		}
+	}
+}
+
+// held returns each station's seqs recorded in the journal, with counts.
+func (c *core) held(t *testing.T) map[string]map[uint64]int {
+	t.Helper()
+	out := map[string]map[uint64]int{}
+	for from := uint64(0); ; {
+		es, err := c.journal.Read(from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) == 0 {
+			return out
+		}
+		for _, e := range es {
+			st, seq, ok := Peek(e.Payload)
+			if !ok {
+				t.Fatalf("unreadable record %d", e.Index)
+			}
+			if out[st] == nil {
+				out[st] = map[uint64]int{}
+			}
+			out[st][seq]++
+		}
+		from = es[len(es)-1].Index + 1
+	}
+}
+
+func pair(t *testing.T, interval, longEvery time.Duration) (a, b *core) {
+	a, b = newCore(t, "TNN-1"), newCore(t, "TYO-1")
+	for _, c := range []struct{ self, other *core }{{a, b}, {b, a}} {
+		c.self.syncer = New(Config{
+			Site: c.self.site, PeerSite: c.other.site,
+			Local: connect(t, c.self.srv.ClientURL()), Peer: connect(t, c.other.srv.ClientURL()),
+			Gate: c.self.gate, Journal: c.self.journal, Stations: func() []string { return []string{"S1", "S2"} },
+			Interval: interval, ShortWindow: 64, LongWindow: 4096, LongEvery: longEvery, MaxRecords: 100_000,
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: prometheus.NewRegistry(),
+		})
+	}
+	return a, b
+}
+
+func run(t *testing.T, cs ...*core) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, c := range cs {
+		go c.syncer.Run(ctx)
+	}
+}
+
+func waitConverged(t *testing.T, a, b *core, want map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ha, hb := a.held(t), b.held(t)
+		ok := true
+		for st, n := range want {
+			if len(ha[st]) != n || len(hb[st]) != n {
+				ok = false
+			}
+		}
+		if ok {
+			for _, h := range []map[string]map[uint64]int{ha, hb} {
+				for st, seqs := range h {
+					for seq, k := range seqs {
+						if k != 1 {
+							t.Fatalf("%s seq %d recorded %d times", st, seq, k)
+						}
+					}
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not converged: A holds %d/%d, B holds %d/%d of S1", len(ha["S1"]), want["S1"], len(hb["S1"]), want["S1"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func seqs(from, to uint64, skip func(uint64) bool) []uint64 {
+	var out []uint64
+	for s := from; s <= to; s++ {
+		if skip == nil || !skip(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestGapsFilledEachOnce: each core misses different packets (one uplink
+// lost them); after the exchange both hold everything, each seq once.
+func TestGapsFilledEachOnce(t *testing.T) {
+	t.Parallel()
+	a, b := pair(t, 50*time.Millisecond, time.Hour)
+	a.receive(t, "S1", seqs(1, 300, func(s uint64) bool { return s%7 == 0 })...)
+	b.receive(t, "S1", seqs(1, 300, func(s uint64) bool { return s%11 == 0 })...)
+	b.receive(t, "S2", seqs(1, 50, nil)...) // A never heard S2
+	run(t, a, b)
+	// Multiples of 77 reached neither core.
+	waitConverged(t, a, b, map[string]int{"S1": 300 - 300/77, "S2": 50})
+	if got := counter(a.syncer.received) + counter(b.syncer.received); got != float64(300/7+300/11-2*(300/77)+50) {
+		t.Fatalf("%v records exchanged, want exactly the missing ones", got)
+	}
+}
+
+// TestSteadyStateSendsNoRecords: when both cores hold the same packets,
+// the exchange moves holdings only.
+func TestSteadyStateSendsNoRecords(t *testing.T) {
+	t.Parallel()
+	a, b := pair(t, 20*time.Millisecond, time.Hour)
+	a.receive(t, "S1", seqs(1, 500, nil)...)
+	b.receive(t, "S1", seqs(1, 500, nil)...)
+	run(t, a, b)
+	deadline := time.Now().Add(5 * time.Second)
+	for counter(a.syncer.requests) < 10 || counter(b.syncer.requests) < 10 {
+		if time.Now().After(deadline) {
+			t.Fatal("too few exchanges")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := counter(a.syncer.sent) + counter(b.syncer.sent); n != 0 {
+		t.Fatalf("%v records sent between cores holding the same", n)
+	}
+}
+
+// TestBackfillAfterPeerOutage: while A is unreachable, B records what A
+// misses (A's uplinks were down too); once A is back, a long exchange —
+// periodic, and after B's failed ones — fills A far beyond the short
+// window.
+func TestBackfillAfterPeerOutage(t *testing.T) {
+	t.Parallel()
+	a, b := pair(t, 50*time.Millisecond, 500*time.Millisecond)
+	a.receive(t, "S1", seqs(1, 100, nil)...)
+	b.receive(t, "S1", seqs(1, 100, nil)...)
+	run(t, a, b)
+	waitConverged(t, a, b, map[string]int{"S1": 100})
+	// A's server goes away; B keeps receiving 2,000 packets A never sees.
+	port := a.srv.Addr().(*net.TCPAddr).Port
+	a.srv.Shutdown()
+	b.receive(t, "S1", seqs(101, 2100, nil)...)
+	a.receive(t, "S1", 2101, 2102)
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats did not come back")
+	}
+	t.Cleanup(srv.Shutdown)
+	waitConverged(t, a, b, map[string]int{"S1": 2102})
+}
+
+func counter(c prometheus.Counter) float64 { return testutil.ToFloat64(c) }
