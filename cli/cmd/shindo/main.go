@@ -15,6 +15,7 @@ import (
 	"shindo.dev/cli/internal/devstack"
 	"shindo.dev/cli/internal/intensitycmd"
 	"shindo.dev/cli/internal/migratecmd"
+	"shindo.dev/cli/internal/natscmd"
 	"shindo.dev/cli/internal/provision"
 	"shindo.dev/cli/internal/stationcmd"
 )
@@ -30,6 +31,7 @@ var commands = map[string]command{
 	"sim":       {"run a simulated fleet of stations from a registry file", stationcmd.SimMain},
 	"intensity": {"compute the JMA seismic intensity of acceleration records", intensitycmd.Main},
 	"migrate":   {"apply the metadata database schema migrations", migratecmd.Main},
+	"nats":      {"run a core's NATS server (JetStream) in-process", natscmd.Main},
 	"provision": {"create simulated stations through a data API and save their keys", provision.Main},
 }
 
