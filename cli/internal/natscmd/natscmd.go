@@ -133,7 +133,15 @@ func (l logger) Noticef(format string, v ...any) {
 func (l logger) Warnf(format string, v ...any) {
 	l.log.Warn("nats server", slog.String("detail", fmt.Sprintf(format, v...)))
 }
-func (l logger) Fatalf(format string, v ...any) { l.log.Error("nats server", slog.String("detail", fmt.Sprintf(format, v...))) }
-func (l logger) Errorf(format string, v ...any) { l.log.Error("nats server", slog.String("detail", fmt.Sprintf(format, v...))) }
-func (l logger) Debugf(format string, v ...any) { l.log.Debug("nats server", slog.String("detail", fmt.Sprintf(format, v...))) }
-func (l logger) Tracef(format string, v ...any) { l.log.Debug("nats server", slog.String("detail", fmt.Sprintf(format, v...))) }
+func (l logger) Fatalf(format string, v ...any) {
+	l.log.Error("nats server", slog.String("detail", fmt.Sprintf(format, v...)))
+}
+func (l logger) Errorf(format string, v ...any) {
+	l.log.Error("nats server", slog.String("detail", fmt.Sprintf(format, v...)))
+}
+func (l logger) Debugf(format string, v ...any) {
+	l.log.Debug("nats server", slog.String("detail", fmt.Sprintf(format, v...)))
+}
+func (l logger) Tracef(format string, v ...any) {
+	l.log.Debug("nats server", slog.String("detail", fmt.Sprintf(format, v...)))
+}

@@ -5,6 +5,20 @@
 // before T, never on arrival order or on earlier snapshots, so two cores fed
 // the same frames in any order compute the same snapshot, and a frame that
 // arrives twice changes nothing.
+//
+// Detections (package detect) need memory longer than the frames kept, so
+// they are a state advanced tick by tick; the state of tick T is a pure
+// function of the triggered stations of every tick up to T, each derived
+// from frames as the snapshot is. The engine steps through every tick, also
+// those the tick loop skipped, and keeps the states of the last replayTicks
+// ticks: a frame that arrives after its tick was computed (a retransmission,
+// a WebSocket fallback) and changes what was triggered makes the engine
+// recompute the states from that tick on. So two cores agree on detections,
+// IDs and serials as soon as both hold the same frames, whatever the order
+// and timing of arrival, provided no frame is later than replayTicks. An
+// engine that starts (or restarts) in the middle of an event begins with
+// no detection and may name that event differently from a core that saw
+// it start.
 package shake
 
 import (
@@ -15,6 +29,7 @@ import (
 
 	"shindo.dev/seismo/jma"
 	"shindo.dev/svc-rts/internal/area"
+	"shindo.dev/svc-rts/internal/detect"
 )
 
 // TickMs is the tick interval.
@@ -27,6 +42,10 @@ const OfflineAfterMs = 3000
 // historyLen frames (64 s) are kept per station; enough for the display
 // intensity to decay from the top of the scale.
 const historyLen = 128
+
+// replayTicks is how many ticks of detection state are kept (16 s): a frame
+// that arrives up to this late still corrects the detections.
+const replayTicks = 32
 
 // Frame is one station interval, as the engine needs it.
 type Frame struct {
@@ -51,8 +70,12 @@ type Config struct {
 	// shaking, in intensity units per second.
 	DisplayDecayPerSec float64
 	// Locate returns a station's place; false for unknown stations, which
-	// are still shown but join no area.
+	// are still shown but join no area and no detection.
 	Locate func(id string) (Place, bool)
+	// Areas are the boxes (nil: the SPEC grid, area.Default).
+	Areas *area.Set
+	// Detect tunes the network trigger.
+	Detect detect.Config
 }
 
 // StationValue is one station's state in a snapshot.
@@ -72,23 +95,45 @@ type Level struct {
 
 // Snapshot is the result of one tick.
 type Snapshot struct {
-	TimeMs   int64
-	Stations []StationValue // ordered by ID
-	Boxes    []Level        // ordered by box ID
-	Areas    []Level        // highest level first, then by code
+	TimeMs     int64
+	Stations   []StationValue     // ordered by ID
+	Boxes      []Level            // ordered by box ID
+	Areas      []Level            // highest level first, then by code
+	Detections []detect.Detection // by first trigger, then ID
 }
 
 type station struct {
 	frames [historyLen]Frame // slot = (window_end / TickMs) % historyLen
 	newest int64
+	// lastHot is the newest window end of a frame at or above the alert
+	// intensity: the station may be triggered up to 3 s after it.
+	lastHot int64
+
+	// The place last returned by Locate and the box it lies in.
+	place  Place
+	placed bool
+	box    uint32
+	inBox  bool
 }
 
 // Engine holds the state of every station. It is safe for concurrent use.
 type Engine struct {
-	cfg Config
+	cfg   Config
+	areas *area.Set
 
 	mu       sync.Mutex
 	stations map[string]*station
+	hot      map[string]*station // stations with a frame at or above the alert intensity lately
+
+	// Detection state after tick detTick (0 before the first tick), the
+	// states of the last replayTicks ticks, and the earliest tick whose
+	// state a late frame invalidated (0 for none).
+	det      *detect.State
+	detTick  int64
+	ring     [replayTicks]*detect.State
+	ringTick [replayTicks]int64
+	dirty    int64
+	replayed uint64
 
 	// Completion tracking for the tick being waited on: how many stations
 	// already delivered the frame ending at pending, against how many were
@@ -104,7 +149,16 @@ func New(cfg Config) *Engine {
 	if cfg.Locate == nil {
 		cfg.Locate = func(string) (Place, bool) { return Place{}, false }
 	}
-	return &Engine{cfg: cfg, stations: map[string]*station{}, completeAlert: make(chan struct{}, 1)}
+	areas := cfg.Areas
+	if areas == nil {
+		areas = area.Default()
+	}
+	cfg.Detect = cfg.Detect.WithDefaults()
+	return &Engine{
+		cfg: cfg, areas: areas,
+		stations: map[string]*station{}, hot: map[string]*station{},
+		completeAlert: make(chan struct{}, 1),
+	}
 }
 
 // Apply records a station frame. Frames not aligned to a tick, from the far
@@ -126,8 +180,22 @@ func (e *Engine) Apply(id string, f Frame) bool {
 	}
 	slot := &st.frames[(f.WindowEndMs/TickMs)%historyLen]
 	first := slot.WindowEndMs != f.WindowEndMs
+	changed := *slot != f
 	*slot = f
 	st.newest = max(st.newest, f.WindowEndMs)
+	hot := float64(f.Intensity) >= e.cfg.AlertIntensity
+	// A frame for a tick already stepped changes the detections only if
+	// the station may be triggered at some tick from its window end on:
+	// this frame is hot, or a hot one is less than 3 s older.
+	if changed && e.detTick != 0 && f.WindowEndMs <= e.detTick && (hot || st.lastHot > f.WindowEndMs-OfflineAfterMs) {
+		if e.dirty == 0 || f.WindowEndMs < e.dirty {
+			e.dirty = f.WindowEndMs
+		}
+	}
+	if hot {
+		st.lastHot = max(st.lastHot, f.WindowEndMs)
+		e.hot[id] = st
+	}
 	if first && f.WindowEndMs == e.pending {
 		e.pendingCount++
 		if e.expected > 0 && e.pendingCount >= e.expected {
@@ -166,7 +234,9 @@ func (e *Engine) Await(t int64) <-chan struct{} {
 	return e.completeAlert
 }
 
-// Snapshot computes the snapshot of tick t.
+// Snapshot computes the snapshot of tick t (a multiple of TickMs). Ticks
+// are meant to be asked for in increasing order; an earlier tick gets its
+// station values and the detections kept for it, if any.
 func (e *Engine) Snapshot(t int64) Snapshot {
 	snap := Snapshot{TimeMs: t}
 	boxes := map[uint32]uint32{}
@@ -182,18 +252,19 @@ func (e *Engine) Snapshot(t int64) Snapshot {
 		if !v.Alert {
 			continue
 		}
-		place, ok := e.cfg.Locate(id)
+		place, box, inBox, ok := e.locate(id, st)
 		if !ok {
 			continue
 		}
 		level := uint32(jma.ClassOf(float64(v.Intensity)).Level())
-		if box, ok := area.Box(place.Lat, place.Lon); ok {
+		if inBox {
 			boxes[box] = max(boxes[box], level)
 		}
 		if place.Code != 0 {
 			areas[place.Code] = max(areas[place.Code], level)
 		}
 	}
+	snap.Detections = e.detections(t)
 	e.mu.Unlock()
 
 	slices.SortFunc(snap.Stations, func(a, b StationValue) int { return cmp.Compare(a.ID, b.ID) })
@@ -238,6 +309,120 @@ func (e *Engine) value(st *station, t int64) (StationValue, bool) {
 	}, true
 }
 
+// locate returns a station's place and box, caching the box lookup while
+// the place stays the same.
+func (e *Engine) locate(id string, st *station) (place Place, box uint32, inBox, ok bool) {
+	place, ok = e.cfg.Locate(id)
+	if !ok {
+		return Place{}, 0, false, false
+	}
+	if !st.placed || st.place != place {
+		st.place, st.placed = place, true
+		st.box, st.inBox = e.areas.Box(place.Lat, place.Lon)
+	}
+	return place, st.box, st.inBox, true
+}
+
+// detections advances the detection state to tick t and returns its
+// detections.
+func (e *Engine) detections(t int64) []detect.Detection {
+	if e.detTick != 0 && t < e.detTick {
+		if st := e.ringAt(t); st != nil {
+			return st.Detections()
+		}
+		return nil
+	}
+	if e.detTick == 0 || t-e.detTick > historyLen*TickMs {
+		// The first tick, or a gap longer than the frames kept: start
+		// afresh, from an empty state "before" t.
+		e.det = detect.New(e.cfg.Detect)
+		e.ring, e.ringTick = [replayTicks]*detect.State{}, [replayTicks]int64{}
+		e.detTick, e.dirty = t-TickMs, 0
+		e.keep(e.detTick)
+	}
+	if e.dirty != 0 {
+		oldest := e.detTick - (replayTicks-1)*TickMs
+		from := max(e.dirty, oldest+TickMs)
+		e.dirty = 0
+		if prev := e.ringAt(from - TickMs); prev != nil {
+			e.det = prev.Clone()
+			for u := from; u <= e.detTick; u += TickMs {
+				e.step(u)
+				e.replayed++
+			}
+		}
+	}
+	for u := e.detTick + TickMs; u <= t; u += TickMs {
+		e.step(u)
+	}
+	for id, st := range e.hot {
+		if st.lastHot <= t-replayTicks*TickMs-OfflineAfterMs {
+			delete(e.hot, id)
+		}
+	}
+	return e.det.Detections()
+}
+
+func (e *Engine) step(u int64) {
+	e.det.Step(u, e.triggersAt(u))
+	e.detTick = u
+	e.keep(u)
+}
+
+// keep stores a copy of the state as that of tick u.
+func (e *Engine) keep(u int64) {
+	slot := (u / TickMs) % replayTicks
+	e.ring[slot], e.ringTick[slot] = e.det.Clone(), u
+}
+
+func (e *Engine) ringAt(u int64) *detect.State {
+	slot := (u / TickMs) % replayTicks
+	if e.ringTick[slot] != u {
+		return nil
+	}
+	return e.ring[slot]
+}
+
+// triggersAt lists the stations triggered at tick u, by the same rule as
+// the snapshot's alert: the latest frame ending at or before u, no older
+// than OfflineAfterMs, at or above the alert intensity.
+func (e *Engine) triggersAt(u int64) []detect.Trigger {
+	var out []detect.Trigger
+	for id, st := range e.hot {
+		if st.lastHot <= u-OfflineAfterMs {
+			continue
+		}
+		f := st.latest(u)
+		if f == nil || float64(f.Intensity) < e.cfg.AlertIntensity {
+			continue
+		}
+		place, box, inBox, ok := e.locate(id, st)
+		if !ok {
+			continue
+		}
+		out = append(out, detect.Trigger{Station: id, Lat: place.Lat, Lon: place.Lon, Box: box, InBox: inBox, Intensity: f.Intensity})
+	}
+	return out
+}
+
+// latest is the station's newest frame ending in (u − OfflineAfterMs, u].
+func (st *station) latest(u int64) *Frame {
+	for k := u; k > u-OfflineAfterMs; k -= TickMs {
+		if f := &st.frames[(k/TickMs)%historyLen]; f.WindowEndMs == k {
+			return f
+		}
+	}
+	return nil
+}
+
+// ReplayedTicks is how many ticks of detections were recomputed because of
+// late frames.
+func (e *Engine) ReplayedTicks() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.replayed
+}
+
 // Forget drops stations whose newest frame is older than the kept history
 // at t, so retired stations do not accumulate.
 func (e *Engine) Forget(t int64) {
@@ -246,6 +431,7 @@ func (e *Engine) Forget(t int64) {
 	for id, st := range e.stations {
 		if st.newest <= t-historyLen*TickMs {
 			delete(e.stations, id)
+			delete(e.hot, id)
 		}
 	}
 }
