@@ -30,12 +30,13 @@ import (
 // Validate requires. A program missing here fails the test, so a new binary
 // cannot join the compose file unchecked.
 var composeRequired = map[string][]string{
-	"shindo-ingest":   {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "udp-addr", "ws-addr", "database-url", "rts", "waveform"},
+	"shindo-ingest":   {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "udp-addr", "ws-addr", "database-url", "rts", "waveform", "data-dir", "nats", "peer-nats", "peer-site"},
 	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "database-url"},
 	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout"},
 	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest"},
 	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
+	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
 }
 
 // composeDeps are the flags that address another process: each address must

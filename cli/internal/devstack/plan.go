@@ -22,6 +22,7 @@ const (
 	waveformGRPC, waveformAdmin                  = 20, 21
 	dataHTTP, dataGRPC, dataAdmin                = 30, 31, 32
 	postgresPort                                 = 40
+	natsClient, natsHTTP                         = 50, 51
 	edgeHTTP, edgeGRPC, edgeAdmin                = 0, 1, 2
 )
 
@@ -113,10 +114,21 @@ func newPlan(cfg Config) *plan {
 		return pr
 	}
 
-	var backends, ingests []*process
+	var natsServers, backends, ingests []*process
 	var dataAPIs []*process
+	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
 	var rtsAddrs, udps, wss []string
-	for _, c := range cores {
+	for i, c := range cores {
+		peer := cores[1-i]
+		ns := &process{name: c.name + "-nats", site: c.name, role: "nats", bin: bin("shindo"),
+			args: []string{"nats", "-site", c.name, "-client-addr", addr(c, natsClient), "-http-addr", addr(c, natsHTTP),
+				"-store-dir", filepath.Join(p.dataDir, c.name+"-nats"), "-log-level", cfg.LogLevel},
+			readyURL:  "http://" + addr(c, natsHTTP) + "/healthz",
+			listeners: map[string]string{"url": natsURL(c), "monitor": "http://" + addr(c, natsHTTP)},
+		}
+		p.addPort(c.name+" NATS", cfg.PortBase+c.block+natsClient, false)
+		p.addPort(c.name+" NATS monitoring", cfg.PortBase+c.block+natsHTTP, false)
+		natsServers = append(natsServers, ns)
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", p.databaseURL)
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
@@ -126,6 +138,7 @@ func newPlan(cfg Config) *plan {
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
 			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", p.databaseURL,
 			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
+			"-nats", natsURL(c), "-peer-nats", natsURL(peer), "-peer-site", peer.name,
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC))
 		ing.listeners["udp"], ing.listeners["ws"] = addr(c, ingestUDP), ws
 		backends = append(backends, rts, wf, data)
@@ -137,7 +150,7 @@ func newPlan(cfg Config) *plan {
 	edge := svc(tpe, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
 		"-http-addr", addr(tpe, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","))
 	edge.listeners["http"] = "http://" + addr(tpe, edgeHTTP)
-	p.groups = [][]*process{backends, ingests, {edge}}
+	p.groups = [][]*process{append(natsServers, backends...), ingests, {edge}}
 	p.provisioner = dataAPIs[0]
 
 	if cfg.Simulate {

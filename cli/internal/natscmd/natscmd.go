@@ -30,7 +30,7 @@ import (
 
 type config struct {
 	Site      string `conf:"site" default:"TNN-1" help:"site of this server; also its JetStream domain"`
-	Addr      string `conf:"addr" default:"127.0.0.1:4222" help:"client listen address"`
+	Addr      string `conf:"client-addr" default:"127.0.0.1:4222" help:"client listen address"`
 	HTTPAddr  string `conf:"http-addr" default:"127.0.0.1:8222" help:"monitoring listen address (/healthz, /varz, /jsz)"`
 	StoreDir  string `conf:"store-dir" help:"JetStream storage directory"`
 	LogFormat string `conf:"log-format" default:"json" help:"log format: json or text"`
@@ -39,7 +39,7 @@ type config struct {
 
 func (c *config) Validate() error {
 	var errs []error
-	for name, a := range map[string]string{"addr": c.Addr, "http-addr": c.HTTPAddr} {
+	for name, a := range map[string]string{"client-addr": c.Addr, "http-addr": c.HTTPAddr} {
 		if _, p, err := net.SplitHostPort(a); err != nil || p == "" {
 			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, a))
 		}
