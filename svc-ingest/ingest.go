@@ -188,6 +188,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 // front, so dashboards show zeros rather than gaps.
 type packetCounter struct {
 	series map[ingestv1.Transport][]prometheus.Counter
+	bytes  map[ingestv1.Transport]prometheus.Counter
 }
 
 func newPacketCounter(reg prometheus.Registerer, site string) *packetCounter {
@@ -195,17 +196,24 @@ func newPacketCounter(reg prometheus.Registerer, site string) *packetCounter {
 		Name: "shindo_ingest_packets_total",
 		Help: "Station datagrams received, by transport and result.",
 	}, []string{"site", "transport", "result"})
-	reg.MustRegister(vec)
-	pc := &packetCounter{series: map[ingestv1.Transport][]prometheus.Counter{}}
+	bytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shindo_ingest_bytes_total",
+		Help: "Bytes of station datagrams received, by transport (the station traffic inter-site sync is measured against).",
+	}, []string{"site", "transport"})
+	reg.MustRegister(vec, bytes)
+	pc := &packetCounter{series: map[ingestv1.Transport][]prometheus.Counter{}, bytes: map[ingestv1.Transport]prometheus.Counter{}}
 	for tr, name := range map[ingestv1.Transport]string{ingestv1.Transport_TRANSPORT_UDP: "udp", ingestv1.Transport_TRANSPORT_WS: "ws"} {
 		for _, r := range verify.Results() {
 			pc.series[tr] = append(pc.series[tr], vec.WithLabelValues(site, name, r.String()))
 		}
+		pc.bytes[tr] = bytes.WithLabelValues(site, name)
 	}
 	return pc
 }
 
 func (pc *packetCounter) inc(tr ingestv1.Transport, r verify.Result) { pc.series[tr][r].Inc() }
+
+func (pc *packetCounter) received(tr ingestv1.Transport, n int) { pc.bytes[tr].Add(float64(n)) }
 
 type linkServer struct {
 	ingestv1.UnimplementedIngestServiceServer

@@ -105,6 +105,7 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 	var toRecord []int
 	shedding := in.overloaded()
 	for i, b := range batch {
+		in.counts.received(tr, len(b))
 		o := in.gate.Check(b)
 		outs[i] = o
 		switch {
