@@ -307,7 +307,7 @@ func startSync(ctx context.Context, svc *service.Service, cfg Config, in *intake
 			}
 			return ids
 		},
-		Interval: cfg.SyncInterval, ShortWindow: 64, LongWindow: cfg.SyncWindow, LongEvery: 30 * time.Second,
+		Interval: cfg.SyncInterval, ShortWindow: 32, LongWindow: cfg.SyncWindow, LongEvery: 30 * time.Second,
 		MaxRecords: 200_000, Log: svc.Logger(), Metrics: svc.Metrics(),
 	})
 	svc.Go("peer sync", syncer)

@@ -15,13 +15,18 @@
 // came by — and into the journal, and from there to rts and waveform.
 //
 // The exchange rides on NATS: each core serves shindo.sync.<site>.diff on
-// its own server, and asks its peer on the peer's server.
+// its own server, and asks its peer on the peer's server. Every message is
+// deflated (a leading byte says so): holdings are mostly runs of ones and
+// sequential station IDs, which compress several-fold.
 package peersync
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -222,6 +227,7 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 	if err != nil {
 		return err
 	}
+	b = pack(b)
 	inbox := s.cfg.Peer.NewRespInbox()
 	sub, err := s.cfg.Peer.SubscribeSync(inbox)
 	if err != nil {
@@ -244,7 +250,11 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 			return err
 		}
 		var resp ingestv1.SyncResponse
-		if err := proto.Unmarshal(m.Data, &resp); err != nil {
+		data, err := unpack(m.Data)
+		if err == nil {
+			err = proto.Unmarshal(data, &resp)
+		}
+		if err != nil {
 			return fmt.Errorf("bad answer from %s: %w", s.cfg.PeerSite, err)
 		}
 		if err := s.record(ctx, resp.GetRecords()); err != nil {
@@ -294,7 +304,8 @@ func (s *Syncer) record(ctx context.Context, recs []*ingestv1.Record) error {
 // and sends them back.
 func (s *Syncer) answer(m *nats.Msg) {
 	var req ingestv1.SyncRequest
-	if m.Reply == "" || proto.Unmarshal(m.Data, &req) != nil {
+	data, err := unpack(m.Data)
+	if m.Reply == "" || err != nil || proto.Unmarshal(data, &req) != nil {
 		return
 	}
 	type key struct {
@@ -340,7 +351,7 @@ func (s *Syncer) answer(m *nats.Msg) {
 			out = protowire.AppendTag(out, 2, protowire.VarintType)
 			out = protowire.AppendVarint(out, 1)
 		}
-		if err := s.cfg.Local.Publish(m.Reply, out); err != nil {
+		if err := s.cfg.Local.Publish(m.Reply, pack(out)); err != nil {
 			s.cfg.Log.Warn("sync answer not sent", slog.Any("error", err))
 		}
 		batch = nil
@@ -435,4 +446,46 @@ func field(b []byte, num protowire.Number) ([]byte, bool) {
 		b = b[k:]
 	}
 	return nil, false
+}
+
+// Message framing: one byte, then the protobuf message, raw or deflated.
+const (
+	framePlain   = 0
+	frameDeflate = 1
+	// maxUnpacked bounds what a deflated message may expand to.
+	maxUnpacked = 64 << 20
+)
+
+func pack(b []byte) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte(frameDeflate)
+	w, _ := flate.NewWriter(&buf, flate.BestSpeed)
+	w.Write(b)
+	w.Close()
+	if buf.Len() >= len(b)+1 {
+		return append([]byte{framePlain}, b...)
+	}
+	return buf.Bytes()
+}
+
+func unpack(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, errors.New("empty message")
+	}
+	switch b[0] {
+	case framePlain:
+		return b[1:], nil
+	case frameDeflate:
+		r := flate.NewReader(bytes.NewReader(b[1:]))
+		defer r.Close()
+		out, err := io.ReadAll(io.LimitReader(r, maxUnpacked+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > maxUnpacked {
+			return nil, errors.New("message too large")
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown frame %d", b[0])
 }

@@ -1,6 +1,7 @@
 package peersync
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -248,3 +249,30 @@ func TestBackfillAfterPeerOutage(t *testing.T) {
 }
 
 func counter(c prometheus.Counter) float64 { return testutil.ToFloat64(c) }
+
+func FuzzUnpack(f *testing.F) {
+	f.Add(pack([]byte("holdings")))
+	f.Add([]byte{framePlain, 1, 2})
+	f.Add([]byte{frameDeflate, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, err := unpack(b)
+		if err == nil && len(out) > maxUnpacked {
+			t.Fatal("oversize")
+		}
+		var req ingestv1.SyncRequest
+		if err == nil {
+			proto.Unmarshal(out, &req)
+		}
+	})
+}
+
+func TestPackRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, in := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte{0xff}, 10_000)} {
+		out, err := unpack(pack(in))
+		if err != nil || !bytes.Equal(out, in) {
+			t.Fatalf("round trip of %d bytes: %v", len(in), err)
+		}
+	}
+}
