@@ -37,6 +37,7 @@ var composeRequired = map[string][]string{
 	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
+	"shindo etcd":     {"name", "data-dir", "client-url", "peer-url", "initial-cluster"},
 }
 
 // composeDeps are the flags that address another process: each address must
@@ -159,10 +160,15 @@ func (u *composeUnit) listens(t *testing.T) []listenPort {
 	t.Helper()
 	var out []listenPort
 	for _, name := range slices.Sorted(maps.Keys(u.flags)) {
-		if !strings.HasSuffix(name, "-addr") {
+		// Listeners are the *-addr flags, and the URLs a server listens on
+		// (etcd's client-url and peer-url).
+		if !strings.HasSuffix(name, "-addr") && !(u.program == "shindo etcd" && strings.HasSuffix(name, "-url")) {
 			continue
 		}
 		v, _ := u.value(name)
+		if rest, ok := strings.CutPrefix(v, "http://"); ok {
+			v = rest
+		}
 		_, p, err := net.SplitHostPort(v)
 		n, perr := strconv.Atoi(p)
 		if err != nil || perr != nil {

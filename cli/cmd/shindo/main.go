@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"shindo.dev/cli/internal/devstack"
+	"shindo.dev/cli/internal/etcdcmd"
 	"shindo.dev/cli/internal/intensitycmd"
 	"shindo.dev/cli/internal/migratecmd"
 	"shindo.dev/cli/internal/natscmd"
@@ -29,6 +30,7 @@ var commands = map[string]command{
 	"dev":       {"run the whole topology on this machine with a simulated fleet", devstack.Main},
 	"station":   {"run one station: measure, sign and send on both uplinks", stationcmd.StationMain},
 	"sim":       {"run a simulated fleet of stations from a registry file", stationcmd.SimMain},
+	"etcd":      {"run one member of the quorum store (etcd) in-process", etcdcmd.Main},
 	"intensity": {"compute the JMA seismic intensity of acceleration records", intensitycmd.Main},
 	"migrate":   {"apply the metadata database schema migrations", migratecmd.Main},
 	"nats":      {"run a core's NATS server (JetStream) in-process", natscmd.Main},

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"shindo.dev/cli/internal/proc"
@@ -23,6 +24,7 @@ const (
 	dataHTTP, dataGRPC, dataAdmin                = 30, 31, 32
 	postgresPort                                 = 40
 	natsClient, natsHTTP                         = 50, 51
+	etcdClient, etcdPeer                         = 60, 61
 	edgeHTTP, edgeGRPC, edgeAdmin                = 0, 1, 2
 )
 
@@ -115,6 +117,24 @@ func newPlan(cfg Config) *plan {
 	}
 
 	var natsServers, backends, ingests []*process
+	// The quorum store: a member at each core and at TPE-1.
+	var etcds []*process
+	var members []string
+	for _, s := range []site{tnn, tyo, tpe} {
+		members = append(members, s.name+"=http://"+addr(s, etcdPeer))
+	}
+	for _, s := range []site{tnn, tyo, tpe} {
+		e := &process{name: s.name + "-etcd", site: s.name, role: "etcd", bin: bin("shindo"),
+			args: []string{"etcd", "-name", s.name, "-data-dir", filepath.Join(p.dataDir, s.name+"-etcd"),
+				"-client-url", "http://" + addr(s, etcdClient), "-peer-url", "http://" + addr(s, etcdPeer),
+				"-initial-cluster", strings.Join(members, ","), "-cluster-token", "shindo-dev", "-log-level", cfg.LogLevel},
+			readyURL:  "http://" + addr(s, etcdClient) + "/health",
+			listeners: map[string]string{"client": "http://" + addr(s, etcdClient), "peer": "http://" + addr(s, etcdPeer)},
+		}
+		p.addPort(s.name+" etcd client", cfg.PortBase+s.block+etcdClient, false)
+		p.addPort(s.name+" etcd peer", cfg.PortBase+s.block+etcdPeer, false)
+		etcds = append(etcds, e)
+	}
 	var dataAPIs []*process
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
 	var rtsAddrs, udps, wss []string
@@ -150,7 +170,7 @@ func newPlan(cfg Config) *plan {
 	edge := svc(tpe, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
 		"-http-addr", addr(tpe, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","))
 	edge.listeners["http"] = "http://" + addr(tpe, edgeHTTP)
-	p.groups = [][]*process{append(natsServers, backends...), ingests, {edge}}
+	p.groups = [][]*process{slices.Concat(etcds, natsServers, backends), ingests, {edge}}
 	p.provisioner = dataAPIs[0]
 
 	if cfg.Simulate {
