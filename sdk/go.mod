@@ -1,0 +1,3 @@
+module shindo.dev/sdk
+
+go 1.26.0
