@@ -1,6 +1,7 @@
 // Package edge is svc-edge: an entrance that subscribes to the cores and
-// pushes real-time data to browsers and apps over Server-Sent Events on the
-// compatible routes of SPEC §7.
+// pushes real-time data — shaking snapshots and early-warning alerts — to
+// browsers and apps over Server-Sent Events on the compatible routes of
+// SPEC §7.
 package edge
 
 import (
@@ -22,6 +23,7 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-edge/internal/compat"
+	"shindo.dev/svc-edge/internal/eew"
 	"shindo.dev/svc-edge/internal/source"
 	"shindo.dev/svc-edge/internal/sse"
 )
@@ -72,15 +74,14 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 func wire(ctx context.Context, svc *service.Service, cfg Config) error {
-	rts := sse.NewHub(sse.Options{
+	st, err := newStreams(cfg.Site, sse.Options{
 		Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: cfg.ClientBuffer,
 		WriteTimeout: cfg.WriteTimeout, MaxClients: cfg.MaxClients, Stop: svc.Stopping(),
 	})
-	var latestTick atomic.Int64
-	ticks := prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_rts_ticks_total", Help: "RTS snapshots served."})
-	svc.Metrics().MustRegister(ticks, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "shindo_edge_sse_clients", Help: "Connected SSE clients of the RTS stream.",
-	}, func() float64 { n, _ := rts.Stats(); return float64(n) }))
+	if err != nil {
+		return err
+	}
+	svc.Metrics().MustRegister(st.collectors()...)
 
 	conns := make([]*grpc.ClientConn, 0, len(cfg.RTS))
 	for _, target := range cfg.RTS {
@@ -91,14 +92,10 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		svc.OnShutdown("rts connection "+target, func(context.Context) error { return conn.Close() })
 		conns = append(conns, conn)
 	}
-	sel := source.New(cfg.Site, cfg.RTS, conns, func(snap *rtsv1.Snapshot) {
-		latestTick.Store(snap.GetTimeMs())
-		rts.Publish(sse.NewEvent("", compat.RTS(snap)))
-		ticks.Inc()
-	}, svc.Logger())
+	sel := source.New(cfg.Site, cfg.RTS, conns, st.serve, svc.Logger())
 	svc.Go("core subscriptions", sel)
 
-	status := &statusServer{site: cfg.Site, sel: sel, hub: rts, latest: latestTick.Load}
+	status := &statusServer{site: cfg.Site, sel: sel, hub: st.rts, latest: st.latestTick.Load}
 	edgev1.RegisterEdgeServiceServer(svc.GRPC(), status)
 	svc.SetServingStatus(edgev1.EdgeService_ServiceDesc.ServiceName, true)
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
@@ -108,26 +105,95 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		return fmt.Errorf("register gateway: %w", err)
 	}
 
-	hello, err := json.Marshal(map[string]string{"location": cfg.Site})
-	if err != nil {
-		return err
-	}
-	info := sse.NewEvent("info", hello)
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
 	mux.HandleFunc("GET /ntp", serveNTP)
 	mux.HandleFunc("GET /v1/time", serveTime)
-	mux.HandleFunc("GET /api/v2/trem/rts", func(w http.ResponseWriter, r *http.Request) {
+	st.register(mux)
+	_, err = svc.Listen("edge http", cfg.HTTPAddr, mux)
+	svc.AddReadiness("rts source", func(context.Context) error {
+		if st.rts.Latest() == nil {
+			return errors.New("no snapshot received yet")
+		}
+		return nil
+	})
+	return err
+}
+
+// streams are the edge's two compatible streams, fed with the snapshots
+// the source serves: the RTS stream gets one event per tick; the EEW
+// stream one per change of the alert list (an alert appears, gets a new
+// serial, or leaves), never per tick, deduplicated by detection ID and
+// serial across switches of core (package eew).
+type streams struct {
+	rts, eew   *sse.Hub
+	feed       *eew.Feed
+	info       *sse.Event
+	latestTick atomic.Int64
+	ticks      prometheus.Counter
+	alerts     prometheus.Counter
+}
+
+func newStreams(site string, opts sse.Options) (*streams, error) {
+	hello, err := json.Marshal(map[string]string{"location": site})
+	if err != nil {
+		return nil, err
+	}
+	return &streams{
+		rts:    sse.NewHub(opts),
+		eew:    sse.NewHub(opts),
+		feed:   eew.New(),
+		info:   sse.NewEvent("info", hello),
+		ticks:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_rts_ticks_total", Help: "RTS snapshots served."}),
+		alerts: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_eew_updates_total", Help: "Changes of the EEW alert list served."}),
+	}, nil
+}
+
+func (s *streams) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		s.ticks, s.alerts,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shindo_edge_sse_clients", Help: "Connected SSE clients of the RTS stream.",
+		}, func() float64 { n, _ := s.rts.Stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shindo_edge_eew_sse_clients", Help: "Connected SSE clients of the EEW stream.",
+		}, func() float64 { n, _ := s.eew.Stats(); return float64(n) }),
+	}
+}
+
+// serve publishes a snapshot the source serves (in tick order, from one
+// goroutine at a time).
+func (s *streams) serve(snap *rtsv1.Snapshot) {
+	s.latestTick.Store(snap.GetTimeMs())
+	s.rts.Publish(sse.NewEvent("", compat.RTS(snap)))
+	s.ticks.Inc()
+	if alerts, changed := s.feed.Update(snap.GetTimeMs(), snap.GetDetections()); changed {
+		s.eew.Publish(sse.NewEvent("", compat.EEW(alerts)))
+		s.alerts.Inc()
+	}
+}
+
+// register adds the compatible routes of SPEC §7: GET /api/v2/trem/rts and
+// GET /api/v2/eq/eew, each with ?sse=1 and &compress=1.
+func (s *streams) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v2/trem/rts", s.handler(s.rts))
+	mux.HandleFunc("GET /api/v2/eq/eew", s.handler(s.eew))
+}
+
+// handler serves a hub: its latest event as a JSON document, or with sse=1
+// as a stream.
+func (s *streams) handler(hub *sse.Hub) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := parseStreamQuery(r)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		if q.sse {
-			rts.Serve(w, r, q.compress, info)
+			hub.Serve(w, r, q.compress, s.info)
 			return
 		}
-		latest := rts.Latest()
+		latest := hub.Latest()
 		if latest == nil {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "no snapshot yet")
@@ -136,15 +202,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		w.Write(latest.Data())
-	})
-	_, err = svc.Listen("edge http", cfg.HTTPAddr, mux)
-	svc.AddReadiness("rts source", func(context.Context) error {
-		if rts.Latest() == nil {
-			return errors.New("no snapshot received yet")
-		}
-		return nil
-	})
-	return err
+	}
 }
 
 type streamQuery struct{ sse, compress bool }

@@ -1,6 +1,7 @@
 // Package rts is svc-rts: it receives a core's verified station stream from
-// svc-ingest, computes a real-time shaking snapshot every 500 ms tick and
-// streams the snapshots to the edges.
+// svc-ingest, computes a real-time shaking snapshot every 500 ms tick —
+// stations, the areas they light, and detections of earthquakes in
+// progress — and streams the snapshots to the edges.
 package rts
 
 import (
@@ -11,6 +12,8 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
+	"shindo.dev/svc-rts/internal/area"
+	"shindo.dev/svc-rts/internal/detect"
 	"shindo.dev/svc-rts/internal/rtsgrpc"
 	"shindo.dev/svc-rts/internal/shake"
 )
@@ -25,6 +28,22 @@ type Config struct {
 	TickMaxDelay   time.Duration `conf:"tick-max-delay" default:"150ms" help:"latest a tick is emitted after its time when some stations have not reported"`
 	AlertIntensity float64       `conf:"alert-intensity" default:"1.5" help:"real-time intensity at which a station counts as triggered"`
 	DisplayDecay   float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
+	Areas          string        `conf:"areas" help:"JSON file of the areas (boxes) triggered stations light; empty: the grid of SPEC §4"`
+
+	// The network trigger (package detect documents the rules).
+	DetectStations    int           `conf:"detect-stations" default:"3" help:"triggered stations, pairwise within detect-radius-km, that make a detection"`
+	DetectRadiusKm    float64       `conf:"detect-radius-km" default:"60" help:"largest distance between a detection's first stations, and from a joining station to one of its stations, km"`
+	DetectWindow      time.Duration `conf:"detect-window" default:"10s" help:"span within which the first stations of a detection must trigger"`
+	DetectEndAfter    time.Duration `conf:"detect-end-after" default:"10s" help:"a detection is final once none of its stations has been triggered for this long"`
+	DetectLinger      time.Duration `conf:"detect-linger" default:"30s" help:"how long a final detection stays in the snapshots"`
+	DetectMaxDuration time.Duration `conf:"detect-max-duration" default:"5m" help:"a detection is final this long after its first trigger at the latest"`
+}
+
+func (c *Config) detectConfig() detect.Config {
+	return detect.Config{
+		MinStations: c.DetectStations, RadiusKm: c.DetectRadiusKm, Window: c.DetectWindow,
+		EndAfter: c.DetectEndAfter, Linger: c.DetectLinger, MaxDuration: c.DetectMaxDuration,
+	}.WithDefaults()
 }
 
 // DefaultConfig returns the configuration with svc-rts's default ports.
@@ -44,6 +63,19 @@ func (c *Config) Validate() error {
 	if c.DisplayDecay <= 0 {
 		errs = append(errs, errors.New("display-decay must be positive"))
 	}
+	if !(c.AlertIntensity > -3 && c.AlertIntensity <= 7) {
+		errs = append(errs, errors.New("alert-intensity must be above -3 and at most 7"))
+	}
+	if c.DetectStations <= 0 || c.DetectRadiusKm <= 0 || c.DetectWindow <= 0 || c.DetectEndAfter <= 0 || c.DetectLinger < 0 || c.DetectMaxDuration <= 0 {
+		errs = append(errs, errors.New("detect-stations, detect-radius-km, detect-window, detect-end-after and detect-max-duration must be positive, detect-linger not negative"))
+	} else if err := c.detectConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Areas != "" {
+		if _, err := area.Load(c.Areas); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -59,9 +91,17 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	areas := area.Default()
+	if cfg.Areas != "" {
+		if areas, err = area.Load(cfg.Areas); err != nil {
+			return err
+		}
+	}
 	engine := shake.New(shake.Config{
 		AlertIntensity:     cfg.AlertIntensity,
 		DisplayDecayPerSec: cfg.DisplayDecay,
+		Areas:              areas,
+		Detect:             cfg.detectConfig(),
 		Locate: func(id string) (shake.Place, bool) {
 			st, ok := reg.Source.Lookup(id)
 			if !ok {
@@ -71,6 +111,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		},
 	})
 	srv := rtsgrpc.New(engine, cfg.Site, cfg.TickMaxDelay, svc.Stopping(), svc.Metrics(), svc.Logger())
+	// Hook for the message cluster: srv.SetPublisher(p) with a
+	// rtsgrpc.Publisher publishes every snapshot and detection update.
 	rtsv1.RegisterRTSServiceServer(svc.GRPC(), srv)
 	svc.SetServingStatus(rtsv1.RTSService_ServiceDesc.ServiceName, true)
 	svc.Go("tick loop", srv)

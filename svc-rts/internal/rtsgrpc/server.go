@@ -1,6 +1,7 @@
 // Package rtsgrpc is svc-rts's transport: the RTSService gRPC handlers, the
-// tick loop that turns engine state into snapshots every 500 ms, and the
-// fan-out of snapshots to subscribers.
+// tick loop that turns engine state into snapshots every 500 ms, the
+// fan-out of snapshots (with their detections) to subscribers, and the
+// hand-off to a Publisher for delivery beyond gRPC.
 package rtsgrpc
 
 import (
@@ -24,6 +25,18 @@ import (
 // before it is disconnected: 4 s of ticks.
 const subscriberBuffer = 8
 
+// Publisher delivers the output of the tick loop beyond the Subscribe
+// streams (the message cluster, SPEC §2.7). Both methods are called from
+// the tick loop, in tick order, and must not block it: queue or drop.
+type Publisher interface {
+	// PublishSnapshot receives every snapshot.
+	PublishSnapshot(*rtsv1.Snapshot)
+	// PublishDetection receives a detection whenever its serial differs
+	// from the one last published for its ID: new detections, updates and
+	// the final one, each once. Consumers deduplicate by (ID, serial).
+	PublishDetection(*rtsv1.Detection)
+}
+
 // Server implements rtsv1.RTSServiceServer and runs the tick loop.
 type Server struct {
 	rtsv1.UnimplementedRTSServiceServer
@@ -35,13 +48,18 @@ type Server struct {
 	now      func() time.Time
 	stopping <-chan struct{}
 
-	hub *fanout.Hub[*rtsv1.Snapshot]
+	hub       *fanout.Hub[*rtsv1.Snapshot]
+	publisher Publisher
+	serials   map[string]uint32 // last serial seen per listed detection
 
 	records     *prometheus.CounterVec
 	ticks       prometheus.Counter
 	tickCompute prometheus.Histogram
 	tickLate    prometheus.Histogram
 	online      prometheus.Gauge
+	detections  prometheus.Counter
+	updates     prometheus.Counter
+	active      prometheus.Gauge
 }
 
 // New returns a server for engine at site. A tick is emitted as soon as
@@ -56,6 +74,7 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		log:      log,
 		now:      time.Now,
 		hub:      fanout.New[*rtsv1.Snapshot](0),
+		serials:  map[string]uint32{},
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_rts_records_total", Help: "Records received from ingest, by result.",
 		}, []string{"result"}),
@@ -73,8 +92,20 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		online: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shindo_rts_stations_online", Help: "Stations in the latest snapshot.",
 		}),
+		detections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shindo_rts_detections_total", Help: "Detections declared (new IDs).",
+		}),
+		updates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shindo_rts_detection_serials_total", Help: "Detection serials published, the first ones included.",
+		}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shindo_rts_detections_listed", Help: "Detections in the latest snapshot, final ones included.",
+		}),
 	}
-	reg.MustRegister(s.records, s.ticks, s.tickCompute, s.tickLate, s.online,
+	reg.MustRegister(s.records, s.ticks, s.tickCompute, s.tickLate, s.online, s.detections, s.updates, s.active,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shindo_rts_detection_replayed_ticks_total", Help: "Ticks of detections recomputed because frames arrived after their tick.",
+		}, func() float64 { return float64(engine.ReplayedTicks()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shindo_rts_subscribers", Help: "Connected snapshot subscribers.",
 		}, func() float64 { n, _ := s.hub.Stats(); return float64(n) }),
@@ -83,6 +114,10 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		}, func() float64 { _, d := s.hub.Stats(); return float64(d) }))
 	return s
 }
+
+// SetPublisher hands every snapshot and detection update to p as well. Call
+// it before Run.
+func (s *Server) SetPublisher(p Publisher) { s.publisher = p }
 
 // Ingest applies batches of records and acks each one after applying it.
 func (s *Server) Ingest(stream rtsv1.RTSService_IngestServer) error {
@@ -192,9 +227,42 @@ func (s *Server) emit(t int64) {
 	pb := toProto(snap, s.site)
 	s.tickCompute.Observe(time.Since(start).Seconds())
 	s.hub.Publish(pb)
+	if s.publisher != nil {
+		s.publisher.PublishSnapshot(pb)
+	}
+	s.detectionUpdates(pb.GetDetections())
 	s.ticks.Inc()
 	s.online.Set(float64(len(snap.Stations)))
 	s.tickLate.Observe(s.now().Sub(time.UnixMilli(t)).Seconds())
+}
+
+// detectionUpdates counts new detections and serials and hands each new
+// (ID, serial) to the publisher.
+func (s *Server) detectionUpdates(ds []*rtsv1.Detection) {
+	s.active.Set(float64(len(ds)))
+	listed := make(map[string]bool, len(ds))
+	for _, d := range ds {
+		listed[d.GetId()] = true
+		last, known := s.serials[d.GetId()]
+		if known && last == d.GetSerial() {
+			continue
+		}
+		if !known {
+			s.detections.Inc()
+			s.log.Info("detection", slog.String("id", d.GetId()), slog.Float64("lat", d.GetLat()), slog.Float64("lon", d.GetLon()),
+				slog.Float64("magnitude", d.GetMagnitude()), slog.Int("max_level", int(d.GetMaxLevel())))
+		}
+		s.serials[d.GetId()] = d.GetSerial()
+		s.updates.Inc()
+		if s.publisher != nil {
+			s.publisher.PublishDetection(d)
+		}
+	}
+	for id := range s.serials {
+		if !listed[id] {
+			delete(s.serials, id)
+		}
+	}
 }
 
 // nextTick returns the first tick time (Unix ms, multiple of 500) at or
@@ -212,6 +280,9 @@ func toProto(snap shake.Snapshot, site string) *rtsv1.Snapshot {
 		Boxes:    make([]*rtsv1.BoxLevel, len(snap.Boxes)),
 		Areas:    make([]*rtsv1.AreaLevel, len(snap.Areas)),
 	}
+	if len(snap.Detections) > 0 {
+		pb.Detections = make([]*rtsv1.Detection, len(snap.Detections))
+	}
 	for i, v := range snap.Stations {
 		pb.Stations[i] = &rtsv1.StationState{
 			StationId: v.ID, Pga: v.PGA, Pgv: v.PGV,
@@ -223,6 +294,14 @@ func toProto(snap shake.Snapshot, site string) *rtsv1.Snapshot {
 	}
 	for i, a := range snap.Areas {
 		pb.Areas[i] = &rtsv1.AreaLevel{Code: a.ID, Level: a.Level}
+	}
+	for i, d := range snap.Detections {
+		pb.Detections[i] = &rtsv1.Detection{
+			Id: d.ID, Serial: d.Serial, Final: d.Final,
+			OriginTimeMs: d.OriginMs, Lat: d.Lat, Lon: d.Lon, DepthKm: d.DepthKm, Magnitude: d.Mag,
+			Location: d.Loc, LocationCode: d.LocCode, MaxLevel: d.MaxLevel,
+			FirstTriggerMs: d.FirstTriggerMs, UpdatedMs: d.UpdatedMs, Stations: uint32(d.Stations),
+		}
 	}
 	return pb
 }

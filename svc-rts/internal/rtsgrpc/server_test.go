@@ -2,9 +2,11 @@ package rtsgrpc
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"reflect"
 	"testing"
 	"time"
 
@@ -184,5 +186,59 @@ func waitSubscribers(t *testing.T, s *Server, n int) {
 			t.Fatalf("%d subscribers, want %d", got, n)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type recorder struct {
+	snapshots  []*rtsv1.Snapshot
+	detections []string // "id/serial"
+}
+
+func (r *recorder) PublishSnapshot(s *rtsv1.Snapshot) { r.snapshots = append(r.snapshots, s) }
+func (r *recorder) PublishDetection(d *rtsv1.Detection) {
+	r.detections = append(r.detections, fmt.Sprintf("%s/%d", d.GetId(), d.GetSerial()))
+}
+
+// TestDetectionsPublished: the tick loop's snapshots carry the engine's
+// detections, and the publisher gets every snapshot and each (ID, serial)
+// of a detection once.
+func TestDetectionsPublished(t *testing.T) {
+	t.Parallel()
+	places := map[string]shake.Place{
+		"A": {Lat: 23.99, Lon: 121.61, Code: 970}, "B": {Lat: 23.96, Lon: 121.57, Code: 973},
+		"C": {Lat: 23.86, Lon: 121.51, Code: 974}, "D": {Lat: 24.13, Lon: 121.64, Code: 971},
+	}
+	eng := shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15, Locate: func(id string) (shake.Place, bool) {
+		p, ok := places[id]
+		return p, ok
+	}})
+	srv := New(eng, "TNN-1", 100*time.Millisecond, make(chan struct{}), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rec := &recorder{}
+	srv.SetPublisher(rec)
+	const t0 = int64(1_800_000_000_000)
+	for k := range int64(8) {
+		tick := t0 + k*500
+		for i, id := range []string{"A", "B", "C", "D"} {
+			intensity := float32(0.2)
+			if k >= int64(i) && (id != "D" || k >= 5) {
+				intensity = 3
+			}
+			srv.apply(record(id, tick, intensity))
+		}
+		srv.emit(tick)
+	}
+	if len(rec.snapshots) != 8 {
+		t.Fatalf("%d snapshots published", len(rec.snapshots))
+	}
+	id := fmt.Sprintf("%d-18", t0)
+	want := []string{id + "/1", id + "/2"} // founded by A, B, C at tick 2; D joins at tick 5
+	if !reflect.DeepEqual(rec.detections, want) {
+		t.Fatalf("detections published %v, want %v", rec.detections, want)
+	}
+	latest, _ := srv.hub.Latest()
+	ds := latest.GetDetections()
+	if len(ds) != 1 || ds[0].GetId() != id || ds[0].GetSerial() != 2 || ds[0].GetStations() != 4 || ds[0].GetMaxLevel() != 3 ||
+		ds[0].GetLocation() == "" || ds[0].GetDepthKm() != 10 || ds[0].GetFirstTriggerMs() != t0 || ds[0].GetUpdatedMs() != t0+2500 {
+		t.Fatalf("snapshot detections %v", ds)
 	}
 }

@@ -16,9 +16,9 @@
 // recompute the states from that tick on. So two cores agree on detections,
 // IDs and serials as soon as both hold the same frames, whatever the order
 // and timing of arrival, provided no frame is later than replayTicks. An
-// engine that starts (or restarts) in the middle of an event begins with
-// no detection and may name that event differently from a core that saw
-// it start.
+// engine that starts (or restarts, or stalls for longer than the frames it
+// keeps) in the middle of an event begins with no detection and may name
+// that event differently from a core that saw it start.
 package shake
 
 import (
@@ -103,6 +103,7 @@ type Snapshot struct {
 }
 
 type station struct {
+	id     string
 	frames [historyLen]Frame // slot = (window_end / TickMs) % historyLen
 	newest int64
 	// lastHot is the newest window end of a frame at or above the alert
@@ -123,6 +124,7 @@ type Engine struct {
 
 	mu       sync.Mutex
 	stations map[string]*station
+	order    []*station          // the stations by ID; nil after a change
 	hot      map[string]*station // stations with a frame at or above the alert intensity lately
 
 	// Detection state after tick detTick (0 before the first tick), the
@@ -172,8 +174,9 @@ func (e *Engine) Apply(id string, f Frame) bool {
 	defer e.mu.Unlock()
 	st := e.stations[id]
 	if st == nil {
-		st = &station{}
+		st = &station{id: id}
 		e.stations[id] = st
+		e.order = nil // rebuilt, sorted, by the next snapshot
 	}
 	if f.WindowEndMs <= st.newest-historyLen*TickMs {
 		return false
@@ -242,7 +245,15 @@ func (e *Engine) Snapshot(t int64) Snapshot {
 	boxes := map[uint32]uint32{}
 	areas := map[uint32]uint32{}
 	e.mu.Lock()
-	for id, st := range e.stations {
+	if e.order == nil {
+		e.order = make([]*station, 0, len(e.stations))
+		for _, st := range e.stations {
+			e.order = append(e.order, st)
+		}
+		slices.SortFunc(e.order, func(a, b *station) int { return cmp.Compare(a.id, b.id) })
+	}
+	for _, st := range e.order {
+		id := st.id
 		v, ok := e.value(st, t)
 		if !ok {
 			continue
@@ -267,7 +278,6 @@ func (e *Engine) Snapshot(t int64) Snapshot {
 	snap.Detections = e.detections(t)
 	e.mu.Unlock()
 
-	slices.SortFunc(snap.Stations, func(a, b StationValue) int { return cmp.Compare(a.ID, b.ID) })
 	for id, l := range boxes {
 		snap.Boxes = append(snap.Boxes, Level{id, l})
 	}
@@ -341,11 +351,16 @@ func (e *Engine) detections(t int64) []detect.Detection {
 		e.keep(e.detTick)
 	}
 	if e.dirty != 0 {
-		oldest := e.detTick - (replayTicks-1)*TickMs
-		from := max(e.dirty, oldest+TickMs)
+		// Recompute from the dirty tick, or from the oldest tick whose
+		// previous state is kept (frames later than that cannot be
+		// accounted for any more).
+		from := max(e.dirty, e.detTick-(replayTicks-2)*TickMs)
 		e.dirty = 0
-		if prev := e.ringAt(from - TickMs); prev != nil {
-			e.det = prev.Clone()
+		for from <= e.detTick && e.ringAt(from-TickMs) == nil {
+			from += TickMs // fewer states kept: the engine started lately
+		}
+		if from <= e.detTick {
+			e.det = e.ringAt(from - TickMs).Clone()
 			for u := from; u <= e.detTick; u += TickMs {
 				e.step(u)
 				e.replayed++
@@ -432,6 +447,7 @@ func (e *Engine) Forget(t int64) {
 		if st.newest <= t-historyLen*TickMs {
 			delete(e.stations, id)
 			delete(e.hot, id)
+			e.order = nil
 		}
 	}
 }

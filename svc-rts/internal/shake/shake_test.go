@@ -12,6 +12,7 @@ var places = map[string]Place{
 	"HUA": {Lat: 23.99, Lon: 121.61, Code: 970}, // box 18
 	"JIA": {Lat: 23.96, Lon: 121.57, Code: 973}, // box 18
 	"TPE": {Lat: 25.03, Lon: 121.52, Code: 100}, // box 4
+	"SHO": {Lat: 23.86, Lon: 121.51, Code: 974}, // box 18
 }
 
 func newEngine() *Engine {
@@ -186,6 +187,73 @@ func TestAwaitCompletesWhenAllOnlineStationsReported(t *testing.T) {
 	case <-e.Await(next):
 	default:
 		t.Fatal("early frames not counted")
+	}
+}
+
+// TestDetectionInSnapshot: three nearby stations triggering make a
+// detection in the snapshot, named by the first one's tick and box.
+func TestDetectionInSnapshot(t *testing.T) {
+	t.Parallel()
+	e := newEngine()
+	for k := range int64(6) {
+		tick := t0 + k*500
+		for i, id := range []string{"HUA", "JIA", "SHO", "TPE"} {
+			v := float32(0.1)
+			if id != "TPE" && k >= int64(i) {
+				v = 3.2
+			}
+			e.Apply(id, Frame{WindowEndMs: tick, Intensity: v})
+		}
+		snap := e.Snapshot(tick)
+		if got := len(snap.Detections); (k >= 2) != (got == 1) {
+			t.Fatalf("tick %d: %d detections", k, got)
+		}
+	}
+	d := e.Snapshot(t0 + 2500).Detections[0]
+	if d.ID != "1800000000000-18" || d.Stations != 3 || d.MaxLevel != 3 || d.Serial != 1 {
+		t.Fatalf("detection %+v", d)
+	}
+	// An earlier tick gets the detections kept for it.
+	if got := e.Snapshot(t0 + 500).Detections; len(got) != 0 {
+		t.Fatalf("tick 1 again: %+v", got)
+	}
+}
+
+// TestLateFrames: a late frame that cannot change what was triggered
+// costs nothing; one that can is accounted for, even right after the
+// engine started, so the engine ends as if it had come in time.
+func TestLateFrames(t *testing.T) {
+	t.Parallel()
+	feed := func(e *Engine, lateJIA bool) Snapshot {
+		var snap Snapshot
+		for k := range int64(8) {
+			tick := t0 + k*500
+			for _, id := range []string{"HUA", "JIA", "SHO", "TPE"} {
+				v := float32(0.1)
+				if id != "TPE" && k >= 1 {
+					v = 3.2
+				}
+				if id == "JIA" && k == 1 && lateJIA {
+					continue
+				}
+				e.Apply(id, Frame{WindowEndMs: tick, Intensity: v})
+			}
+			if k == 4 && lateJIA {
+				e.Apply("TPE", Frame{WindowEndMs: t0, Intensity: 0.3}) // late and quiet
+				if e.ReplayedTicks() != 0 {
+					t.Fatal("a quiet late frame caused a replay")
+				}
+				e.Apply("JIA", Frame{WindowEndMs: t0 + 500, Intensity: 3.2}) // late and triggering
+			}
+			snap = e.Snapshot(tick)
+		}
+		return snap
+	}
+	want := feed(newEngine(), false)
+	e := newEngine()
+	got := feed(e, true)
+	if e.ReplayedTicks() == 0 || !reflect.DeepEqual(got.Detections, want.Detections) || len(want.Detections) != 1 {
+		t.Fatalf("replayed %d ticks; detections %+v, want %+v", e.ReplayedTicks(), got.Detections, want.Detections)
 	}
 }
 

@@ -1,0 +1,326 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/svc-edge/internal/compat"
+	"shindo.dev/svc-edge/internal/source"
+	"shindo.dev/svc-edge/internal/sse"
+)
+
+// core is a real RTSService endpoint whose Subscribe streams what the test
+// feeds it.
+type core struct {
+	rtsv1.UnimplementedRTSServiceServer
+	feed chan *rtsv1.Snapshot
+	srv  *grpc.Server
+	addr string
+}
+
+func (c *core) Subscribe(_ *rtsv1.SubscribeRequest, stream rtsv1.RTSService_SubscribeServer) error {
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case s := <-c.feed:
+			if err := stream.Send(&rtsv1.SubscribeResponse{Snapshot: s}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func startCore(t *testing.T) *core {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &core{feed: make(chan *rtsv1.Snapshot), srv: grpc.NewServer(), addr: ln.Addr().String()}
+	rtsv1.RegisterRTSServiceServer(c.srv, c)
+	go c.srv.Serve(ln)
+	t.Cleanup(c.srv.Stop)
+	return c
+}
+
+// edgeWithCores runs the edge's streams fed by a source over two fake
+// cores, behind an HTTP server with the compatible routes.
+func edgeWithCores(t *testing.T) (a, b *core, sel *source.Selector, st *streams, url string) {
+	t.Helper()
+	a, b = startCore(t), startCore(t)
+	var conns []*grpc.ClientConn
+	for _, c := range []*core{a, b} {
+		conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conns = append(conns, conn)
+	}
+	stop := make(chan struct{})
+	st, err := newStreams("TPE-1", sse.Options{Retry: 3 * time.Second, KeepAlive: time.Hour, Buffer: 16, WriteTimeout: time.Second, MaxClients: 10, Stop: stop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel = source.New("TPE-1", []string{a.addr, b.addr}, conns, st.serve, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	go sel.Run(ctx)
+	mux := http.NewServeMux()
+	st.register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		close(stop)
+		cancel()
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return a, b, sel, st, srv.URL
+}
+
+func detection(id string, serial uint32, final bool) *rtsv1.Detection {
+	return &rtsv1.Detection{
+		Id: id, Serial: serial, Final: final, OriginTimeMs: 1_800_000_001_000, Lat: 23.78, Lon: 121.67,
+		DepthKm: 10, Magnitude: 6.1, Location: "Shoufeng", LocationCode: 974, MaxLevel: 5,
+		FirstTriggerMs: 1_800_000_005_500, UpdatedMs: 1_800_000_005_500 + int64(serial)*500,
+	}
+}
+
+func snapshot(ms int64, ds ...*rtsv1.Detection) *rtsv1.Snapshot {
+	return &rtsv1.Snapshot{TimeMs: ms, Detections: ds}
+}
+
+// alert is what a client reads of an alert.
+type alert struct {
+	ID     string `json:"id"`
+	Serial int    `json:"serial"`
+	Final  int    `json:"final"`
+}
+
+func decodeAlerts(t *testing.T, data string) []alert {
+	t.Helper()
+	var as []alert
+	if err := json.Unmarshal([]byte(data), &as); err != nil {
+		t.Fatalf("alerts %q: %v", data, err)
+	}
+	return as
+}
+
+func getEEW(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url + "/api/v2/eq/eew")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestEEWRoute runs GET /api/v2/eq/eew and its SSE stream against two
+// cores, across a switch of core: `[]` when quiet, the SSE preamble of
+// SPEC §7, one event per change and none per tick, and no serial replayed
+// or going back when the new core lags.
+func TestEEWRoute(t *testing.T) {
+	t.Parallel()
+	a, b, sel, st, url := edgeWithCores(t)
+	if code, _ := getEEW(t, url); code != http.StatusServiceUnavailable {
+		t.Fatalf("before any snapshot: %d", code)
+	}
+
+	resp, err := http.Get(url + "/api/v2/eq/eew?sse=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	blocks := readBlocks(resp.Body)
+	for _, want := range []string{"retry: 3000\n", "event: info\ndata: {\"location\":\"TPE-1\"}\n"} {
+		if got := next(t, blocks); got != want {
+			t.Fatalf("block %q, want %q", got, want)
+		}
+	}
+	waitClients(t, st.eew, 1)
+
+	// Served: A while it lives, then B, which lags a serial behind at
+	// first.
+	tick := func(c *core, ms int64, ds ...*rtsv1.Detection) {
+		t.Helper()
+		c.feed <- snapshot(ms, ds...)
+		deadline := time.Now().Add(5 * time.Second)
+		for st.latestTick.Load() < ms {
+			if time.Now().After(deadline) {
+				t.Fatalf("tick %d not served", ms)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	tick(a, 500)
+	if code, body := getEEW(t, url); code != http.StatusOK || body != "[]" {
+		t.Fatalf("quiet: %d %s", code, body)
+	}
+	tick(a, 1000, detection("X", 1, false))
+	tick(a, 1500, detection("X", 1, false)) // unchanged: no event
+	tick(a, 2000, detection("X", 2, false))
+
+	// A dies; B, one serial behind, takes over.
+	a.srv.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for sel.Status()[0].Connected {
+		if time.Now().After(deadline) {
+			t.Fatal("A still connected")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tick(b, 2500, detection("X", 1, false)) // lagging: not replayed
+	tick(b, 3000, detection("X", 2, false)) // caught up: not repeated
+	tick(b, 3500, detection("X", 3, false))
+	tick(b, 4000, detection("X", 4, true))
+	tick(b, 4500)
+
+	want := []string{"[]", "[X/1]", "[X/2]", "[X/3]", "[X/4!]", "[]"}
+	for i, w := range want {
+		data, ok := strings.CutPrefix(next(t, blocks), "data: ")
+		if !ok {
+			t.Fatalf("event %d is not a default data event", i)
+		}
+		if got := render(decodeAlerts(t, strings.TrimSuffix(data, "\n"))); got != w {
+			t.Fatalf("event %d: %s, want %s", i, got, w)
+		}
+	}
+	select {
+	case extra := <-blocks:
+		t.Fatalf("unexpected event %q", extra)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if code, body := getEEW(t, url); code != http.StatusOK || body != "[]" {
+		t.Fatalf("after the end: %d %s", code, body)
+	}
+}
+
+func render(as []alert) string {
+	var parts []string
+	for _, a := range as {
+		s := a.ID + "/" + strconv.Itoa(a.Serial)
+		if a.Final == 1 {
+			s += "!"
+		}
+		parts = append(parts, s)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func readBlocks(body io.Reader) <-chan string {
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		r := bufio.NewReader(body)
+		var block strings.Builder
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if line == "\n" {
+				out <- block.String()
+				block.Reset()
+				continue
+			}
+			block.WriteString(line)
+		}
+	}()
+	return out
+}
+
+func next(t *testing.T, blocks <-chan string) string {
+	t.Helper()
+	select {
+	case b := <-blocks:
+		return b
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+		return ""
+	}
+}
+
+func waitClients(t *testing.T, h *sse.Hub, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if c, _ := h.Stats(); c == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("clients never reached %d", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestEEWRouteCompressed: with compress=1 the alerts come as event g,
+// base64(gzip(JSON)), starting with the current list; bad parameters get
+// 400.
+func TestEEWRouteCompressed(t *testing.T) {
+	t.Parallel()
+	a, _, _, st, url := edgeWithCores(t)
+	a.feed <- snapshot(500, detection("X", 2, false))
+	deadline := time.Now().Add(5 * time.Second)
+	for st.eew.Latest() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing served")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	resp, err := http.Get(url + "/api/v2/eq/eew?sse=1&compress=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	blocks := readBlocks(resp.Body)
+	next(t, blocks)
+	next(t, blocks)
+	data, ok := strings.CutPrefix(next(t, blocks), "event: g\ndata: ")
+	if !ok {
+		t.Fatal("not a g event")
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(data, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(zr)
+	if want := compat.EEW([]*rtsv1.Detection{detection("X", 2, false)}); string(plain) != string(want) {
+		t.Fatalf("decompressed %s, want %s", plain, want)
+	}
+
+	bad, err := http.Get(url + "/api/v2/eq/eew?sse=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Body.Close()
+	if bad.StatusCode != http.StatusBadRequest {
+		t.Fatalf("sse=2: %d", bad.StatusCode)
+	}
+}

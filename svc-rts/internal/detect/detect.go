@@ -1,0 +1,536 @@
+// Package detect is svc-rts's network trigger: it turns the stations
+// triggered at each tick into detections (earthquakes in progress) with an
+// ID, a serial, a final flag and estimates of origin time, epicentre,
+// magnitude and maximum intensity.
+//
+// # Determinism
+//
+// A State advances one tick at a time (Step) and its result is a pure
+// function of the sequence of triggered-station lists it was given, which
+// the engine derives from station frames alone. Two cores fed the same
+// frames therefore publish the same detections with the same IDs and
+// serials. Nothing depends on map order, wall-clock time or arrival order;
+// every choice breaks ties by station ID. (Floating-point estimates are
+// reproducible on one architecture and Go version; cores should run the
+// same build.)
+//
+// # Rules
+//
+// A station is triggered at a tick when its latest frame (no older than
+// 3 s) has real-time intensity at or above the alert threshold. Its pick
+// is the tick at which it became triggered (its onset); the pick lasts
+// while the station stays triggered.
+//
+//   - Association: a pick joins an open detection when the station lies
+//     within RadiusKm of one of the detection's stations and its onset is
+//     no earlier than Window before the detection's first trigger (an
+//     older trigger is something else: a noisy site). Picks are taken in
+//     onset order (then station ID), repeatedly, so a detection grows
+//     along with the wavefront; the earliest detection wins a pick that
+//     two could take.
+//   - New detection: among the picks no detection took, MinStations
+//     stations pairwise within RadiusKm whose onsets lie within Window of
+//     each other. Candidate groups are tried in onset order (then station
+//     ID), greedily.
+//   - ID: "<onset of its earliest station, Unix ms>-<that station's box
+//     ID>" ("x" outside every box). It derives from the frames only.
+//   - Serial: 1 when created, +1 at every tick where a published field
+//     changed: stations, max level, origin time, epicentre, magnitude,
+//     location, or final.
+//   - Final: when none of its stations has been triggered for EndAfter, or
+//     MaxDuration after its first trigger. A final detection never changes
+//     again; it stays in the list for Linger so every client sees it end,
+//     then leaves. Picks of a finished detection never found another one.
+//
+// Estimates are described in estimate.go.
+package detect
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"shindo.dev/seismo/jma"
+)
+
+// Defaults of Config.
+const (
+	DefaultMinStations = 3
+	DefaultRadiusKm    = 60
+	DefaultWindow      = 10 * time.Second
+	DefaultEndAfter    = 10 * time.Second
+	DefaultLinger      = 30 * time.Second
+	DefaultMaxDuration = 5 * time.Minute
+	// DefaultDepthKm is the depth every detection reports: intensities and
+	// trigger times of a surface network barely constrain depth, and most
+	// felt Taiwanese earthquakes are shallow.
+	DefaultDepthKm = 10
+)
+
+// Config tunes the trigger. Zero fields take the defaults.
+type Config struct {
+	MinStations int           // stations to declare a detection
+	RadiusKm    float64       // between founding stations, and to join one
+	Window      time.Duration // span of the founding stations' onsets
+	EndAfter    time.Duration // quiet time that makes a detection final
+	Linger      time.Duration // how long a final detection stays listed
+	MaxDuration time.Duration // a detection is final this long after its first trigger at the latest
+	DepthKm     float64       // reported depth
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.MinStations == 0 {
+		c.MinStations = DefaultMinStations
+	}
+	if c.RadiusKm == 0 {
+		c.RadiusKm = DefaultRadiusKm
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.EndAfter == 0 {
+		c.EndAfter = DefaultEndAfter
+	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	if c.MaxDuration == 0 {
+		c.MaxDuration = DefaultMaxDuration
+	}
+	if c.DepthKm == 0 {
+		c.DepthKm = DefaultDepthKm
+	}
+	return c
+}
+
+// Validate checks a configuration after WithDefaults.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MinStations < 2 || c.MinStations > 1000 {
+		errs = append(errs, errors.New("detect-stations must be between 2 and 1000"))
+	}
+	if !(c.RadiusKm >= 1 && c.RadiusKm <= 500) {
+		errs = append(errs, errors.New("detect-radius-km must be between 1 and 500"))
+	}
+	if c.Window < 500*time.Millisecond || c.Window > time.Minute {
+		errs = append(errs, errors.New("detect-window must be between 500ms and 1m"))
+	}
+	if c.EndAfter < time.Second || c.Linger < 0 || c.MaxDuration < c.EndAfter {
+		errs = append(errs, errors.New("detect-end-after must be at least 1s, detect-linger not negative, detect-max-duration at least detect-end-after"))
+	}
+	if !(c.DepthKm > 0 && c.DepthKm <= 700) {
+		errs = append(errs, errors.New("depth must be between 0 and 700 km"))
+	}
+	return errors.Join(errs...)
+}
+
+// Trigger is a station triggered at a tick.
+type Trigger struct {
+	Station   string
+	Lat, Lon  float64
+	Box       uint32 // area of the station, when InBox
+	InBox     bool
+	Intensity float32 // real-time intensity of its latest frame
+}
+
+// Detection is what is published about a detection.
+type Detection struct {
+	ID             string
+	Serial         uint32
+	Final          bool
+	OriginMs       int64   // estimated origin time, Unix ms (100 ms steps)
+	Lat, Lon       float64 // estimated epicentre, degrees (0.01° steps)
+	DepthKm        float64
+	Mag            float64 // estimated magnitude (0.1 steps)
+	Loc            string  // nearest township to the epicentre
+	LocCode        uint32  // its postal code
+	MaxLevel       uint32  // highest intensity level 0–9 at its stations
+	FirstTriggerMs int64   // onset of its earliest station
+	UpdatedMs      int64   // tick of the latest serial
+	Stations       int     // member stations
+}
+
+// sameContent compares everything but the serial and its tick.
+func sameContent(a, b Detection) bool {
+	a.Serial, a.UpdatedMs = b.Serial, b.UpdatedMs
+	return a == b
+}
+
+type pick struct {
+	onset    int64
+	event    string // ID of the detection it joined, "" for none
+	consumed bool   // its detection ended: it may not found another
+}
+
+type member struct {
+	lat, lon float64
+	onset    int64
+	peak     float32 // highest intensity since it joined
+}
+
+type event struct {
+	pub           Detection
+	members       map[string]member
+	lastTriggered int64
+	finalAt       int64
+	stale         bool // inputs of the estimate changed since it was made
+}
+
+// State is the trigger's state after a tick. It is not safe for
+// concurrent use.
+type State struct {
+	cfg    Config
+	picks  map[string]pick
+	events []*event // by first trigger, then ID
+}
+
+// New returns an empty state; cfg gets WithDefaults.
+func New(cfg Config) *State {
+	return &State{cfg: cfg.WithDefaults(), picks: map[string]pick{}}
+}
+
+// Clone returns an independent copy.
+func (s *State) Clone() *State {
+	c := &State{cfg: s.cfg, picks: maps.Clone(s.picks), events: make([]*event, len(s.events))}
+	for i, ev := range s.events {
+		e := *ev
+		e.members = maps.Clone(ev.members)
+		c.events[i] = &e
+	}
+	return c
+}
+
+// Detections returns the listed detections, by first trigger then ID.
+func (s *State) Detections() []Detection {
+	out := make([]Detection, len(s.events))
+	for i, ev := range s.events {
+		out[i] = ev.pub
+	}
+	return out
+}
+
+// Step advances the state to tick t (Unix ms), given the stations
+// triggered at t. trig is sorted by station ID in place.
+func (s *State) Step(t int64, trig []Trigger) {
+	slices.SortFunc(trig, func(a, b Trigger) int { return cmp.Compare(a.Station, b.Station) })
+	trig = slices.CompactFunc(trig, func(a, b Trigger) bool { return a.Station == b.Station })
+	index := make(map[string]int, len(trig))
+	for i, tr := range trig {
+		index[tr.Station] = i
+	}
+	// Picks end with their trigger and start with it.
+	for id := range s.picks {
+		if _, ok := index[id]; !ok {
+			delete(s.picks, id)
+		}
+	}
+	byID := make(map[string]*event, len(s.events))
+	for _, ev := range s.events {
+		byID[ev.pub.ID] = ev
+	}
+	for _, tr := range trig {
+		p, ok := s.picks[tr.Station]
+		if !ok {
+			s.picks[tr.Station] = pick{onset: t}
+			continue
+		}
+		if ev := byID[p.event]; ev != nil && !ev.pub.Final {
+			ev.lastTriggered = t
+			m := ev.members[tr.Station]
+			if tr.Intensity > m.peak {
+				if jma.Reported(float64(tr.Intensity)) != jma.Reported(float64(m.peak)) {
+					ev.stale = true
+				}
+				m.peak = tr.Intensity
+				ev.members[tr.Station] = m
+			}
+		}
+	}
+
+	cands := s.candidates(trig, index)
+	if len(cands) > 0 {
+		cands = s.associate(t, cands, trig)
+		if s.found(t, cands, trig) {
+			cands = slices.DeleteFunc(cands, func(c int) bool { return s.picks[trig[c].Station].event != "" })
+			s.associate(t, cands, trig)
+		}
+	}
+	s.lifecycle(t)
+}
+
+// candidates returns the indices in trig of the picks no detection holds,
+// by onset then station ID.
+func (s *State) candidates(trig []Trigger, index map[string]int) []int {
+	var out []int
+	for id, p := range s.picks {
+		if p.event == "" && !p.consumed {
+			out = append(out, index[id])
+		}
+	}
+	slices.SortFunc(out, func(a, b int) int {
+		return cmp.Or(cmp.Compare(s.picks[trig[a].Station].onset, s.picks[trig[b].Station].onset), cmp.Compare(trig[a].Station, trig[b].Station))
+	})
+	return out
+}
+
+// maxPasses bounds the association passes of one tick; a chain longer than
+// that completes at the next tick.
+const maxPasses = 8
+
+// associate lets candidate picks join open detections and returns those
+// left over.
+func (s *State) associate(t int64, cands []int, trig []Trigger) []int {
+	var open []*event
+	for _, ev := range s.events {
+		if !ev.pub.Final {
+			open = append(open, ev)
+		}
+	}
+	if len(open) == 0 {
+		return cands
+	}
+	window := s.cfg.Window.Milliseconds()
+	idx := newCellIndex(s.cfg.RadiusKm)
+	for _, ev := range open {
+		for _, m := range ev.members {
+			idx.add(m.lat, m.lon, ev)
+		}
+	}
+	for range maxPasses {
+		joined := false
+		for _, c := range cands {
+			tr := &trig[c]
+			p := s.picks[tr.Station]
+			if p.event != "" {
+				continue
+			}
+			// Only detections that started at most Window after the pick
+			// can hold it: an older trigger is something else.
+			var fit []*event
+			for _, ev := range open {
+				if p.onset >= ev.pub.FirstTriggerMs-window {
+					fit = append(fit, ev)
+				}
+			}
+			ev := idx.nearest(tr.Lat, tr.Lon, s.cfg.RadiusKm, fit)
+			if ev == nil {
+				continue
+			}
+			s.join(t, ev, tr, p)
+			idx.add(tr.Lat, tr.Lon, ev)
+			joined = true
+		}
+		if !joined {
+			break
+		}
+	}
+	return slices.DeleteFunc(cands, func(c int) bool { return s.picks[trig[c].Station].event != "" })
+}
+
+func (s *State) join(t int64, ev *event, tr *Trigger, p pick) {
+	p.event = ev.pub.ID
+	s.picks[tr.Station] = p
+	m, ok := ev.members[tr.Station]
+	if !ok {
+		m = member{lat: tr.Lat, lon: tr.Lon, onset: p.onset}
+	}
+	m.peak = max(m.peak, tr.Intensity)
+	ev.members[tr.Station] = m
+	ev.lastTriggered = t
+	ev.stale = true
+}
+
+// found declares new detections among the candidates and reports whether
+// it did.
+func (s *State) found(t int64, cands []int, trig []Trigger) bool {
+	if len(cands) < s.cfg.MinStations {
+		return false
+	}
+	window := s.cfg.Window.Milliseconds()
+	taken := make([]bool, len(cands))
+	created := false
+	group := make([]int, 0, s.cfg.MinStations) // positions in cands
+	for i := range cands {
+		if taken[i] {
+			continue
+		}
+		group = append(group[:0], i)
+		lo := s.picks[trig[cands[i]].Station].onset
+		hi := lo
+		for j := range cands {
+			if j == i || taken[j] {
+				continue
+			}
+			on := s.picks[trig[cands[j]].Station].onset
+			nlo, nhi := min(lo, on), max(hi, on)
+			if nhi-nlo > window {
+				continue
+			}
+			near := true
+			for _, g := range group {
+				a, b := &trig[cands[g]], &trig[cands[j]]
+				if distKm(a.Lat, a.Lon, b.Lat, b.Lon) > s.cfg.RadiusKm {
+					near = false
+					break
+				}
+			}
+			if near {
+				group = append(group, j)
+				lo, hi = nlo, nhi
+			}
+		}
+		if len(group) < s.cfg.MinStations {
+			continue
+		}
+		// The earliest station names the detection: cands is in onset
+		// order, so it is the group's lowest position.
+		first := &trig[cands[slices.Min(group)]]
+		onset := s.picks[first.Station].onset
+		box := "x"
+		if first.InBox {
+			box = strconv.FormatUint(uint64(first.Box), 10)
+		}
+		ev := &event{
+			pub:     Detection{ID: strconv.FormatInt(onset, 10) + "-" + box, FirstTriggerMs: onset, DepthKm: s.cfg.DepthKm},
+			members: make(map[string]member, len(group)),
+		}
+		for _, g := range group {
+			taken[g] = true
+			tr := &trig[cands[g]]
+			s.join(t, ev, tr, s.picks[tr.Station])
+		}
+		pos, _ := slices.BinarySearchFunc(s.events, ev, func(a, b *event) int {
+			return cmp.Or(cmp.Compare(a.pub.FirstTriggerMs, b.pub.FirstTriggerMs), cmp.Compare(a.pub.ID, b.pub.ID))
+		})
+		s.events = slices.Insert(s.events, pos, ev)
+		created = true
+	}
+	return created
+}
+
+// lifecycle ends quiet detections, drops those final for long enough, and
+// updates estimates and serials.
+func (s *State) lifecycle(t int64) {
+	endAfter, linger, maxDur := s.cfg.EndAfter.Milliseconds(), s.cfg.Linger.Milliseconds(), s.cfg.MaxDuration.Milliseconds()
+	s.events = slices.DeleteFunc(s.events, func(ev *event) bool {
+		return ev.pub.Final && t-ev.finalAt >= linger
+	})
+	for _, ev := range s.events {
+		if ev.pub.Final {
+			continue
+		}
+		next := ev.pub
+		if t-ev.lastTriggered >= endAfter || t-ev.pub.FirstTriggerMs >= maxDur {
+			next.Final = true
+			ev.finalAt = t
+			for id, p := range s.picks {
+				if p.event == ev.pub.ID {
+					s.picks[id] = pick{onset: p.onset, consumed: true}
+				}
+			}
+		} else if ev.stale {
+			s.estimate(ev, &next)
+			ev.stale = false
+		}
+		if ev.pub.Serial == 0 || !sameContent(next, ev.pub) {
+			next.Serial = ev.pub.Serial + 1
+			next.UpdatedMs = t
+			ev.pub = next
+		}
+	}
+}
+
+// estimate fills the estimates of d from ev's stations.
+func (s *State) estimate(ev *event, d *Detection) {
+	obs := make([]observation, 0, len(ev.members))
+	var maxLevel uint32
+	for id, m := range ev.members {
+		obs = append(obs, observation{id: id, lat: m.lat, lon: m.lon, onset: m.onset, peak: jma.Reported(float64(m.peak))})
+		maxLevel = max(maxLevel, uint32(jma.ClassOf(float64(m.peak)).Level()))
+	}
+	e := locate(obs, s.cfg.DepthKm)
+	d.Stations = len(ev.members)
+	d.MaxLevel = maxLevel
+	d.OriginMs = int64(math.Round(float64(e.originMs)/100)) * 100
+	d.Lat = math.Round(e.lat*100) / 100
+	d.Lon = math.Round(e.lon*100) / 100
+	d.Mag = math.Round(e.mag*10) / 10
+	d.Loc, d.LocCode = nearestTownship(d.Lat, d.Lon)
+}
+
+const (
+	kmPerDeg  = 6371.0 * math.Pi / 180
+	radPerDeg = math.Pi / 180
+)
+
+// distKm is the distance between two points on a local flat map, accurate
+// to a fraction of a percent over the few hundred km of a detection.
+func distKm(lat1, lon1, lat2, lon2 float64) float64 {
+	dy := (lat2 - lat1) * kmPerDeg
+	dx := (lon2 - lon1) * kmPerDeg * math.Cos((lat1+lat2)/2*radPerDeg)
+	return math.Sqrt(dx*dx + dy*dy)
+}
+
+// cellIndex buckets the stations of open detections into cells at least
+// one radius wide, so a pick is compared with the stations of the nine
+// cells around it only.
+type cellIndex struct {
+	dLat, dLon float64
+	cells      map[[2]int32][]indexed
+}
+
+type indexed struct {
+	lat, lon float64
+	ev       *event
+}
+
+func newCellIndex(radiusKm float64) *cellIndex {
+	d := radiusKm / kmPerDeg
+	// Longitude cells are widened for latitudes up to 70°: beyond that a
+	// degree of longitude is too short for one cell to cover the radius,
+	// and no shindo network lies there.
+	return &cellIndex{dLat: d, dLon: d / math.Cos(70*radPerDeg), cells: map[[2]int32][]indexed{}}
+}
+
+func (c *cellIndex) key(lat, lon float64) [2]int32 {
+	return [2]int32{int32(math.Floor(lat / c.dLat)), int32(math.Floor(lon / c.dLon))}
+}
+
+func (c *cellIndex) add(lat, lon float64, ev *event) {
+	k := c.key(lat, lon)
+	c.cells[k] = append(c.cells[k], indexed{lat, lon, ev})
+}
+
+// nearest returns the first detection in order (open) with a station
+// within radius of (lat, lon), or nil.
+func (c *cellIndex) nearest(lat, lon, radius float64, order []*event) *event {
+	k := c.key(lat, lon)
+	var found map[*event]bool
+	for dy := int32(-1); dy <= 1; dy++ {
+		for dx := int32(-1); dx <= 1; dx++ {
+			for _, m := range c.cells[[2]int32{k[0] + dy, k[1] + dx}] {
+				if found[m.ev] || distKm(lat, lon, m.lat, m.lon) > radius {
+					continue
+				}
+				if len(order) == 1 && order[0] == m.ev {
+					return m.ev
+				}
+				if found == nil {
+					found = map[*event]bool{}
+				}
+				found[m.ev] = true
+			}
+		}
+	}
+	for _, ev := range order {
+		if found[ev] {
+			return ev
+		}
+	}
+	return nil
+}

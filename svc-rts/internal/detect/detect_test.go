@@ -1,0 +1,341 @@
+package detect
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"shindo.dev/seismo/jma"
+	"shindo.dev/seismo/synth"
+)
+
+const t0 = int64(1_800_000_000_000)
+
+// origin is the reference point of the test layouts, near Hualien.
+var origin = [2]float64{23.8, 121.5}
+
+// at places a station x km east and y km north of origin.
+func at(id string, x, y float64, intensity float32) Trigger {
+	lat := origin[0] + y/kmPerDeg
+	lon := origin[1] + x/(kmPerDeg*math.Cos(origin[0]*radPerDeg))
+	return Trigger{Station: id, Lat: lat, Lon: lon, Box: 18, InBox: true, Intensity: intensity}
+}
+
+// run steps a fresh state through ticks t0, t0+500, … with the triggers
+// returned for each tick, and returns the detections after every tick.
+func run(cfg Config, ticks int, triggers func(tick int) []Trigger) [][]Detection {
+	s := New(cfg)
+	var out [][]Detection
+	for k := range ticks {
+		s.Step(t0+int64(k)*500, triggers(k))
+		out = append(out, s.Detections())
+	}
+	return out
+}
+
+// from returns triggers that start at the given tick and last until
+// stop (exclusive; 0 for never).
+type timed struct {
+	tr          Trigger
+	start, stop int
+}
+
+func schedule(ts ...timed) func(int) []Trigger {
+	return func(k int) []Trigger {
+		var out []Trigger
+		for _, s := range ts {
+			if k >= s.start && (s.stop == 0 || k < s.stop) {
+				out = append(out, s.tr)
+			}
+		}
+		return out
+	}
+}
+
+func TestNewDetection(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		sched   []timed
+		wantAt  int    // first tick with a detection; -1 for none
+		wantID  string // its ID
+		wantNum int    // stations
+	}{
+		{
+			name:   "three close stations within the window",
+			sched:  []timed{{at("A", 0, 0, 3), 2, 0}, {at("B", 20, 0, 2.5), 4, 0}, {at("C", 0, 25, 2), 6, 0}},
+			wantAt: 6, wantID: strconv.FormatInt(t0+1000, 10) + "-18", wantNum: 3,
+		},
+		{
+			name:   "two are not enough",
+			sched:  []timed{{at("A", 0, 0, 3), 2, 0}, {at("B", 20, 0, 2.5), 4, 0}},
+			wantAt: -1,
+		},
+		{
+			name:   "not pairwise within the radius",
+			sched:  []timed{{at("A", 0, 0, 3), 2, 0}, {at("B", 50, 0, 2.5), 4, 0}, {at("C", -50, 0, 2), 6, 0}},
+			wantAt: -1,
+		},
+		{
+			name:   "onsets spread over more than the window",
+			sched:  []timed{{at("A", 0, 0, 3), 0, 0}, {at("B", 20, 0, 2.5), 12, 0}, {at("C", 0, 20, 2), 21, 0}},
+			wantAt: -1,
+		},
+		{
+			name: "an early lone trigger does not name a later group",
+			sched: []timed{
+				{at("LONE", 0, 0, 3), 0, 0}, // triggered 30 s before the others
+				{at("A", 10, 0, 3), 60, 0}, {at("B", 20, 0, 3), 61, 0}, {at("C", 10, 10, 3), 62, 0},
+			},
+			wantAt: 62, wantID: strconv.FormatInt(t0+60*500, 10) + "-18", wantNum: 3,
+		},
+		{
+			name: "a station outside every box names it x",
+			sched: []timed{
+				{Trigger{Station: "SEA", Lat: 23.8, Lon: 122.6, Intensity: 3}, 0, 0},
+				{Trigger{Station: "B", Lat: 23.8, Lon: 122.3, Intensity: 3}, 1, 0},
+				{Trigger{Station: "C", Lat: 23.9, Lon: 122.45, Intensity: 3}, 1, 0},
+			},
+			wantAt: 1, wantID: strconv.FormatInt(t0, 10) + "-x", wantNum: 3,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := run(Config{}, 80, schedule(tt.sched...))
+			first := slices.IndexFunc(got, func(d []Detection) bool { return len(d) > 0 })
+			if first != tt.wantAt {
+				t.Fatalf("first detection at tick %d, want %d", first, tt.wantAt)
+			}
+			if first < 0 {
+				return
+			}
+			d := got[first][0]
+			if len(got[first]) != 1 || d.ID != tt.wantID || d.Serial != 1 || d.Stations != tt.wantNum || d.Final {
+				t.Fatalf("detection %+v, want ID %s with %d stations at serial 1", got[first], tt.wantID, tt.wantNum)
+			}
+		})
+	}
+}
+
+func TestGrowthSerialsAndEnd(t *testing.T) {
+	t.Parallel()
+	cfg := Config{EndAfter: 5 * time.Second, Linger: 10 * time.Second}
+	got := run(cfg, 120, schedule(
+		timed{at("A", 0, 0, 3), 0, 30},
+		timed{at("B", 20, 0, 3), 1, 30},
+		timed{at("C", 0, 20, 3), 2, 30},
+		timed{at("D", 55, 0, 2), 10, 30},  // 35 km from B: joins
+		timed{at("E", 110, 0, 2), 12, 30}, // 55 km from D: joins through it
+		timed{at("F", 300, 0, 2), 12, 30}, // far from all: stays out
+	))
+	serialAt := func(k int) Detection {
+		t.Helper()
+		if len(got[k]) != 1 {
+			t.Fatalf("tick %d: %d detections", k, len(got[k]))
+		}
+		return got[k][0]
+	}
+	d := serialAt(2)
+	if d.Serial != 1 || d.Stations != 3 || d.UpdatedMs != t0+1000 {
+		t.Fatalf("founded %+v", d)
+	}
+	if d := serialAt(9); d.Serial != 1 {
+		t.Fatalf("serial changed while nothing did: %+v", d)
+	}
+	if d := serialAt(10); d.Serial != 2 || d.Stations != 4 || d.UpdatedMs != t0+5000 {
+		t.Fatalf("after D joined: %+v", d)
+	}
+	if d := serialAt(12); d.Serial != 3 || d.Stations != 5 {
+		t.Fatalf("after E joined: %+v", d)
+	}
+	// Everyone stops at tick 29 (index 30 is the first quiet tick); final
+	// 5 s after the last trigger, at tick 29+10.
+	if d := serialAt(38); d.Final || d.Serial != 3 {
+		t.Fatalf("final too early: %+v", d)
+	}
+	final := serialAt(39)
+	if !final.Final || final.Serial != 4 || final.UpdatedMs != t0+39*500 {
+		t.Fatalf("not final 5 s after the last trigger: %+v", final)
+	}
+	for k := 40; k < 59; k++ {
+		if d := serialAt(k); d != final {
+			t.Fatalf("tick %d: final detection changed: %+v", k, d)
+		}
+	}
+	if len(got[59]) != 0 {
+		t.Fatalf("final detection listed beyond the linger time: %+v", got[59])
+	}
+}
+
+func TestMaxLevelAndEstimatesFollowPeaks(t *testing.T) {
+	t.Parallel()
+	s := New(Config{})
+	trig := []Trigger{at("A", 0, 0, 2), at("B", 20, 0, 2), at("C", 0, 20, 2)}
+	s.Step(t0, slices.Clone(trig))
+	d := s.Detections()[0]
+	if d.MaxLevel != 2 {
+		t.Fatalf("max level %d, want 2", d.MaxLevel)
+	}
+	trig[1].Intensity = 4.6 // 5-
+	s.Step(t0+500, slices.Clone(trig))
+	if d := s.Detections()[0]; d.MaxLevel != 5 || d.Serial != 2 {
+		t.Fatalf("after a rise: %+v", d)
+	}
+	// A fall does not lower the level: it is the highest seen.
+	trig[1].Intensity = 2
+	s.Step(t0+1000, slices.Clone(trig))
+	if d := s.Detections()[0]; d.MaxLevel != 5 || d.Serial != 2 {
+		t.Fatalf("after a fall: %+v", d)
+	}
+}
+
+func TestFinishedPicksNeverFoundAgain(t *testing.T) {
+	t.Parallel()
+	cfg := Config{MaxDuration: 20 * time.Second, EndAfter: 5 * time.Second}
+	// Three stations stuck triggered (a noisy site, say) for 60 s, then
+	// quiet, then triggered again.
+	got := run(cfg, 200, schedule(
+		timed{at("A", 0, 0, 3), 0, 120}, timed{at("B", 10, 0, 3), 0, 120}, timed{at("C", 0, 10, 3), 0, 120},
+		timed{at("A", 0, 0, 3), 150, 0}, timed{at("B", 10, 0, 3), 150, 0}, timed{at("C", 0, 10, 3), 150, 0},
+	))
+	ids := map[string]bool{}
+	for k, ds := range got {
+		for _, d := range ds {
+			ids[d.ID] = true
+			if k == 40 && !d.Final {
+				t.Fatalf("not final after the maximum duration: %+v", d)
+			}
+		}
+		if k > 41 && k < 150 && len(ds) > 0 && !ds[0].Final {
+			t.Fatalf("tick %d: the same picks founded %+v", k, ds)
+		}
+	}
+	want := map[string]bool{strconv.FormatInt(t0, 10) + "-18": true, strconv.FormatInt(t0+150*500, 10) + "-18": true}
+	if !reflect.DeepEqual(ids, want) {
+		t.Fatalf("IDs %v, want %v", ids, want)
+	}
+}
+
+func TestTwoEventsAtOnce(t *testing.T) {
+	t.Parallel()
+	got := run(Config{}, 10, schedule(
+		timed{at("N1", 0, 200, 3), 1, 0}, timed{at("N2", 10, 200, 3), 1, 0}, timed{at("N3", 0, 210, 3), 1, 0},
+		timed{at("S1", 0, 0, 3), 0, 0}, timed{at("S2", 10, 0, 3), 0, 0}, timed{at("S3", 0, 10, 3), 0, 0},
+	))
+	ds := got[9]
+	if len(ds) != 2 || ds[0].FirstTriggerMs != t0 || ds[1].FirstTriggerMs != t0+500 || ds[0].Stations != 3 || ds[1].Stations != 3 {
+		t.Fatalf("detections %+v", ds)
+	}
+}
+
+// TestInputOrderIrrelevant: triggers given in any order, even duplicated,
+// produce the same detections.
+func TestInputOrderIrrelevant(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 3))
+	var sched []timed
+	for i := range 40 {
+		sched = append(sched, timed{at("S"+strconv.Itoa(i), r.Float64()*150, r.Float64()*150, float32(1.5+r.Float64()*4)), r.IntN(30), 40 + r.IntN(40)})
+	}
+	base := schedule(sched...)
+	want := run(Config{}, 150, base)
+	shuffled := func(k int) []Trigger {
+		tr := base(k)
+		tr = append(tr, tr[:len(tr)/2]...)
+		r.Shuffle(len(tr), func(i, j int) { tr[i], tr[j] = tr[j], tr[i] })
+		return tr
+	}
+	if got := run(Config{}, 150, shuffled); !reflect.DeepEqual(got, want) {
+		t.Fatal("detections depend on the order of the triggers")
+	}
+	if len(want[60]) == 0 {
+		t.Fatal("the layout produced no detection to compare")
+	}
+}
+
+func TestCloneIsIndependent(t *testing.T) {
+	t.Parallel()
+	s := New(Config{})
+	trig := []Trigger{at("A", 0, 0, 2), at("B", 20, 0, 2), at("C", 0, 20, 2)}
+	s.Step(t0, slices.Clone(trig))
+	c := s.Clone()
+	before := c.Detections()
+	s.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)))
+	if !reflect.DeepEqual(c.Detections(), before) {
+		t.Fatal("stepping the original changed the clone")
+	}
+	c.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)))
+	if !reflect.DeepEqual(c.Detections(), s.Detections()) {
+		t.Fatal("clone and original diverged on the same input")
+	}
+}
+
+// TestLocateRecoversModelEvent: stations that measured exactly what the
+// model predicts, and triggered on its S arrivals, give back the
+// epicentre, magnitude and origin time.
+func TestLocateRecoversModelEvent(t *testing.T) {
+	t.Parallel()
+	m := synth.DefaultModel()
+	ev := synth.Event{Lat: 23.77, Lon: 121.67, DepthKm: DefaultDepthKm, Mag: 6.3} // offshore Hualien
+	var obs []observation
+	for i, p := range [][2]float64{{23.99, 121.6}, {23.86, 121.5}, {23.74, 121.45}, {24.13, 121.64}, {23.5, 121.38}, {23.34, 121.31}, {24.3, 121.7}, {23.96, 121.2}} {
+		pos := synth.Position{Lat: p[0], Lon: p[1]}
+		r := ev.HypocentralKm(pos)
+		onset := t0 + int64(math.Round((r/m.BetaKmS+triggerLatencyS)/0.5))*500
+		obs = append(obs, observation{id: strconv.Itoa(i), lat: p[0], lon: p[1], onset: onset, peak: jma.Reported(PredictIntensity(ev.Mag, r))})
+	}
+	e := locate(obs, DefaultDepthKm)
+	if d := distKm(e.lat, e.lon, ev.Lat, ev.Lon); d > 5 {
+		t.Errorf("epicentre %.3f %.3f is %.1f km off", e.lat, e.lon, d)
+	}
+	if math.Abs(e.mag-ev.Mag) > 0.15 {
+		t.Errorf("magnitude %.1f, want %.1f", e.mag, ev.Mag)
+	}
+	if math.Abs(float64(e.originMs-t0)) > 600 {
+		t.Errorf("origin %+d ms off", e.originMs-t0)
+	}
+}
+
+// TestTableMatchesModel checks the generated table against the model it
+// tabulates, between its grid points.
+func TestTableMatchesModel(t *testing.T) {
+	t.Parallel()
+	m := synth.DefaultModel()
+	for _, c := range []struct{ mag, km float64 }{{3.05, 12}, {4.5, 17}, {5.25, 33}, {6.43, 72}, {7.4, 140}, {7.9, 260}, {4.2, 400}} {
+		want := m.PredictIntensity(c.mag, c.km, 25, jma.Weight)
+		if got := PredictIntensity(c.mag, c.km); math.Abs(got-want) > 0.05 {
+			t.Errorf("M%.2f at %g km: table %.3f, model %.3f", c.mag, c.km, got, want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	if err := (Config{}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	for _, c := range []Config{
+		{MinStations: 1}, {RadiusKm: 0.5}, {Window: time.Millisecond}, {EndAfter: time.Millisecond},
+		{MaxDuration: time.Second, EndAfter: 2 * time.Second}, {DepthKm: -1}, {Linger: -time.Second},
+	} {
+		if err := c.WithDefaults().Validate(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+func BenchmarkLocate(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	var obs []observation
+	for i := range 2000 {
+		obs = append(obs, observation{id: strconv.Itoa(i), lat: 22 + 3*r.Float64(), lon: 120 + 2*r.Float64(), onset: t0 + int64(r.IntN(60))*500, peak: 1.5 + 3*r.Float64()})
+	}
+	for b.Loop() {
+		locate(obs, DefaultDepthKm)
+	}
+}
