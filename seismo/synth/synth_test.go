@@ -366,3 +366,17 @@ func TestStationSeed(t *testing.T) {
 		}
 	}
 }
+
+// TestTinyNearbyEvent: an event so small and close that its P window is
+// under two samples renders (quietly) instead of failing.
+func TestTinyNearbyEvent(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_800_000_000, 0)
+	ev := Event{Name: "tiny", Lat: 23.9, Lon: 121.6, DepthKm: 0.1, Mag: 1.0, Origin: start.Add(2 * time.Second)}
+	g := New(Position{Lat: 23.9, Lon: 121.6}, start, Config{Seed: 1})
+	g.AddEvent(ev)
+	ns, ew, ud := make([]float64, 500), make([]float64, 500), make([]float64, 500)
+	if n := g.Read(ns, ew, ud); n != 500 {
+		t.Fatalf("read %d samples", n)
+	}
+}

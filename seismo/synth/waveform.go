@@ -94,11 +94,12 @@ func (m Model) render(ev Event, pos Position, seed uint64, rate, siteGain float6
 	sEW := windowedNoise(rng, nS)
 	sUD := windowedNoise(rng, nS)
 	pRay := windowedNoise(rng, nP)
-	for i := 0; i < nS && oS+i < n; i++ {
+	// A window too short to shape (under two samples) adds nothing.
+	for i := 0; i < len(sNS) && oS+i < n; i++ {
 		horiz[oS+i] = complex(sNS[i], sEW[i])
 		mixed[oS+i] = complex(sUD[i], 0)
 	}
-	for i := 0; i < nP && oP+i < n; i++ {
+	for i := 0; i < len(pRay) && oP+i < n; i++ {
 		mixed[oP+i] += complex(0, pRay[i])
 	}
 
