@@ -18,6 +18,7 @@ import (
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
@@ -280,7 +281,7 @@ func startSync(ctx context.Context, svc *service.Service, cfg Config, in *intake
 	var local, peer *nats.Conn
 	var err error
 	if cfg.NATS != "" {
-		if local, err = connectNATS(ctx, cfg.NATS, "local", cfg.Site, cfg.DependencyWait); err != nil {
+		if local, err = natsconn.Connect(ctx, cfg.NATS, "shindo-ingest "+cfg.Site+" local", cfg.DependencyWait); err != nil {
 			return nil, err
 		}
 		svc.OnShutdown("local nats", func(context.Context) error { local.Close(); return nil })
@@ -292,7 +293,7 @@ func startSync(ctx context.Context, svc *service.Service, cfg Config, in *intake
 		})
 	}
 	if cfg.PeerNATS != "" {
-		if peer, err = connectNATS(ctx, cfg.PeerNATS, "peer", cfg.Site, 0); err != nil {
+		if peer, err = natsconn.Connect(ctx, cfg.PeerNATS, "shindo-ingest "+cfg.Site+" peer", 0); err != nil {
 			return nil, err
 		}
 		svc.OnShutdown("peer nats", func(context.Context) error { peer.Close(); return nil })
@@ -312,30 +313,4 @@ func startSync(ctx context.Context, svc *service.Service, cfg Config, in *intake
 	})
 	svc.Go("peer sync", syncer)
 	return syncer, nil
-}
-
-// connectNATS connects to url, reconnecting forever afterwards. With a
-// positive wait the server must answer within it; with 0 the connection is
-// made in the background whenever the server is up.
-func connectNATS(ctx context.Context, url, what, site string, wait time.Duration) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name("shindo-ingest " + site + " " + what), nats.MaxReconnects(-1),
-		nats.ReconnectWait(500 * time.Millisecond), nats.PingInterval(5 * time.Second), nats.MaxPingsOutstanding(2)}
-	if wait == 0 {
-		nc, err := nats.Connect(url, append(opts, nats.RetryOnFailedConnect(true))...)
-		if err != nil {
-			return nil, fmt.Errorf("%s nats %s: %w", what, url, err)
-		}
-		return nc, nil
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		nc, err := nats.Connect(url, opts...)
-		if err == nil {
-			return nc, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("%s nats at %s not reachable within %s: %w", what, url, wait, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

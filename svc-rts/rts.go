@@ -10,10 +10,12 @@ import (
 	"time"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
 	"shindo.dev/svc-rts/internal/area"
 	"shindo.dev/svc-rts/internal/detect"
+	"shindo.dev/svc-rts/internal/natspub"
 	"shindo.dev/svc-rts/internal/rtsgrpc"
 	"shindo.dev/svc-rts/internal/shake"
 )
@@ -29,6 +31,7 @@ type Config struct {
 	AlertIntensity float64       `conf:"alert-intensity" default:"1.5" help:"real-time intensity at which a station counts as triggered"`
 	DisplayDecay   float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
 	Areas          string        `conf:"areas" help:"JSON file of the areas (boxes) triggered stations light; empty: the grid of SPEC §4"`
+	NATS           string        `conf:"nats" help:"this core's NATS server URL: snapshots and detections are published there; empty: gRPC only"`
 
 	// The network trigger (package detect documents the rules).
 	DetectStations    int           `conf:"detect-stations" default:"3" help:"triggered stations, pairwise within detect-radius-km, that make a detection"`
@@ -111,8 +114,19 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		},
 	})
 	srv := rtsgrpc.New(engine, cfg.Site, cfg.TickMaxDelay, svc.Stopping(), svc.Metrics(), svc.Logger())
-	// Hook for the message cluster: srv.SetPublisher(p) with a
-	// rtsgrpc.Publisher publishes every snapshot and detection update.
+	if cfg.NATS != "" {
+		nc, err := natsconn.Connect(ctx, cfg.NATS, "shindo-rts "+cfg.Site, cfg.DependencyWait)
+		if err != nil {
+			return err
+		}
+		svc.OnShutdown("nats", func(context.Context) error { return nc.Drain() })
+		pub, err := natspub.New(ctx, nc, cfg.Site, svc.Metrics(), svc.Logger())
+		if err != nil {
+			nc.Close()
+			return err
+		}
+		srv.SetPublisher(pub)
+	}
 	rtsv1.RegisterRTSServiceServer(svc.GRPC(), srv)
 	svc.SetServingStatus(rtsv1.RTSService_ServiceDesc.ServiceName, true)
 	svc.Go("tick loop", srv)

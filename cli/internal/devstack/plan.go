@@ -149,7 +149,7 @@ func newPlan(cfg Config) *plan {
 		p.addPort(c.name+" NATS", cfg.PortBase+c.block+natsClient, false)
 		p.addPort(c.name+" NATS monitoring", cfg.PortBase+c.block+natsHTTP, false)
 		natsServers = append(natsServers, ns)
-		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", p.databaseURL)
+		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", p.databaseURL, "-nats", natsURL(c))
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", p.databaseURL, "-ingest", addr(c, ingestGRPC))

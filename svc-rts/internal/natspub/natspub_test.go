@@ -1,0 +1,83 @@
+package natspub
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+)
+
+func TestPublishes(t *testing.T) {
+	t.Parallel()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := New(ctx, nc, "TNN-1", prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.SubscribeSync(SnapshotSubject("TNN-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.PublishSnapshot(&rtsv1.Snapshot{TimeMs: 500, Site: "TNN-1"})
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap rtsv1.Snapshot
+	if err := proto.Unmarshal(m.Data, &snap); err != nil || snap.GetTimeMs() != 500 {
+		t.Fatalf("snapshot %v %v", &snap, err)
+	}
+
+	d := &rtsv1.Detection{Id: "1800000000000-18", Serial: 1}
+	p.PublishDetection(d)
+	p.PublishDetection(d) // the same update again: stored once
+	p.PublishDetection(&rtsv1.Detection{Id: "1800000000000-18", Serial: 2})
+	js, _ := jetstream.New(nc)
+	stream, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := stream.Info(ctx)
+		if err == nil && info.State.Msgs == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream holds %v messages, want 2", info.State.Msgs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, DetectionSubject("TNN-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got rtsv1.Detection
+	if proto.Unmarshal(last.Data, &got); got.GetSerial() != 2 {
+		t.Fatalf("last detection %v", &got)
+	}
+}
