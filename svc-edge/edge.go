@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,8 @@ type Config struct {
 	ClientBuffer int           `conf:"sse-buffer" default:"16" help:"events an SSE client may fall behind before it is dropped"`
 	WriteTimeout time.Duration `conf:"sse-write-timeout" default:"10s" help:"longest one write to an SSE client may take"`
 	MaxClients   int           `conf:"sse-max-clients" default:"60000" help:"most SSE clients per stream"`
+	History      time.Duration `conf:"sse-history" default:"120s" help:"how long events are kept for clients resuming with Last-Event-ID"`
+	MaxPerAddr   int           `conf:"sse-max-per-addr" default:"200" help:"most SSE connections from one client address"`
 }
 
 // DefaultConfig returns the configuration with svc-edge's default ports.
@@ -60,8 +63,11 @@ func (c *Config) Validate() error {
 	if c.Retry < 100*time.Millisecond || c.KeepAlive < time.Second || c.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("sse-retry must be at least 100ms, sse-keepalive at least 1s, sse-write-timeout positive"))
 	}
-	if c.ClientBuffer < 1 || c.MaxClients < 1 {
-		errs = append(errs, errors.New("sse-buffer and sse-max-clients must be positive"))
+	if c.ClientBuffer < 1 || c.MaxClients < 1 || c.MaxPerAddr < 1 {
+		errs = append(errs, errors.New("sse-buffer, sse-max-clients and sse-max-per-addr must be positive"))
+	}
+	if c.History < time.Minute {
+		errs = append(errs, errors.New("sse-history must be at least 1m (clients resume over 60 s)"))
 	}
 	return errors.Join(errs...)
 }
@@ -77,7 +83,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	st, err := newStreams(cfg.Site, sse.Options{
 		Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: cfg.ClientBuffer,
 		WriteTimeout: cfg.WriteTimeout, MaxClients: cfg.MaxClients, Stop: svc.Stopping(),
-	})
+		History: cfg.History, MaxHistory: int(cfg.History/(250*time.Millisecond)) + 16,
+	}, cfg.MaxPerAddr)
 	if err != nil {
 		return err
 	}
@@ -95,7 +102,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	sel := source.New(cfg.Site, cfg.RTS, conns, st.serve, svc.Logger())
 	svc.Go("core subscriptions", sel)
 
-	status := &statusServer{site: cfg.Site, sel: sel, hub: st.rts, latest: st.latestTick.Load}
+	status := &statusServer{site: cfg.Site, sel: sel, hub: st.hub, latest: st.latestTick.Load}
 	edgev1.RegisterEdgeServiceServer(svc.GRPC(), status)
 	svc.SetServingStatus(edgev1.EdgeService_ServiceDesc.ServiceName, true)
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
@@ -112,7 +119,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	st.register(mux)
 	_, err = svc.Listen("edge http", cfg.HTTPAddr, mux)
 	svc.AddReadiness("rts source", func(context.Context) error {
-		if st.rts.Latest() == nil {
+		if st.hub.Latest(topicRTS) == nil {
 			return errors.New("no snapshot received yet")
 		}
 		return nil
@@ -120,32 +127,42 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	return err
 }
 
-// streams are the edge's two compatible streams, fed with the snapshots
-// the source serves: the RTS stream gets one event per tick; the EEW
-// stream one per change of the alert list (an alert appears, gets a new
-// serial, or leaves), never per tick, deduplicated by detection ID and
-// serial across switches of core (package eew).
+// Topics of the edge's streams, with their index in event IDs.
+const (
+	topicRTS = "rts"
+	topicEEW = "eew"
+)
+
+var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1}
+
+// streams hold the edge's events: one hub, every event tagged with its
+// topic and an ID from its data (the tick), kept for the SSE history. The
+// RTS topic gets one event per tick; the EEW topic one per change of the
+// alert list (an alert appears, gets a new serial, or leaves), never per
+// tick, deduplicated by detection ID and serial across switches of core
+// (package eew). The compatible routes and /v1/stream serve from it.
 type streams struct {
-	rts, eew   *sse.Hub
+	hub        *sse.Hub
 	feed       *eew.Feed
 	info       *sse.Event
+	perAddr    *addrLimit
 	latestTick atomic.Int64
 	ticks      prometheus.Counter
 	alerts     prometheus.Counter
 }
 
-func newStreams(site string, opts sse.Options) (*streams, error) {
+func newStreams(site string, opts sse.Options, maxPerAddr int) (*streams, error) {
 	hello, err := json.Marshal(map[string]string{"location": site})
 	if err != nil {
 		return nil, err
 	}
 	return &streams{
-		rts:    sse.NewHub(opts),
-		eew:    sse.NewHub(opts),
-		feed:   eew.New(),
-		info:   sse.NewEvent("info", hello),
-		ticks:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_rts_ticks_total", Help: "RTS snapshots served."}),
-		alerts: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_eew_updates_total", Help: "Changes of the EEW alert list served."}),
+		hub:     sse.NewHub(opts),
+		feed:    eew.New(),
+		info:    sse.NewEvent("info", hello),
+		perAddr: newAddrLimit(maxPerAddr),
+		ticks:   prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_rts_ticks_total", Help: "RTS snapshots served."}),
+		alerts:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_eew_updates_total", Help: "Changes of the EEW alert list served."}),
 	}, nil
 }
 
@@ -153,36 +170,38 @@ func (s *streams) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		s.ticks, s.alerts,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "shindo_edge_sse_clients", Help: "Connected SSE clients of the RTS stream.",
-		}, func() float64 { n, _ := s.rts.Stats(); return float64(n) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "shindo_edge_eew_sse_clients", Help: "Connected SSE clients of the EEW stream.",
-		}, func() float64 { n, _ := s.eew.Stats(); return float64(n) }),
+			Name: "shindo_edge_sse_clients", Help: "Connected SSE clients.",
+		}, func() float64 { n, _ := s.hub.Stats(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shindo_edge_sse_dropped_total", Help: "SSE clients dropped for falling behind.",
+		}, func() float64 { _, d := s.hub.Stats(); return float64(d) }),
 	}
 }
 
 // serve publishes a snapshot the source serves (in tick order, from one
 // goroutine at a time).
 func (s *streams) serve(snap *rtsv1.Snapshot) {
-	s.latestTick.Store(snap.GetTimeMs())
-	s.rts.Publish(sse.NewEvent("", compat.RTS(snap)))
+	t := snap.GetTimeMs()
+	s.latestTick.Store(t)
+	s.hub.Publish(sse.NewEventID(topicRTS, sse.ID(t, topicIndex[topicRTS]), "", compat.RTS(snap)))
 	s.ticks.Inc()
-	if alerts, changed := s.feed.Update(snap.GetTimeMs(), snap.GetDetections()); changed {
-		s.eew.Publish(sse.NewEvent("", compat.EEW(alerts)))
+	if alerts, changed := s.feed.Update(t, snap.GetDetections()); changed {
+		s.hub.Publish(sse.NewEventID(topicEEW, sse.ID(t, topicIndex[topicEEW]), "", compat.EEW(alerts)))
 		s.alerts.Inc()
 	}
 }
 
-// register adds the compatible routes of SPEC §7: GET /api/v2/trem/rts and
-// GET /api/v2/eq/eew, each with ?sse=1 and &compress=1.
+// register adds the compatible routes of SPEC §7 — GET /api/v2/trem/rts and
+// GET /api/v2/eq/eew, each with ?sse=1 and &compress=1 — and /v1/stream.
 func (s *streams) register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/v2/trem/rts", s.handler(s.rts))
-	mux.HandleFunc("GET /api/v2/eq/eew", s.handler(s.eew))
+	mux.HandleFunc("GET /api/v2/trem/rts", s.compat(topicRTS))
+	mux.HandleFunc("GET /api/v2/eq/eew", s.compat(topicEEW))
+	mux.HandleFunc("GET /v1/stream", s.stream)
 }
 
-// handler serves a hub: its latest event as a JSON document, or with sse=1
-// as a stream.
-func (s *streams) handler(hub *sse.Hub) http.HandlerFunc {
+// compat serves one topic: its latest event as a JSON document, or with
+// sse=1 as a stream that starts with the latest event.
+func (s *streams) compat(topic string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := parseStreamQuery(r)
 		if err != nil {
@@ -190,11 +209,23 @@ func (s *streams) handler(hub *sse.Hub) http.HandlerFunc {
 			return
 		}
 		if q.sse {
-			hub.Serve(w, r, q.compress, s.info)
+			lastID, err := lastEventID(r)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			s.serveSSE(w, r, sse.ServeOptions{Compressed: q.compress, Hello: []*sse.Event{s.info}, LastID: lastID,
+				Latest: true, Want: func(t string) bool { return t == topic }})
 			return
 		}
-		latest := hub.Latest()
+		latest := s.hub.Latest(topic)
 		if latest == nil {
+			if topic == topicEEW && s.hub.Latest(topicRTS) != nil {
+				// Snapshots flow and none carried an alert: quiet.
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte("[]"))
+				return
+			}
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "no snapshot yet")
 			return
@@ -203,6 +234,62 @@ func (s *streams) handler(hub *sse.Hub) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Write(latest.Data())
 	}
+}
+
+// stream serves GET /v1/stream?topics=rts,eew: every event with its id,
+// resuming after Last-Event-ID (header, or last_event_id for clients that
+// cannot set headers) from the history.
+func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	want := map[string]bool{}
+	for _, part := range strings.Split(q.Get("topics"), ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if _, ok := topicIndex[part]; !ok {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts and eew", part))
+			return
+		}
+		want[part] = true
+	}
+	if len(want) == 0 {
+		writeError(w, http.StatusBadRequest, "topics: give one or more of rts, eew (comma-separated)")
+		return
+	}
+	compress := q.Get("compress") == "1"
+	lastID, err := lastEventID(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.serveSSE(w, r, sse.ServeOptions{Compressed: compress, Hello: []*sse.Event{s.info}, LastID: lastID,
+		Latest: lastID == "", Want: func(t string) bool { return want[t] }})
+}
+
+// serveSSE serves a stream within the per-address connection limit.
+func (s *streams) serveSSE(w http.ResponseWriter, r *http.Request, o sse.ServeOptions) {
+	addr := clientAddr(r)
+	if !s.perAddr.acquire(addr) {
+		w.Header().Set("Retry-After", "3")
+		writeError(w, http.StatusTooManyRequests, "too many streams from this address")
+		return
+	}
+	defer s.perAddr.release(addr)
+	s.hub.Serve(w, r, o)
+}
+
+// lastEventID reads the position to resume from: the Last-Event-ID header
+// or the last_event_id parameter; anything but an event ID is refused.
+func lastEventID(r *http.Request) (string, error) {
+	id := r.Header.Get("Last-Event-ID")
+	if id == "" {
+		id = r.URL.Query().Get("last_event_id")
+	}
+	if id != "" && !sse.ValidID(id) {
+		return "", errors.New("Last-Event-ID: not an event ID of this stream (<ms>-<topic>)")
+	}
+	return id, nil
 }
 
 type streamQuery struct{ sse, compress bool }

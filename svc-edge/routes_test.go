@@ -76,7 +76,8 @@ func edgeWithCores(t *testing.T) (a, b *core, sel *source.Selector, st *streams,
 		conns = append(conns, conn)
 	}
 	stop := make(chan struct{})
-	st, err := newStreams("TPE-1", sse.Options{Retry: 3 * time.Second, KeepAlive: time.Hour, Buffer: 16, WriteTimeout: time.Second, MaxClients: 10, Stop: stop})
+	st, err := newStreams("TPE-1", sse.Options{Retry: 3 * time.Second, KeepAlive: time.Hour, Buffer: 16, WriteTimeout: time.Second, MaxClients: 10, Stop: stop,
+		History: time.Minute, MaxHistory: 500}, 50)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,21 +160,11 @@ func TestEEWRoute(t *testing.T) {
 			t.Fatalf("block %q, want %q", got, want)
 		}
 	}
-	waitClients(t, st.eew, 1)
+	waitClients(t, st.hub, 1)
 
 	// Served: A while it lives, then B, which lags a serial behind at
 	// first.
-	tick := func(c *core, ms int64, ds ...*rtsv1.Detection) {
-		t.Helper()
-		c.feed <- snapshot(ms, ds...)
-		deadline := time.Now().Add(5 * time.Second)
-		for st.latestTick.Load() < ms {
-			if time.Now().After(deadline) {
-				t.Fatalf("tick %d not served", ms)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
+	tick := func(c *core, ms int64, ds ...*rtsv1.Detection) { t.Helper(); serveTick(t, st, c, ms, ds...) }
 	tick(a, 500)
 	if code, body := getEEW(t, url); code != http.StatusOK || body != "[]" {
 		t.Fatalf("quiet: %d %s", code, body)
@@ -217,6 +208,19 @@ func TestEEWRoute(t *testing.T) {
 	}
 }
 
+// serveTick has core c send a snapshot and waits until the edge served it.
+func serveTick(t *testing.T, st *streams, c *core, ms int64, ds ...*rtsv1.Detection) {
+	t.Helper()
+	c.feed <- snapshot(ms, ds...)
+	deadline := time.Now().Add(5 * time.Second)
+	for st.latestTick.Load() < ms {
+		if time.Now().After(deadline) {
+			t.Fatalf("tick %d not served", ms)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 func render(as []alert) string {
 	var parts []string
 	for _, a := range as {
@@ -251,11 +255,20 @@ func readBlocks(body io.Reader) <-chan string {
 	return out
 }
 
+// next returns the next event block without its id line; every event must
+// carry one so a reconnecting client can resume.
 func next(t *testing.T, blocks <-chan string) string {
 	t.Helper()
 	select {
 	case b := <-blocks:
-		return b
+		if strings.HasPrefix(b, "retry:") || strings.HasPrefix(b, ":") {
+			return b
+		}
+		id, rest, ok := strings.Cut(b, "\n")
+		if !ok || !strings.HasPrefix(id, "id: ") {
+			t.Fatalf("event without an id: %q", b)
+		}
+		return rest
 	case <-time.After(5 * time.Second):
 		t.Fatal("no event")
 		return ""
@@ -284,7 +297,7 @@ func TestEEWRouteCompressed(t *testing.T) {
 	a, _, _, st, url := edgeWithCores(t)
 	a.feed <- snapshot(500, detection("X", 2, false))
 	deadline := time.Now().Add(5 * time.Second)
-	for st.eew.Latest() == nil {
+	for st.hub.Latest(topicEEW) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing served")
 		}

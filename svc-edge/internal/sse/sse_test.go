@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -31,7 +32,8 @@ func testHub(t *testing.T, opts Options) (*Hub, *httptest.Server) {
 	h := NewHub(opts)
 	hello := NewEvent("info", []byte(`{"location":"TPE-1"}`))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.Serve(w, r, r.URL.Query().Get("compress") == "1", hello)
+		h.Serve(w, r, ServeOptions{Compressed: r.URL.Query().Get("compress") == "1", Hello: []*Event{hello},
+			Latest: true, LastID: r.Header.Get("Last-Event-ID")})
 	}))
 	// Registered before any client's cleanup, so it runs after them: a
 	// server closes only once its streams have ended.
@@ -100,7 +102,9 @@ func TestStreamFormat(t *testing.T) {
 	}
 	want := []string{
 		"retry: 3000\n",
-		"event: info\ndata: {\"location\":\"TPE-1\"}\n",
+		// The hello carries the position a reconnect resumes from: before
+		// everything, as the hub holds no history yet.
+		"id: 0-0\nevent: info\ndata: {\"location\":\"TPE-1\"}\n",
 		"data: {\"time\":1}\n", // the latest event at once
 	}
 	for _, w := range want {
@@ -223,4 +227,93 @@ func TestMaxClientsAndStop(t *testing.T) {
 			t.Fatal("stream did not end on stop")
 		}
 	}
+}
+
+func TestResumeFromLastEventID(t *testing.T) {
+	t.Parallel()
+	h, srv := testHub(t, Options{History: time.Minute, MaxHistory: 100})
+	for ms := int64(500); ms <= 5000; ms += 500 {
+		h.Publish(NewEventID("rts", ID(ms, 0), "", []byte(fmt.Sprintf(`{"time":%d}`, ms))))
+	}
+	open := func(lastID string) <-chan string {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		blocks := readBlocks(t, resp.Body)
+		<-blocks // retry
+		// The hello carries where the stream resumes: the client's own
+		// position, or the newest event the hub holds.
+		pos := lastID
+		if pos == "" {
+			pos = ID(5000, 0)
+		}
+		if got := <-blocks; !strings.HasPrefix(got, "id: "+pos+"\nevent: info\n") {
+			t.Fatalf("hello %q, want position %s", got, pos)
+		}
+		return blocks
+	}
+	// Resume after 3500: exactly 4000, 4500, 5000, then live.
+	blocks := open(ID(3500, 0))
+	for _, ms := range []int64{4000, 4500, 5000} {
+		want := fmt.Sprintf("id: %s\ndata: {\"time\":%d}\n", ID(ms, 0), ms)
+		if got := <-blocks; got != want {
+			t.Fatalf("replay %q, want %q", got, want)
+		}
+	}
+	waitClients(t, h, 1)
+	h.Publish(NewEventID("rts", ID(5500, 0), "", []byte(`{"time":5500}`)))
+	if got := <-blocks; !strings.HasPrefix(got, "id: 5500-0\n") {
+		t.Fatalf("live %q", got)
+	}
+	// A client older than the history is told so, then gets all of it.
+	h2, srv2 := testHub(t, Options{History: time.Minute, MaxHistory: 3})
+	for ms := int64(500); ms <= 5000; ms += 500 {
+		h2.Publish(NewEventID("rts", ID(ms, 0), "", []byte(`{}`)))
+	}
+	srv = srv2
+	blocks = open(ID(500, 0))
+	if got := <-blocks; got != "id: 500-0\nevent: gap\ndata: {\"after\":\"500-0\"}\n" {
+		t.Fatalf("no gap event: %q", got)
+	}
+	if got := <-blocks; !strings.HasPrefix(got, "id: 4000-0\n") {
+		t.Fatalf("first after the gap %q", got)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	t.Parallel()
+	if !after(ID(1000, 1), ID(1000, 0)) || after(ID(500, 9), ID(1000, 0)) || !ValidID("1-0") {
+		t.Fatal("ordering")
+	}
+	for _, bad := range []string{"", "x", "1", "-1-0", "1--1", strings.Repeat("9", 50) + "-0", "1-0\n"} {
+		if ValidID(bad) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// FuzzValidID: any string is judged without panicking; an accepted ID
+// cannot break the stream and orders consistently against itself and its successor.
+func FuzzValidID(f *testing.F) {
+	for _, s := range []string{"1-0", "1800000000500-1", "", "-", "1-", "x-1", "9-x", "99999999999999999999-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if !ValidID(id) {
+			return
+		}
+		if strings.ContainsAny(id, "\r\n") {
+			t.Fatalf("%q would break the stream", id)
+		}
+		ms, topic, _ := parseID(id)
+		if after(id, id) || !after(ID(ms, topic+1), id) {
+			t.Fatalf("%q orders wrongly", id)
+		}
+	})
 }
