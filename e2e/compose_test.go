@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -34,7 +35,7 @@ var composeRequired = map[string][]string{
 	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "database-url"},
 	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout"},
 	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest"},
-	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts"},
+	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts", "data-api"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
 	"shindo etcd":     {"name", "data-dir", "client-url", "peer-url", "initial-cluster"},
@@ -46,6 +47,7 @@ var composeDeps = []struct{ program, flag, target, targetFlag string }{
 	{"shindo-ingest", "rts", "shindo-rts", "grpc-addr"},
 	{"shindo-ingest", "waveform", "shindo-waveform", "grpc-addr"},
 	{"shindo-edge", "rts", "shindo-rts", "grpc-addr"},
+	{"shindo-edge", "data-api", "shindo-dataapi", "http-addr"},
 	{"shindo sim", "primary", "shindo-ingest", "udp-addr"},
 	{"shindo sim", "backup", "shindo-ingest", "udp-addr"},
 }
@@ -568,6 +570,9 @@ func checkComposeDeps(t *testing.T, m *composeModel) {
 			for _, addr := range strings.Split(v, ",") {
 				if addr = strings.TrimSpace(addr); addr == "" {
 					continue
+				}
+				if u, err := url.Parse(addr); err == nil && u.Scheme != "" && u.Host != "" {
+					addr = u.Host // a base URL: its host and port name the service
 				}
 				host, port, _ := net.SplitHostPort(addr)
 				dep, ok := m.byName[host]

@@ -94,6 +94,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/", gw)
+		mux.HandleFunc("GET /readyz", svc.ServeReady) // probed by the edges' data-API routing
 		mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write(openapi.JSON)

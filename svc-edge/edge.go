@@ -17,6 +17,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -25,6 +26,7 @@ import (
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-edge/internal/compat"
 	"shindo.dev/svc-edge/internal/eew"
+	"shindo.dev/svc-edge/internal/route"
 	"shindo.dev/svc-edge/internal/source"
 	"shindo.dev/svc-edge/internal/sse"
 )
@@ -43,7 +45,24 @@ type Config struct {
 	WriteTimeout time.Duration `conf:"sse-write-timeout" default:"10s" help:"longest one write to an SSE client may take"`
 	MaxClients   int           `conf:"sse-max-clients" default:"60000" help:"most SSE clients per stream"`
 	History      time.Duration `conf:"sse-history" default:"120s" help:"how long events are kept for clients resuming with Last-Event-ID"`
-	MaxPerAddr   int           `conf:"sse-max-per-addr" default:"200" help:"most SSE connections from one client address"`
+	MaxPerAddr   int           `conf:"sse-max-per-ip" default:"200" help:"most SSE connections from one client address"`
+
+	DataAPI          []string      `conf:"data-api" help:"data API base URLs of the cores (http://host:port), comma-separated, preferred first; empty serves no data API"`
+	Offload          float64       `conf:"api-offload" default:"0.3" help:"share of data-API requests sent to the next core while the preferred one is overloaded"`
+	OverloadLatency  time.Duration `conf:"api-overload-latency" default:"250ms" help:"smoothed core latency at which a core counts as overloaded"`
+	OverloadInFlight int           `conf:"api-overload-inflight" default:"256" help:"requests in flight at which a core counts as overloaded"`
+	EjectAfter       int           `conf:"api-eject-after" default:"3" help:"consecutive failed requests or probes that eject a core"`
+	ReadmitAfter     int           `conf:"api-readmit-after" default:"2" help:"consecutive passing probes that readmit an ejected core"`
+	ProbeInterval    time.Duration `conf:"api-probe-interval" default:"1s" help:"interval of the health probes of the cores' data APIs"`
+}
+
+// routeOptions are the data-API routing settings.
+func (c *Config) routeOptions() route.Options {
+	o := route.Defaults()
+	o.Offload, o.OverloadLatency, o.OverloadInFlight = c.Offload, c.OverloadLatency, c.OverloadInFlight
+	o.EjectAfter, o.ReadmitAfter, o.ProbeInterval = c.EjectAfter, c.ReadmitAfter, c.ProbeInterval
+	o.ProbeTimeout = min(o.ProbeTimeout, c.ProbeInterval)
+	return o
 }
 
 // DefaultConfig returns the configuration with svc-edge's default ports.
@@ -64,10 +83,13 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("sse-retry must be at least 100ms, sse-keepalive at least 1s, sse-write-timeout positive"))
 	}
 	if c.ClientBuffer < 1 || c.MaxClients < 1 || c.MaxPerAddr < 1 {
-		errs = append(errs, errors.New("sse-buffer, sse-max-clients and sse-max-per-addr must be positive"))
+		errs = append(errs, errors.New("sse-buffer, sse-max-clients and sse-max-per-ip must be positive"))
 	}
 	if c.History < time.Minute {
 		errs = append(errs, errors.New("sse-history must be at least 1m (clients resume over 60 s)"))
+	}
+	if len(c.DataAPI) > 0 {
+		errs = append(errs, c.routeOptions().Validate())
 	}
 	return errors.Join(errs...)
 }
@@ -113,7 +135,21 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", gw)
+	mux.Handle("GET /v1/edge/status", gw)
+	if len(cfg.DataAPI) > 0 {
+		bal, err := route.New(cfg.DataAPI, cfg.routeOptions(), otelhttp.NewTransport(http.DefaultTransport), svc.Logger())
+		if err != nil {
+			return err
+		}
+		svc.Go("data API probes", bal)
+		svc.Metrics().MustRegister(routeCollector{bal})
+		// Everything of the data API the edge does not answer itself goes
+		// to a core; the more specific patterns above and below win.
+		api := bal.Handler()
+		mux.Handle("/v1/", api)
+		mux.Handle("/api/", api)
+		mux.Handle("GET /openapi.json", api)
+	}
 	mux.HandleFunc("GET /ntp", serveNTP)
 	mux.HandleFunc("GET /v1/time", serveTime)
 	st.register(mux)

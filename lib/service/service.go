@@ -289,7 +289,7 @@ func (s *Service) adminMux() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.HandleFunc("GET /readyz", s.ServeReady)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -298,7 +298,10 @@ func (s *Service) adminMux() http.Handler {
 	return mux
 }
 
-func (s *Service) serveReady(w http.ResponseWriter, r *http.Request) {
+// ServeReady answers /readyz: 200 when every readiness check passes, 503
+// naming the first that fails. Public listeners mount it too when a load
+// balancer in front probes them (the edges probe the data API).
+func (s *Service) ServeReady(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	notReady, checks := s.notReady, append([]namedCheck(nil), s.ready...)
 	s.mu.Unlock()

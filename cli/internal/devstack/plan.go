@@ -35,12 +35,14 @@ type site struct {
 	core  bool
 }
 
-// The sites this stage of the topology runs: both cores, the first edge.
+// The sites of the topology: two cores, two edges.
 var (
 	tnn   = site{"TNN-1", 0, true}
 	tyo   = site{"TYO-1", 100, true}
 	tpe   = site{"TPE-1", 200, false}
+	khh   = site{"KHH-1", 300, false}
 	cores = []site{tnn, tyo}
+	edges = []site{tpe, khh}
 )
 
 // binaries are the executables the topology needs, besides shindo itself.
@@ -137,7 +139,7 @@ func newPlan(cfg Config) *plan {
 	}
 	var dataAPIs []*process
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
-	var rtsAddrs, udps, wss []string
+	var rtsAddrs, dataURLs, udps, wss []string
 	for i, c := range cores {
 		peer := cores[1-i]
 		ns := &process{name: c.name + "-nats", site: c.name, role: "nats", bin: bin("shindo"),
@@ -165,12 +167,20 @@ func newPlan(cfg Config) *plan {
 		dataAPIs = append(dataAPIs, data)
 		ingests = append(ingests, ing)
 		rtsAddrs = append(rtsAddrs, addr(c, rtsGRPC))
+		dataURLs = append(dataURLs, data.listeners["http"])
 		udps, wss = append(udps, addr(c, ingestUDP)), append(wss, ws)
 	}
-	edge := svc(tpe, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
-		"-http-addr", addr(tpe, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","))
-	edge.listeners["http"] = "http://" + addr(tpe, edgeHTTP)
-	p.groups = [][]*process{slices.Concat(etcds, natsServers, backends), ingests, {edge}}
+	// Both edges prefer TNN-1, the nearer core; TYO-1 takes over, or
+	// takes the offloaded share of the data API.
+	var edgeProcs []*process
+	for _, e := range edges {
+		edge := svc(e, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
+			"-http-addr", addr(e, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","), "-data-api", strings.Join(dataURLs, ","))
+		edge.listeners["http"] = "http://" + addr(e, edgeHTTP)
+		edgeProcs = append(edgeProcs, edge)
+	}
+	edge := edgeProcs[0]
+	p.groups = [][]*process{slices.Concat(etcds, natsServers, backends), ingests, edgeProcs}
 	p.provisioner = dataAPIs[0]
 
 	if cfg.Simulate {
@@ -268,14 +278,13 @@ func (p *plan) endpoints(pid func(*process) int) map[string]any {
 }
 
 func (p *plan) summary() []string {
-	edge := "http://" + hostPort(p.cfg.Host, p.cfg.PortBase+tpe.block+edgeHTTP)
-	var data []string
-	for _, c := range cores {
-		data = append(data, "http://"+hostPort(p.cfg.Host, p.cfg.PortBase+c.block+dataHTTP)+"/v1/stations")
+	var entrances []string
+	for _, e := range edges {
+		entrances = append(entrances, "http://"+hostPort(p.cfg.Host, p.cfg.PortBase+e.block+edgeHTTP))
 	}
 	return []string{
-		"live RTS stream: curl -N '" + edge + "/api/v2/trem/rts?sse=1'",
-		"data API: " + strings.Join(data, " or "),
+		"live RTS stream: curl -N '" + entrances[0] + "/api/v2/trem/rts?sse=1'",
+		"data API (routed to the cores): " + entrances[0] + "/v1/stations or " + entrances[1] + "/v1/stations",
 		"endpoints: " + p.endpointsFile + ", stations and keys: " + p.stationsFile + ", logs: " + filepath.Join(p.cfg.Dir, "logs"),
 	}
 }

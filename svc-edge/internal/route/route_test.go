@@ -1,0 +1,227 @@
+package route
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeCore is a core's data API: /readyz, and /v1/ping answering with its
+// name after delay; /v1/post answers status.
+type fakeCore struct {
+	name   string
+	addr   string
+	delay  atomic.Int64 // ns
+	status atomic.Int64
+	hits   atomic.Int64
+	srv    *http.Server
+}
+
+func startFakeCore(t *testing.T, name, addr string) *fakeCore {
+	t.Helper()
+	c := &fakeCore{name: name}
+	c.status.Store(http.StatusOK)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready\n") })
+	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
+		c.hits.Add(1)
+		time.Sleep(time.Duration(c.delay.Load()))
+		io.WriteString(w, c.name)
+	})
+	mux.HandleFunc("POST /v1/post", func(w http.ResponseWriter, r *http.Request) {
+		c.hits.Add(1)
+		w.WriteHeader(int(c.status.Load()))
+	})
+	c.listen(t, addr, mux)
+	return c
+}
+
+func (c *fakeCore) listen(t *testing.T, addr string, h http.Handler) {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var ln net.Listener
+	var err error
+	for range 50 { // the port may linger briefly after a restart
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addr = ln.Addr().String()
+	c.srv = &http.Server{Handler: h}
+	go c.srv.Serve(ln)
+	t.Cleanup(func() { c.srv.Close() })
+}
+
+// restart brings a killed core back on its address.
+func (c *fakeCore) restart(t *testing.T) {
+	t.Helper()
+	c.listen(t, c.addr, c.srv.Handler)
+}
+
+func testBalancer(t *testing.T, opts Options, cores ...*fakeCore) (*Balancer, string) {
+	t.Helper()
+	var bases []string
+	for _, c := range cores {
+		bases = append(bases, "http://"+c.addr)
+	}
+	// No keep-alive reuse across a core's restart confuses nothing here,
+	// but a short idle timeout keeps dead connections from lingering.
+	tr := &http.Transport{IdleConnTimeout: time.Second, MaxIdleConnsPerHost: 64}
+	t.Cleanup(tr.CloseIdleConnections)
+	b, err := New(bases, opts, tr, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(b.Handler())
+	t.Cleanup(front.Close)
+	return b, front.URL
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestOffloadShare: a healthy preferred core gets everything; once its
+// latency passes the threshold, the configured share goes to the other.
+func TestOffloadShare(t *testing.T) {
+	t.Parallel()
+	a, b := startFakeCore(t, "A", ""), startFakeCore(t, "B", "")
+	opts := Defaults()
+	opts.OverloadLatency = 15 * time.Millisecond
+	_, url := testBalancer(t, opts, a, b)
+
+	for range 20 {
+		if _, body := get(t, url+"/v1/ping"); body != "A" {
+			t.Fatalf("healthy preferred core: served by %s", body)
+		}
+	}
+
+	a.delay.Store(int64(25 * time.Millisecond))
+	// Let the smoothed latency cross the threshold, then count.
+	for range 10 {
+		get(t, url+"/v1/ping")
+	}
+	const n = 100
+	byB := 0
+	for range n {
+		code, body := get(t, url+"/v1/ping")
+		if code != http.StatusOK {
+			t.Fatalf("status %d", code)
+		}
+		if body == "B" {
+			byB++
+		}
+	}
+	if share := float64(byB) / n; share < 0.25 || share > 0.35 {
+		t.Fatalf("offloaded share %.2f, want 0.30", share)
+	}
+}
+
+// TestEjectAndReadmit: a dead core's requests are retried at the other,
+// so clients see no error; it is ejected within seconds and gets nothing;
+// back up, it is readmitted and preferred again.
+func TestEjectAndReadmit(t *testing.T) {
+	t.Parallel()
+	a, b := startFakeCore(t, "A", ""), startFakeCore(t, "B", "")
+	opts := Defaults()
+	opts.ProbeInterval = 50 * time.Millisecond
+	bal, url := testBalancer(t, opts, a, b)
+	ctx := t.Context()
+	go bal.Run(ctx)
+
+	a.srv.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for bal.Status()[0].Admitted {
+		if code, body := get(t, url+"/v1/ping"); code != http.StatusOK || body != "B" {
+			t.Fatalf("while A dies: %d %q", code, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("dead core never ejected")
+		}
+	}
+	tried := bal.Status()[0].Requests
+	for range 20 {
+		if _, body := get(t, url+"/v1/ping"); body != "B" {
+			t.Fatalf("ejected core served %q", body)
+		}
+	}
+	if again := bal.Status()[0].Requests; again != tried {
+		t.Fatalf("ejected core was sent %d requests", again-tried)
+	}
+
+	a.restart(t)
+	deadline = time.Now().Add(5 * time.Second)
+	for !bal.Status()[0].Admitted {
+		if time.Now().After(deadline) {
+			t.Fatal("recovered core never readmitted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, body := get(t, url+"/v1/ping"); body != "A" {
+		t.Fatalf("readmitted preferred core not used: %q", body)
+	}
+}
+
+// TestNoRetryOfWrites: a POST that fails at a core is not repeated at the
+// other (it may have taken effect); with no core reachable the client gets
+// 502 with Retry-After.
+func TestNoRetryOfWrites(t *testing.T) {
+	t.Parallel()
+	a, b := startFakeCore(t, "A", ""), startFakeCore(t, "B", "")
+	_, url := testBalancer(t, Defaults(), a, b)
+	a.status.Store(http.StatusServiceUnavailable)
+	resp, err := http.Post(url+"/v1/post", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || b.hits.Load() != 0 {
+		t.Fatalf("POST: %d, other core hit %d times", resp.StatusCode, b.hits.Load())
+	}
+
+	a.srv.Close()
+	b.srv.Close()
+	resp, err = http.Get(url + "/v1/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"error"`) {
+		t.Fatalf("no core: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, bases := range [][]string{nil, {"core-a:8080"}, {"ftp://x"}, {"http://x:1/api"}} {
+		if _, err := New(bases, Defaults(), http.DefaultTransport, log); err == nil {
+			t.Errorf("%q accepted", bases)
+		}
+	}
+	bad := Defaults()
+	bad.Offload = 1.5
+	if _, err := New([]string{"http://x:1"}, bad, http.DefaultTransport, log); err == nil {
+		t.Error("offload 1.5 accepted")
+	}
+}
