@@ -1,6 +1,7 @@
 // Command shindo is the operator's tool for a shindo network: it runs the
-// whole topology locally (dev), a station (station), a simulated fleet
-// (sim), and computes the seismic intensity of records (intensity).
+// whole topology locally (dev) and injects faults into it (fault), runs a
+// station (station) or a simulated fleet (sim), and computes the seismic
+// intensity of records (intensity).
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 
 	"shindo.dev/cli/internal/devstack"
 	"shindo.dev/cli/internal/etcdcmd"
+	"shindo.dev/cli/internal/faultcmd"
 	"shindo.dev/cli/internal/intensitycmd"
 	"shindo.dev/cli/internal/migratecmd"
 	"shindo.dev/cli/internal/natscmd"
@@ -31,6 +33,7 @@ var commands = map[string]command{
 	"station":   {"run one station: measure, sign and send on both uplinks", stationcmd.StationMain},
 	"sim":       {"run a simulated fleet of stations from a registry file", stationcmd.SimMain},
 	"etcd":      {"run one member of the quorum store (etcd) in-process", etcdcmd.Main},
+	"fault":     {"take parts of a running shindo dev down and up, cut the link between the cores", faultcmd.Main},
 	"intensity": {"compute the JMA seismic intensity of acceleration records", intensitycmd.Main},
 	"migrate":   {"apply the metadata database schema migrations", migratecmd.Main},
 	"nats":      {"run a core's NATS server (JetStream) in-process", natscmd.Main},

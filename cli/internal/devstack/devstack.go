@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"time"
 
-	"shindo.dev/cli/internal/proc"
 	"shindo.dev/cli/internal/provision"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/service"
@@ -121,17 +120,11 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		}
 	}
 
-	var running []*proc.Proc
-	stopAll := func() {
-		deadline := time.Now().Add(cfg.StopTimeout)
-		for i := len(running) - 1; i >= 0; i-- {
-			if !running[i].Stop(deadline) {
-				log.Warn("process killed after stop timeout", slog.String("process", running[i].Name))
-			}
-		}
+	st := newStack(cfg, plan, log, logDir)
+	defer st.stopAll()
+	if err := st.openIntersite(); err != nil {
+		return err
 	}
-	defer stopAll()
-
 	for i, group := range plan.groups {
 		if i == 1 {
 			// The cores' backends are up: provision the stations through
@@ -146,58 +139,66 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			}
 			log.Info("stations provisioned", slog.Int("stations", len(stations)), slog.Duration("took", time.Since(start)))
 		}
-		var started []*proc.Proc
 		for _, p := range group {
-			pr, err := proc.Start(p.name, p.bin, p.args, p.env, filepath.Join(logDir, p.name+".log"))
-			if err != nil {
+			if err := st.start(p, false); err != nil {
 				return err
 			}
-			p.proc = pr
-			running = append(running, pr)
-			started = append(started, pr)
 		}
 		for _, p := range group {
 			if err := waitReady(ctx, p, cfg.ReadyTimeout); err != nil {
 				return err
 			}
 		}
-		log.Info("started", slog.Any("processes", names(started)))
+		log.Info("started", slog.Any("processes", names(group)))
 	}
-	doc := plan.endpoints(func(p *process) int { return p.proc.Pid() })
-	doc[tnn.name].(map[string]any)["postgres"] = map[string]any{"url": dsn, "pid": pg.Pid(), "data_dir": pg.DataDir()}
-	doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "stations_file": plan.stationsFile}
-	if err := writeJSON(plan.endpointsFile, doc); err != nil {
+	st.endpoints = func() error {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		doc := plan.endpoints(func(p *process) int {
+			if p.proc == nil || isDone(p.proc) {
+				return 0
+			}
+			return p.proc.Pid()
+		})
+		doc[tnn.name].(map[string]any)["postgres"] = map[string]any{"url": dsn, "pid": pg.Pid(), "data_dir": pg.DataDir()}
+		doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "stations_file": plan.stationsFile, "control": "http://" + plan.control}
+		return writeJSON(plan.endpointsFile, doc)
+	}
+	if err := st.endpoints(); err != nil {
 		return err
 	}
+	stopControl, err := st.serveControl(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopControl()
 	for _, line := range plan.summary() {
 		log.Info(line)
 	}
 	fmt.Fprintln(stdout, "ready")
 
-	// Run until asked to stop, or until a process dies: a half topology
-	// would mislead whoever is looking at it.
-	exited := make(chan *proc.Proc, len(running))
-	for _, pr := range running {
-		go func() { <-pr.Done(); exited <- pr }()
-	}
+	// Run until asked to stop, or until a process dies unasked: a half
+	// topology would mislead whoever is looking at it. Processes taken
+	// down through the control API are expected to be down.
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")
 		return nil
 	case <-pg.Done():
 		return fmt.Errorf("the metadata database exited; last lines of its log:\n%s", pg.LogTail(5))
-	case pr := <-exited:
+	case p := <-st.exits:
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("%s exited (%s); last lines of %s:\n%s", pr.Name, pr.ExitDescription(), pr.LogPath, pr.Tail(5))
+		pr := p.proc
+		return fmt.Errorf("%s exited (%s); last lines of %s:\n%s", p.name, pr.ExitDescription(), pr.LogPath, pr.Tail(5))
 	}
 }
 
-func names(ps []*proc.Proc) []string {
+func names(ps []*process) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
-		out[i] = p.Name
+		out[i] = p.name
 	}
 	return out
 }

@@ -15,15 +15,16 @@ import (
 // The port plan: each site owns a block of 100 ports from the base, and
 // each service a fixed offset inside its block.
 const (
-	portSpan = 1000
-	fleetOff = 900
+	portSpan   = 1000
+	fleetOff   = 900
+	controlOff = 950
 
 	ingestUDP, ingestWS, ingestGRPC, ingestAdmin = 0, 1, 2, 3
 	rtsGRPC, rtsAdmin                            = 10, 11
 	waveformGRPC, waveformAdmin                  = 20, 21
 	dataHTTP, dataGRPC, dataAdmin                = 30, 31, 32
 	postgresPort                                 = 40
-	natsClient, natsHTTP                         = 50, 51
+	natsClient, natsHTTP, natsPeerProxy          = 50, 51, 52
 	etcdClient, etcdPeer                         = 60, 61
 	edgeHTTP, edgeGRPC, edgeAdmin                = 0, 1, 2
 )
@@ -57,6 +58,8 @@ type process struct {
 	env      []string // extra environment, for secrets kept off the command line
 	readyURL string
 	proc     *proc.Proc
+	// down: taken down through the control API, so its exit is expected.
+	down bool
 	// listeners by kind (udp, ws, grpc, admin, http) as endpoints.json
 	// shows them.
 	listeners map[string]string
@@ -85,7 +88,15 @@ type plan struct {
 	// once the first group is up.
 	provisioner *process
 	ports       []port
+	// intersite are the proxies each core's peer reaches its NATS through:
+	// the one link between the cores, which the control API can cut.
+	intersite []intersiteLink
+	// control is the control API's listen address.
+	control string
 }
+
+// intersiteLink is a proxy in front of a core's NATS for its peer.
+type intersiteLink struct{ listen, target string }
 
 func newPlan(cfg Config) *plan {
 	p := &plan{
@@ -97,6 +108,8 @@ func newPlan(cfg Config) *plan {
 		databaseURL:   fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+tnn.block+postgresPort), dbName),
 	}
 	p.addPort(tnn.name+" PostgreSQL", cfg.PortBase+tnn.block+postgresPort, false)
+	p.control = hostPort(cfg.Host, cfg.PortBase+controlOff)
+	p.addPort("control API", cfg.PortBase+controlOff, false)
 	addr := func(s site, off int) string { return hostPort(cfg.Host, cfg.PortBase+s.block+off) }
 	bin := func(name string) string { return filepath.Join(cfg.BinDir, name) }
 	common := func(s site, grpcOff, adminOff int) []string {
@@ -150,6 +163,8 @@ func newPlan(cfg Config) *plan {
 		}
 		p.addPort(c.name+" NATS", cfg.PortBase+c.block+natsClient, false)
 		p.addPort(c.name+" NATS monitoring", cfg.PortBase+c.block+natsHTTP, false)
+		p.addPort(c.name+" NATS for the peer core", cfg.PortBase+c.block+natsPeerProxy, false)
+		p.intersite = append(p.intersite, intersiteLink{listen: addr(c, natsPeerProxy), target: addr(c, natsClient)})
 		natsServers = append(natsServers, ns)
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", p.databaseURL, "-nats", natsURL(c))
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil)
@@ -160,7 +175,7 @@ func newPlan(cfg Config) *plan {
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
 			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", p.databaseURL,
 			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
-			"-nats", natsURL(c), "-peer-nats", natsURL(peer), "-peer-site", peer.name,
+			"-nats", natsURL(c), "-peer-nats", "nats://"+addr(peer, natsPeerProxy), "-peer-site", peer.name,
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC))
 		ing.listeners["udp"], ing.listeners["ws"] = addr(c, ingestUDP), ws
 		backends = append(backends, rts, wf, data)

@@ -26,9 +26,20 @@ type Proc struct {
 }
 
 // Start runs bin with args and, on top of this process's environment, env
-// ("KEY=value"), writing its stdout and stderr to logPath.
+// ("KEY=value"), writing its stdout and stderr to logPath, which it
+// truncates.
 func Start(name, bin string, args, env []string, logPath string) (*Proc, error) {
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	return start(name, bin, args, env, logPath, os.O_TRUNC)
+}
+
+// Restart is Start for a process that ran before: its log is appended to,
+// so what happened before the restart stays readable.
+func Restart(name, bin string, args, env []string, logPath string) (*Proc, error) {
+	return start(name, bin, args, env, logPath, os.O_APPEND)
+}
+
+func start(name, bin string, args, env []string, logPath string, mode int) (*Proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|mode, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s log: %w", name, err)
 	}

@@ -1,0 +1,305 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"shindo.dev/cli/internal/proc"
+	"shindo.dev/lib/faultproxy"
+)
+
+// stack is the running topology. Besides starting and stopping it, the
+// control API (`shindo fault`) takes processes and whole sites down and up
+// and cuts the link between the cores, to watch the system ride out what
+// SPEC §8 says it must.
+type stack struct {
+	cfg    Config
+	plan   *plan
+	log    *slog.Logger
+	logDir string
+	// endpoints rewrites endpoints.json (process IDs change on restart).
+	endpoints func() error
+
+	// mu guards the processes' proc and down fields and the partition.
+	mu sync.Mutex
+	// actMu serialises control actions: two restarts of one site at once
+	// would race for its ports.
+	actMu sync.Mutex
+	// exits gets processes that died without being asked to.
+	exits chan *process
+
+	intersite   []*faultproxy.TCP
+	partitioned bool
+}
+
+func newStack(cfg Config, plan *plan, log *slog.Logger, logDir string) *stack {
+	return &stack{cfg: cfg, plan: plan, log: log, logDir: logDir, exits: make(chan *process, len(plan.processes()))}
+}
+
+// openIntersite starts the proxies the cores reach each other's NATS
+// through; they pass everything until partition.
+func (s *stack) openIntersite() error {
+	for _, l := range s.plan.intersite {
+		p, err := faultproxy.ListenTCP(l.listen, l.target, faultproxy.Options{})
+		if err != nil {
+			return fmt.Errorf("inter-site link %s: %w", l.listen, err)
+		}
+		s.intersite = append(s.intersite, p)
+	}
+	return nil
+}
+
+// start runs p (again, if restart) and watches for it dying unasked.
+func (s *stack) start(p *process, restart bool) error {
+	launch := proc.Start
+	if restart {
+		launch = proc.Restart
+	}
+	pr, err := launch(p.name, p.bin, p.args, p.env, filepath.Join(s.logDir, p.name+".log"))
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	p.proc, p.down = pr, false
+	s.mu.Unlock()
+	go func() {
+		<-pr.Done()
+		s.mu.Lock()
+		unasked := p.proc == pr && !p.down
+		s.mu.Unlock()
+		if unasked {
+			s.exits <- p
+		}
+	}()
+	return nil
+}
+
+// stopAll stops every running process, last started first, within the
+// stop timeout, and closes the inter-site proxies.
+func (s *stack) stopAll() {
+	deadline := time.Now().Add(s.cfg.StopTimeout)
+	procs := s.plan.processes()
+	for i := len(procs) - 1; i >= 0; i-- {
+		s.mu.Lock()
+		p := procs[i]
+		pr := p.proc
+		p.down = true
+		s.mu.Unlock()
+		if pr != nil && !pr.Stop(deadline) {
+			s.log.Warn("process killed after stop timeout", slog.String("process", p.name))
+		}
+	}
+	for _, p := range s.intersite {
+		p.Close()
+	}
+}
+
+// ProcessState is one process as the control API reports it.
+type ProcessState struct {
+	Name  string `json:"name"`
+	Site  string `json:"site,omitempty"`
+	Role  string `json:"role"`
+	PID   int    `json:"pid,omitempty"`
+	State string `json:"state"` // running, stopped (asked to), exited
+}
+
+func (s *stack) states() []ProcessState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ProcessState
+	for _, p := range s.plan.processes() {
+		st := ProcessState{Name: p.name, Site: p.site, Role: p.role, State: "running"}
+		switch {
+		case p.proc == nil:
+			st.State = "not started"
+		case p.down:
+			st.State = "stopped"
+		default:
+			select {
+			case <-p.proc.Done():
+				st.State = "exited"
+			default:
+				st.PID = p.proc.Pid()
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Actions of the control API.
+const (
+	actKill  = "kill"  // SIGKILL: a crash
+	actStop  = "stop"  // SIGTERM: an orderly shutdown
+	actStart = "start" // run again with the same flags and data
+)
+
+// act applies action to ps (stops in reverse start order, starts in start
+// order, each waiting until ready).
+func (s *stack) act(ctx context.Context, action string, ps []*process) error {
+	switch action {
+	case actKill, actStop:
+		for i := len(ps) - 1; i >= 0; i-- {
+			s.down(ps[i], action == actKill)
+		}
+	case actStart:
+		for _, p := range ps {
+			s.mu.Lock()
+			running := p.proc != nil && !p.down && !isDone(p.proc)
+			s.mu.Unlock()
+			if running {
+				continue
+			}
+			if err := s.start(p, true); err != nil {
+				return err
+			}
+			if err := waitReady(ctx, p, s.cfg.ReadyTimeout); err != nil {
+				return err
+			}
+			s.log.Info("restarted", slog.String("process", p.name))
+		}
+	default:
+		return fmt.Errorf("unknown action %q: want kill, stop or start", action)
+	}
+	return s.endpoints()
+}
+
+func (s *stack) down(p *process, kill bool) {
+	s.mu.Lock()
+	pr := p.proc
+	p.down = true
+	s.mu.Unlock()
+	if pr == nil || isDone(pr) {
+		return
+	}
+	if kill {
+		pr.Signal(syscall.SIGKILL)
+		<-pr.Done()
+	} else {
+		pr.Stop(time.Now().Add(s.cfg.StopTimeout))
+	}
+	s.log.Warn("taken down by the control API", slog.String("process", p.name), slog.Bool("killed", kill))
+}
+
+func isDone(pr *proc.Proc) bool {
+	select {
+	case <-pr.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// setPartition cuts (or restores) the link between the cores: both
+// directions of both cores' inter-site proxies hold their bytes, as a
+// dead path would, and release them when healed.
+func (s *stack) setPartition(cut bool) {
+	imp := faultproxy.Impairment{Blackhole: cut}
+	for _, p := range s.intersite {
+		p.SetBoth(imp)
+	}
+	s.partitioned = cut
+	s.log.Warn("inter-site link changed by the control API", slog.Bool("partitioned", cut))
+}
+
+// serveControl serves the control API on the plan's control address until
+// ctx ends.
+func (s *stack) serveControl(ctx context.Context) (stop func(), err error) {
+	ln, err := net.Listen("tcp", s.plan.control)
+	if err != nil {
+		return nil, fmt.Errorf("control API: %w", err)
+	}
+	srv := &http.Server{Handler: s.controlMux(ctx), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return func() { srv.Close() }, nil
+}
+
+func (s *stack) controlMux(ctx context.Context) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/processes", func(w http.ResponseWriter, r *http.Request) {
+		writeControl(w, http.StatusOK, map[string]any{"processes": s.states(), "partitioned": s.isPartitioned()})
+	})
+	mux.HandleFunc("POST /v1/processes/{name}/{action}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		i := slices.IndexFunc(s.plan.processes(), func(p *process) bool { return p.name == name })
+		if i < 0 {
+			writeControl(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no process %q (GET /v1/processes lists them)", name)})
+			return
+		}
+		s.control(ctx, w, r.PathValue("action"), s.plan.processes()[i:i+1])
+	})
+	mux.HandleFunc("POST /v1/sites/{site}/{action}", func(w http.ResponseWriter, r *http.Request) {
+		site := r.PathValue("site")
+		var ps []*process
+		for _, p := range s.plan.processes() {
+			if p.site == site && p.role != "fleet" {
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) == 0 {
+			writeControl(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no site %q: sites are TNN-1, TYO-1, TPE-1, KHH-1", site)})
+			return
+		}
+		s.control(ctx, w, r.PathValue("action"), ps)
+	})
+	mux.HandleFunc("POST /v1/intersite/{action}", func(w http.ResponseWriter, r *http.Request) {
+		var cut bool
+		switch r.PathValue("action") {
+		case "partition":
+			cut = true
+		case "heal":
+		default:
+			writeControl(w, http.StatusBadRequest, map[string]string{"error": "want partition or heal"})
+			return
+		}
+		s.mu.Lock()
+		s.setPartition(cut)
+		s.mu.Unlock()
+		writeControl(w, http.StatusOK, map[string]any{"partitioned": cut})
+	})
+	return mux
+}
+
+func (s *stack) isPartitioned() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.partitioned
+}
+
+func (s *stack) control(ctx context.Context, w http.ResponseWriter, action string, ps []*process) {
+	if action != actKill && action != actStop && action != actStart {
+		writeControl(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("unknown action %q: want kill, stop or start", action)})
+		return
+	}
+	s.actMu.Lock()
+	defer s.actMu.Unlock()
+	if err := s.act(ctx, action, ps); err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, context.Canceled) {
+			code = http.StatusServiceUnavailable
+		}
+		writeControl(w, code, map[string]string{"error": err.Error()})
+		return
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.name)
+	}
+	writeControl(w, http.StatusOK, map[string]any{"action": action, "processes": names})
+}
+
+func writeControl(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}

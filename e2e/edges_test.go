@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// collector drains an SSE stream into a list, so a test can look at what a
+// client received over a long stretch.
+type collector struct {
+	mu     sync.Mutex
+	events []sseEvent
+}
+
+func collect(events <-chan sseEvent) *collector {
+	c := &collector{}
+	go func() {
+		for ev := range events {
+			if ev.id == "" || ev.name == "info" {
+				continue // the retry hint, keep-alive comments, the hello
+			}
+			c.mu.Lock()
+			c.events = append(c.events, ev)
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+func (c *collector) snapshot() []sseEvent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]sseEvent(nil), c.events...)
+}
+
+// waitLast returns the newest event's id once at least n events arrived.
+func (c *collector) waitLast(t *testing.T, n int) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if evs := c.snapshot(); len(evs) >= n {
+			return evs[len(evs)-1].id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d events in 20s", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// idTick returns the tick (Unix ms) of an RTS event id, "<ms>-0".
+func idTick(t *testing.T, id string) int64 {
+	t.Helper()
+	ms, _, ok := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil {
+		t.Fatalf("event id %q is not <ms>-<topic>", id)
+	}
+	return n
+}
+
+func fault(t *testing.T, d *dev, args ...string) {
+	t.Helper()
+	code, stdout, stderr := runCmd(t, nil, filepath.Join(binDir(t), "shindo"), append([]string{"fault", "-dir", d.dir}, args...)...)
+	if code != 0 {
+		t.Fatalf("shindo fault %v: exit %d\n%s%s", args, code, stdout, stderr)
+	}
+}
+
+// TestEdgesRideOutCoreLoss runs the whole topology and crashes TNN-1, the
+// core both edges prefer, with clients connected:
+//   - the SSE stream at TPE-1 loses at most one tick;
+//   - the data API through TPE-1 answers every request, and TNN-1 is
+//     ejected from its routing within seconds, then readmitted after it
+//     restarts;
+//   - a client of KHH-1 away for 30 s, across all this, reconnects with
+//     Last-Event-ID and gets exactly the events it missed, identical to
+//     what a client that stayed connected received.
+func TestEdgesRideOutCoreLoss(t *testing.T) {
+	d := startDev(t, "-stations", "5")
+	tpe := d.endpoints.get(t, "TPE-1", "edge", "http")
+	khh := d.endpoints.get(t, "KHH-1", "edge", "http")
+	tpeAdmin := d.endpoints.get(t, "TPE-1", "edge", "admin")
+	tnnAPI := d.endpoints.get(t, "TNN-1", "dataapi", "http")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	watcher := collect(openSSE(ctx, t, tpe+"/v1/stream?topics=rts"))
+	stayer := collect(openSSE(ctx, t, khh+"/v1/stream?topics=rts,eew"))
+	awayCtx, leave := context.WithCancel(ctx)
+	away := collect(openSSE(awayCtx, t, khh+"/v1/stream?topics=rts,eew"))
+	lastSeen := away.waitLast(t, 6)
+	leave()
+	leftAt := time.Now()
+	watcher.waitLast(t, 4)
+
+	if code, body := httpGet(t, tpe+"/v1/stations"); code != http.StatusOK || !strings.Contains(body, d.stations[0].ID) {
+		t.Fatalf("data API through TPE-1: %d %s", code, body)
+	}
+	admitted := func() float64 {
+		_, page := httpGet(t, tpeAdmin+"/metrics")
+		return metricValue(page, fmt.Sprintf(`shindo_edge_api_core_admitted{core=%q}`, tnnAPI))
+	}
+	if v := admitted(); v != 1 {
+		t.Fatalf("TNN-1 admitted = %v before the crash", v)
+	}
+
+	killedAt := time.Now()
+	fault(t, d, "kill", "TNN-1")
+	ejected := time.Duration(0)
+	for time.Since(killedAt) < 8*time.Second {
+		if code, body := httpGet(t, tpe+"/v1/stations"); code != http.StatusOK {
+			t.Fatalf("data API through TPE-1 after the crash: %d %s", code, body)
+		}
+		if ejected == 0 && admitted() == 0 {
+			ejected = time.Since(killedAt)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ejected == 0 {
+		t.Fatal("TNN-1 not ejected from the data-API routing within 8s")
+	}
+	t.Logf("TNN-1 ejected %s after the crash", ejected.Round(time.Millisecond))
+
+	// At most one tick lost at the edge across the switch of core.
+	var prev int64
+	for _, ev := range watcher.snapshot() {
+		tick := idTick(t, ev.id)
+		if prev != 0 && tick-prev > 1000 {
+			t.Errorf("ticks %d → %d: %d ticks lost", prev, tick, (tick-prev)/500-1)
+		}
+		if prev != 0 && tick <= prev {
+			t.Errorf("tick %d after %d: repeated or back in time", tick, prev)
+		}
+		prev = tick
+	}
+
+	fault(t, d, "start", "TNN-1")
+	deadline := time.Now().Add(15 * time.Second)
+	for admitted() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("TNN-1 not readmitted within 15s of its restart")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The away client comes back after 30 s.
+	time.Sleep(time.Until(leftAt.Add(30 * time.Second)))
+	back := collect(openSSE(ctx, t, khh+"/v1/stream?topics=rts,eew&last_event_id="+lastSeen))
+	target := stayer.waitLast(t, 1)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if evs := back.snapshot(); len(evs) > 0 && idTick(t, evs[len(evs)-1].id) >= idTick(t, target) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the returning client never caught up")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var want []sseEvent
+	seen := false
+	for _, ev := range stayer.snapshot() {
+		if seen {
+			want = append(want, ev)
+		}
+		seen = seen || ev.id == lastSeen
+		if ev.id == target {
+			break
+		}
+	}
+	if !seen {
+		t.Fatalf("the staying client never saw %s", lastSeen)
+	}
+	got := back.snapshot()
+	if len(got) < len(want) {
+		t.Fatalf("replayed %d events, the staying client got %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if got[i].id != w.id || got[i].name != w.name || got[i].data != w.data {
+			t.Fatalf("replayed event %d: id %s (%d bytes), want id %s (%d bytes)", i, got[i].id, len(got[i].data), w.id, len(w.data))
+		}
+	}
+	t.Logf("replayed %d events after a %s disconnect", len(want), time.Since(leftAt).Round(time.Second))
+}
