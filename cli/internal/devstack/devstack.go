@@ -5,10 +5,12 @@
 // <dir>/stations.json, prints "ready" once every health check passes, and
 // stops every process on Ctrl-C or SIGTERM.
 //
-// This stage of the topology runs both cores (TNN-1 and TYO-1, each with
-// ingest, rts, waveform and dataapi), one edge (TPE-1) reading from both,
-// and a fleet that sends every packet on both uplinks, with WebSocket
-// fallback and its clock synced through the edge.
+// It runs both cores (TNN-1 and TYO-1, each with ingest, rts, waveform,
+// dataapi and NATS), etcd at TNN-1, TYO-1 and TPE-1, both edges (TPE-1 and
+// KHH-1) reading from both cores, and a fleet that sends every packet on
+// both uplinks, with WebSocket fallback and its clock synced through the
+// edge. Its control API (control.go, driven by `shindo fault`) takes
+// processes and sites down and up and partitions the cores.
 package devstack
 
 import (
