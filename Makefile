@@ -18,7 +18,7 @@ TOOLS := $(CURDIR)/.bin
 export PATH := $(TOOLS):$(PATH)
 export GOFLAGS := -buildvcs=false
 
-MODULES  := gen lib seismo sdk svc-ingest svc-rts svc-waveform svc-dataapi svc-edge cli e2e
+MODULES  := gen lib seismo sdk web svc-ingest svc-rts svc-waveform svc-dataapi svc-edge cli e2e
 SERVICES := ingest rts waveform dataapi edge
 BINARIES := bin/shindo $(addprefix bin/shindo-,$(SERVICES))
 E2E_TIMEOUT ?= 15m

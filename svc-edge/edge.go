@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,8 @@ type Config struct {
 	EjectAfter       int           `conf:"api-eject-after" default:"3" help:"consecutive failed requests or probes that eject a core"`
 	ReadmitAfter     int           `conf:"api-readmit-after" default:"2" help:"consecutive passing probes that readmit an ejected core"`
 	ProbeInterval    time.Duration `conf:"api-probe-interval" default:"1s" help:"interval of the health probes of the cores' data APIs"`
+
+	Entrances []string `conf:"entrances" help:"public base URLs of every edge (http://host:port), comma-separated, this one included: where the dashboard switches to after 3 failed reconnects; empty: this edge only"`
 }
 
 // routeOptions are the data-API routing settings.
@@ -90,6 +93,11 @@ func (c *Config) Validate() error {
 	}
 	if len(c.DataAPI) > 0 {
 		errs = append(errs, c.routeOptions().Validate())
+	}
+	for _, e := range c.Entrances {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("entrance %q: want http://host:port", e))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -153,7 +161,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	mux.HandleFunc("GET /ntp", serveNTP)
 	mux.HandleFunc("GET /v1/time", serveTime)
 	st.register(mux)
-	_, err = svc.Listen("edge http", cfg.HTTPAddr, mux)
+	registerDashboard(mux, cfg.Site, cfg.Entrances)
+	_, err = svc.Listen("edge http", cfg.HTTPAddr, allowCrossOrigin(mux))
 	svc.AddReadiness("rts source", func(context.Context) error {
 		if st.hub.Latest(topicRTS) == nil {
 			return errors.New("no snapshot received yet")

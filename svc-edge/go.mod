@@ -10,6 +10,7 @@ require (
 	google.golang.org/protobuf v1.36.12
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0-00010101000000-000000000000
+	shindo.dev/web v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -42,6 +43,7 @@ require (
 )
 
 replace (
+	shindo.dev/web => ../web
 	shindo.dev/gen => ../gen
 	shindo.dev/lib => ../lib
 )

@@ -188,9 +188,14 @@ func newPlan(cfg Config) *plan {
 	// Both edges prefer TNN-1, the nearer core; TYO-1 takes over, or
 	// takes the offloaded share of the data API.
 	var edgeProcs []*process
+	var entrances []string
+	for _, e := range edges {
+		entrances = append(entrances, "http://"+addr(e, edgeHTTP))
+	}
 	for _, e := range edges {
 		edge := svc(e, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
-			"-http-addr", addr(e, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","), "-data-api", strings.Join(dataURLs, ","))
+			"-http-addr", addr(e, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","), "-data-api", strings.Join(dataURLs, ","),
+			"-entrances", strings.Join(entrances, ","))
 		edge.listeners["http"] = "http://" + addr(e, edgeHTTP)
 		edgeProcs = append(edgeProcs, edge)
 	}
@@ -298,6 +303,7 @@ func (p *plan) summary() []string {
 		entrances = append(entrances, "http://"+hostPort(p.cfg.Host, p.cfg.PortBase+e.block+edgeHTTP))
 	}
 	return []string{
+		"dashboard: " + entrances[0] + "/ or " + entrances[1] + "/",
 		"live RTS stream: curl -N '" + entrances[0] + "/api/v2/trem/rts?sse=1'",
 		"data API (routed to the cores): " + entrances[0] + "/v1/stations or " + entrances[1] + "/v1/stations",
 		"endpoints: " + p.endpointsFile + ", stations and keys: " + p.stationsFile + ", logs: " + filepath.Join(p.cfg.Dir, "logs"),

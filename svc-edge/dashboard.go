@@ -1,0 +1,37 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"shindo.dev/web"
+)
+
+// registerDashboard serves the dashboard under /dashboard/ (/ leads
+// there), with config.json telling the page which edge served it and the
+// entrances to switch between.
+func registerDashboard(mux *http.ServeMux, site string, entrances []string) {
+	config, _ := json.Marshal(map[string]any{"site": site, "entrances": append([]string{}, entrances...)})
+	mux.Handle("GET "+web.Prefix, web.Handler())
+	mux.HandleFunc("GET "+web.Prefix+"config.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Write(config)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, web.Prefix, http.StatusFound)
+	})
+}
+
+// allowCrossOrigin lets pages of any origin read the public routes: the
+// dashboard served by one edge reads the other after switching entrance,
+// and third-party pages may use the data. Reads only: a write from a
+// browser needs a preflight, which is answered without permission.
+func allowCrossOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+		}
+		h.ServeHTTP(w, r)
+	})
+}

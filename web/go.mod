@@ -1,0 +1,3 @@
+module shindo.dev/web
+
+go 1.26.0
