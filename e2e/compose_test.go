@@ -35,7 +35,7 @@ var composeRequired = map[string][]string{
 	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "database-url"},
 	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout"},
 	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest"},
-	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts", "data-api", "entrances"},
+	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts", "data-api", "waveform", "entrances"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
 	"shindo etcd":     {"name", "data-dir", "client-url", "peer-url", "initial-cluster"},
@@ -48,6 +48,7 @@ var composeDeps = []struct{ program, flag, target, targetFlag string }{
 	{"shindo-ingest", "waveform", "shindo-waveform", "grpc-addr"},
 	{"shindo-edge", "rts", "shindo-rts", "grpc-addr"},
 	{"shindo-edge", "data-api", "shindo-dataapi", "http-addr"},
+	{"shindo-edge", "waveform", "shindo-waveform", "grpc-addr"},
 	{"shindo sim", "primary", "shindo-ingest", "udp-addr"},
 	{"shindo sim", "backup", "shindo-ingest", "udp-addr"},
 }

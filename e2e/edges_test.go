@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -82,7 +83,8 @@ func fault(t *testing.T, d *dev, args ...string) {
 //     restarts;
 //   - a client of KHH-1 away for 30 s, across all this, reconnects with
 //     Last-Event-ID and gets exactly the events it missed, identical to
-//     what a client that stayed connected received.
+//     what a client that stayed connected received;
+//   - a station's live waveform at TPE-1 carries on without a gap.
 func TestEdgesRideOutCoreLoss(t *testing.T) {
 	d := startDev(t, "-stations", "5")
 	tpe := d.endpoints.get(t, "TPE-1", "edge", "http")
@@ -93,6 +95,7 @@ func TestEdgesRideOutCoreLoss(t *testing.T) {
 	defer cancel()
 
 	watcher := collect(openSSE(ctx, t, tpe+"/v1/stream?topics=rts"))
+	wave := collect(openSSE(ctx, t, tpe+"/v1/stream/waveform?station="+d.stations[0].ID))
 	stayer := collect(openSSE(ctx, t, khh+"/v1/stream?topics=rts,eew"))
 	awayCtx, leave := context.WithCancel(ctx)
 	away := collect(openSSE(awayCtx, t, khh+"/v1/stream?topics=rts,eew"))
@@ -100,6 +103,7 @@ func TestEdgesRideOutCoreLoss(t *testing.T) {
 	leave()
 	leftAt := time.Now()
 	watcher.waitLast(t, 4)
+	wave.waitLast(t, 4)
 
 	if code, body := httpGet(t, tpe+"/v1/stations"); code != http.StatusOK || !strings.Contains(body, d.stations[0].ID) {
 		t.Fatalf("data API through TPE-1: %d %s", code, body)
@@ -140,6 +144,26 @@ func TestEdgesRideOutCoreLoss(t *testing.T) {
 			t.Errorf("tick %d after %d: repeated or back in time", tick, prev)
 		}
 		prev = tick
+	}
+
+	// The waveform: 25 samples per axis per chunk, chunks 500 ms apart.
+	var prevChunk int64
+	for _, ev := range wave.snapshot() {
+		if ev.name != "waveform" {
+			t.Fatalf("waveform stream event %q", ev.name)
+		}
+		var c struct {
+			Station    string
+			Time       int64
+			NS, EW, UD []int32
+		}
+		if err := json.Unmarshal([]byte(ev.data), &c); err != nil || c.Station != d.stations[0].ID || len(c.NS) != 25 || len(c.EW) != 25 || len(c.UD) != 25 {
+			t.Fatalf("waveform chunk %s (%v)", ev.data, err)
+		}
+		if prevChunk != 0 && c.Time != prevChunk+500 {
+			t.Errorf("waveform chunks %d → %d across the crash", prevChunk, c.Time)
+		}
+		prevChunk = c.Time
 	}
 
 	fault(t, d, "start", "TNN-1")

@@ -30,6 +30,7 @@ import (
 	"shindo.dev/svc-edge/internal/route"
 	"shindo.dev/svc-edge/internal/source"
 	"shindo.dev/svc-edge/internal/sse"
+	"shindo.dev/svc-edge/internal/wavelive"
 )
 
 // Name is the binary and service name.
@@ -55,6 +56,9 @@ type Config struct {
 	EjectAfter       int           `conf:"api-eject-after" default:"3" help:"consecutive failed requests or probes that eject a core"`
 	ReadmitAfter     int           `conf:"api-readmit-after" default:"2" help:"consecutive passing probes that readmit an ejected core"`
 	ProbeInterval    time.Duration `conf:"api-probe-interval" default:"1s" help:"interval of the health probes of the cores' data APIs"`
+
+	Waveform         []string `conf:"waveform" help:"svc-waveform gRPC addresses of the cores, comma-separated; empty serves no live waveforms"`
+	WaveformStations int      `conf:"waveform-max-stations" default:"2000" help:"most stations whose live waveforms are streamed at once"`
 
 	Entrances []string `conf:"entrances" help:"public base URLs of every edge (http://host:port), comma-separated, this one included: where the dashboard switches to after 3 failed reconnects; empty: this edge only"`
 }
@@ -87,6 +91,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClientBuffer < 1 || c.MaxClients < 1 || c.MaxPerAddr < 1 {
 		errs = append(errs, errors.New("sse-buffer, sse-max-clients and sse-max-per-ip must be positive"))
+	}
+	if c.WaveformStations < 1 {
+		errs = append(errs, errors.New("waveform-max-stations must be positive"))
 	}
 	if c.History < time.Minute {
 		errs = append(errs, errors.New("sse-history must be at least 1m (clients resume over 60 s)"))
@@ -144,8 +151,9 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/edge/status", gw)
+	var bal *route.Balancer
 	if len(cfg.DataAPI) > 0 {
-		bal, err := route.New(cfg.DataAPI, cfg.routeOptions(), otelhttp.NewTransport(http.DefaultTransport), svc.Logger())
+		bal, err = route.New(cfg.DataAPI, cfg.routeOptions(), otelhttp.NewTransport(http.DefaultTransport), svc.Logger())
 		if err != nil {
 			return err
 		}
@@ -157,6 +165,13 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		mux.Handle("/v1/", api)
 		mux.Handle("/api/", api)
 		mux.Handle("GET /openapi.json", api)
+	}
+	if len(cfg.Waveform) > 0 {
+		ws, err := waveforms(ctx, svc, cfg, st, bal)
+		if err != nil {
+			return err
+		}
+		mux.HandleFunc("GET /v1/stream/waveform", ws.serve)
 	}
 	mux.HandleFunc("GET /ntp", serveNTP)
 	mux.HandleFunc("GET /v1/time", serveTime)
@@ -170,6 +185,33 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		return nil
 	})
 	return err
+}
+
+// waveforms connects to the cores' waveform services for the live
+// waveform route.
+func waveforms(ctx context.Context, svc *service.Service, cfg Config, st *streams, bal *route.Balancer) (*waveformStream, error) {
+	var conns []*grpc.ClientConn
+	for _, target := range cfg.Waveform {
+		conn, err := service.Dial(ctx, "waveform", target, cfg.DependencyWait)
+		if err != nil {
+			return nil, err
+		}
+		svc.OnShutdown("waveform connection "+target, func(context.Context) error { return conn.Close() })
+		conns = append(conns, conn)
+	}
+	live := wavelive.New(ctx, cfg.Waveform, conns, wavelive.Options{
+		SSE: sse.Options{Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: 64, WriteTimeout: cfg.WriteTimeout,
+			MaxClients: cfg.MaxClients, Stop: svc.Stopping(), History: time.Minute, MaxHistory: 130},
+		Linger: time.Minute, MaxStations: cfg.WaveformStations,
+	}, svc.Logger())
+	svc.Metrics().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shindo_edge_waveform_stations", Help: "Stations whose live waveforms are streamed.",
+	}, func() float64 { return float64(live.Watched()) }))
+	ws := &waveformStream{live: live, streams: st}
+	if bal != nil {
+		ws.exists = stationLookup(bal)
+	}
+	return ws, nil
 }
 
 // Topics of the edge's streams, with their index in event IDs.

@@ -1,12 +1,15 @@
 package edge
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/svc-edge/internal/sse"
 )
 
 // openStream connects to /v1/stream with a query and optional
@@ -139,5 +142,30 @@ func TestStreamRefusals(t *testing.T) {
 	resp, _ := openStream(t, url, "topics=rts", "")
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("third stream: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// TestWaveformRefusals: a malformed station ID gets 400 and an unknown
+// one 404 before any core is asked for its samples.
+func TestWaveformRefusals(t *testing.T) {
+	t.Parallel()
+	st, err := newStreams("TPE-1", sse.Options{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := &waveformStream{live: nil, streams: st, exists: func(_ context.Context, id string) (bool, error) { return id == "KNOWN", nil }}
+	for q, want := range map[string]int{
+		"":                                   http.StatusBadRequest,
+		"station=":                           http.StatusBadRequest,
+		"station=a/b":                        http.StatusBadRequest,
+		"station=" + strings.Repeat("x", 33): http.StatusBadRequest,
+		"station=UNKNOWN":                    http.StatusNotFound,
+		"station=KNOWN&last_event_id=x":      http.StatusBadRequest,
+	} {
+		rec := httptest.NewRecorder()
+		ws.serve(rec, httptest.NewRequest("GET", "/v1/stream/waveform?"+q, nil))
+		if rec.Code != want {
+			t.Errorf("%q: %d, want %d", q, rec.Code, want)
+		}
 	}
 }

@@ -152,7 +152,7 @@ func newPlan(cfg Config) *plan {
 	}
 	var dataAPIs []*process
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
-	var rtsAddrs, dataURLs, udps, wss []string
+	var rtsAddrs, waveformAddrs, dataURLs, udps, wss []string
 	for i, c := range cores {
 		peer := cores[1-i]
 		ns := &process{name: c.name + "-nats", site: c.name, role: "nats", bin: bin("shindo"),
@@ -182,6 +182,7 @@ func newPlan(cfg Config) *plan {
 		dataAPIs = append(dataAPIs, data)
 		ingests = append(ingests, ing)
 		rtsAddrs = append(rtsAddrs, addr(c, rtsGRPC))
+		waveformAddrs = append(waveformAddrs, addr(c, waveformGRPC))
 		dataURLs = append(dataURLs, data.listeners["http"])
 		udps, wss = append(udps, addr(c, ingestUDP)), append(wss, ws)
 	}
@@ -195,7 +196,7 @@ func newPlan(cfg Config) *plan {
 	for _, e := range edges {
 		edge := svc(e, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
 			"-http-addr", addr(e, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","), "-data-api", strings.Join(dataURLs, ","),
-			"-entrances", strings.Join(entrances, ","))
+			"-waveform", strings.Join(waveformAddrs, ","), "-entrances", strings.Join(entrances, ","))
 		edge.listeners["http"] = "http://" + addr(e, edgeHTTP)
 		edgeProcs = append(edgeProcs, edge)
 	}
