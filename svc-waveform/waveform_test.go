@@ -1,8 +1,18 @@
 package waveform
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,67 +25,149 @@ import (
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/conf"
+	"shindo.dev/lib/mseed"
+	"shindo.dev/svc-waveform/internal/archive"
+	"shindo.dev/svc-waveform/internal/wavegrpc"
+	"shindo.dev/svc-waveform/internal/wavehttp"
 )
 
-func sensor(station string, first int64) *ingestv1.Record {
-	return &ingestv1.Record{Packet: &stationv1.Packet{StationId: station, Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{
-		FirstSampleMs: first, RateHz: 50, ScaleGal: 0.001, Ns: []int32{1, 2}, Ew: []int32{3, 4}, Ud: []int32{5, 6},
+// count is the deterministic sample of a test station's axis at a time:
+// a slow wave with noise, and now and then a spike of a few million counts
+// that needs Steim-2's 30-bit packing (still exact as a float32 in SAC).
+func count(station string, axis int, ms int64) int32 {
+	h := uint64(ms/20)*0x9e3779b97f4a7c15 ^ uint64(len(station)+int(station[len(station)-1]))*0xbf58476d1ce4e5b9 ^ uint64(axis+1)*0x94d049bb133111eb
+	h ^= h >> 29
+	v := int32(500*math.Sin(float64(ms)/300)) + int32(h%61) - 30
+	if h%211 == 0 {
+		v += 4_000_000
+	}
+	return v
+}
+
+// sensorRecord is a 500 ms sensor frame of station at first (ms) with n
+// samples per axis.
+func sensorRecord(station string, first int64, n int) *ingestv1.Record {
+	f := &stationv1.SensorFrame{FirstSampleMs: first, RateHz: 50, ScaleGal: 0.001}
+	for i := range int64(n) {
+		t := first + 20*i
+		f.Ns = append(f.Ns, count(station, 1, t))
+		f.Ew = append(f.Ew, count(station, 2, t))
+		f.Ud = append(f.Ud, count(station, 0, t))
+	}
+	return &ingestv1.Record{Packet: &stationv1.Packet{StationId: station, Body: &stationv1.Packet_Sensor{Sensor: f}}}
+}
+
+func intensityRecord(station string, end int64) *ingestv1.Record {
+	return &ingestv1.Record{Packet: &stationv1.Packet{StationId: station, Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{
+		WindowEndMs: end, Intensity: float32(end%7000) / 1000, PgaGal: float32(end%900) / 10, PgvCms: 0.25,
 	}}}}
+}
+
+// testServer is svc-waveform's transport over a real archive, in-process.
+type testServer struct {
+	store  *archive.Store
+	srv    *wavegrpc.Server
+	client waveformv1.WaveformServiceClient
+	http   string
+}
+
+func startServer(t *testing.T) *testServer {
+	t.Helper()
+	store, err := archive.Open(archive.Options{Dir: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- store.Run(ctx) }()
+	srv := wavegrpc.New(store, ctx.Done(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	gs := grpc.NewServer()
+	waveformv1.RegisterWaveformServiceServer(gs, srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	h, err := wavehttp.Handler(ctx, store, srv, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		hs.Close()
+		gs.Stop()
+		cancel()
+		<-done
+		if err := store.Close(context.Background()); err != nil {
+			t.Errorf("archive close: %v", err)
+		}
+	})
+	return &testServer{store: store, srv: srv, client: waveformv1.NewWaveformServiceClient(conn), http: hs.URL}
+}
+
+// ingest sends batches on one stream and waits for the last ack.
+func (ts *testServer) ingest(t *testing.T, batches ...*waveformv1.IngestRequest) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ing, err := ts.client.Ingest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if err := ing.Send(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := batches[len(batches)-1].GetBatchId()
+	for {
+		ack, err := ing.Recv()
+		if err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+		if ack.GetAckedBatchId() == last {
+			break
+		}
+	}
+	ing.CloseSend()
 }
 
 // TestIngestToLive: chunks ingested over the batch stream reach the Live
 // subscribers of their station, once each even when a batch is resent.
 func TestIngestToLive(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	srv := newServer(make(chan struct{}), prometheus.NewRegistry())
-	waveformv1.RegisterWaveformServiceServer(gs, srv)
-	go gs.Serve(ln)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := waveformv1.NewWaveformServiceClient(conn)
+	ts := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	empty, _ := client.Live(ctx, &waveformv1.LiveRequest{})
+	empty, _ := ts.client.Live(ctx, &waveformv1.LiveRequest{})
 	if _, err := empty.Recv(); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Live without stations: %v", err)
 	}
-
-	live, err := client.Live(ctx, &waveformv1.LiveRequest{StationIds: []string{"A"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ing, err := client.Ingest(ctx)
+	live, err := ts.client.Live(ctx, &waveformv1.LiveRequest{StationIds: []string{"A"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Ingest only once the server holds the subscription.
 	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := srv.live.Stats(); n != 1; n, _ = srv.live.Stats() {
+	for ts.srv.LiveSubscribers() != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("subscription never registered")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	batch := &waveformv1.IngestRequest{BatchId: 1, Records: []*ingestv1.Record{sensor("A", 1000), sensor("B", 1000), sensor("A", 1500)}}
-	for range 2 { // the second time as a resend after a reconnect
-		if err := ing.Send(batch); err != nil {
-			t.Fatal(err)
-		}
-		if ack, err := ing.Recv(); err != nil || ack.GetAckedBatchId() != 1 {
-			t.Fatalf("ack %v %v", ack, err)
-		}
-	}
-	for _, want := range []int64{1000, 1500} {
+	now := time.Now().UnixMilli() / 500 * 500
+	batch := &waveformv1.IngestRequest{BatchId: 1, Records: []*ingestv1.Record{
+		sensorRecord("A", now-1000, 2), sensorRecord("B", now-1000, 2), intensityRecord("A", now-500), sensorRecord("A", now-500, 2),
+	}}
+	ts.ingest(t, batch, batch) // the second time as a resend after a reconnect
+	for _, want := range []int64{now - 1000, now - 500} {
 		r, err := live.Recv()
 		if err != nil {
 			t.Fatal(err)
@@ -84,24 +176,174 @@ func TestIngestToLive(t *testing.T) {
 			t.Fatalf("chunk %v, want A at %d", c, want)
 		}
 	}
-	// Nothing else may follow: not B's chunk, not the resent ones.
-	ing.Send(&waveformv1.IngestRequest{BatchId: 2, Records: []*ingestv1.Record{sensor("A", 2000)}})
-	ing.Recv()
+	// A late frame still goes out; nothing else before it: not B's chunk,
+	// not the resent ones.
+	ts.ingest(t, &waveformv1.IngestRequest{BatchId: 2, Records: []*ingestv1.Record{sensorRecord("A", now-1000, 2), sensorRecord("A", now-2000, 2)}})
 	r, err := live.Recv()
-	if err != nil || r.GetChunk().GetFirstSampleMs() != 2000 {
+	if err != nil || r.GetChunk().GetFirstSampleMs() != now-2000 {
 		t.Fatalf("after the resend: %v %v", r, err)
 	}
 }
 
-func TestLateChunksStillGoOut(t *testing.T) {
+// TestQueryAndExport reads the archive back over gRPC and HTTP, and checks
+// how bad requests are answered.
+func TestQueryAndExport(t *testing.T) {
 	t.Parallel()
-	s := newServer(make(chan struct{}), prometheus.NewRegistry())
-	for _, tc := range []struct {
-		first int64
-		want  bool
-	}{{1500, true}, {1000, true}, {1500, false}, {2000, true}, {1000, false}, {0, false}} {
-		if got := s.isNew("A", tc.first); got != tc.want {
-			t.Errorf("chunk at %d: new %v, want %v", tc.first, got, tc.want)
+	ts := startServer(t)
+	start := time.Now().Add(-time.Hour).UnixMilli() / 500 * 500
+	var recs []*ingestv1.Record
+	for j := range int64(240) { // two minutes, a gap of one frame at j = 100
+		if j == 100 {
+			continue
 		}
+		recs = append(recs, sensorRecord("TW-01", start+500*j, 25), intensityRecord("TW-01", start+500*j+500))
+	}
+	ts.ingest(t, &waveformv1.IngestRequest{BatchId: 1, Records: recs})
+	ctx := context.Background()
+
+	resp, err := ts.client.Query(ctx, &waveformv1.QueryRequest{StationId: "TW-01", StartMs: start, EndMs: start + 120_000, WithIntensity: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetNetworkCode() != "SH" || resp.GetStationCode() != "TW01" || resp.GetLocationCode() != "00" {
+		t.Errorf("names %s.%s.%s", resp.GetNetworkCode(), resp.GetStationCode(), resp.GetLocationCode())
+	}
+	// 50 s before the gap, then 69.5 s in chunks of at most 60 s; the
+	// intensity frame ending at the end of the window is not in it.
+	var lens []int
+	for _, c := range resp.GetChunks() {
+		lens = append(lens, len(c.GetUd()))
+		for i, v := range c.GetUd() {
+			if w := count("TW-01", 0, c.GetFirstSampleMs()+20*int64(i)); v != w {
+				t.Fatalf("sample %d of chunk at %d: %d, want %d", i, c.GetFirstSampleMs(), v, w)
+			}
+		}
+		if c.GetScaleGal() != 0.001 || c.GetRateHz() != 50 {
+			t.Fatalf("chunk %v", c)
+		}
+	}
+	if fmt.Sprint(lens) != "[2500 3000 475]" || len(resp.GetIntensity()) != 238 {
+		t.Errorf("chunks %v, %d intensity samples", lens, len(resp.GetIntensity()))
+	}
+	for _, tc := range []struct {
+		req  *waveformv1.QueryRequest
+		code codes.Code
+	}{
+		{&waveformv1.QueryRequest{StationId: "nobody", StartMs: start, EndMs: start + 1000}, codes.NotFound},
+		{&waveformv1.QueryRequest{StationId: "TW-01", StartMs: start, EndMs: start}, codes.InvalidArgument},
+		{&waveformv1.QueryRequest{StationId: "TW-01", StartMs: start, EndMs: start + 2*3600_000}, codes.InvalidArgument},
+		{&waveformv1.QueryRequest{StartMs: start, EndMs: start + 1}, codes.InvalidArgument},
+	} {
+		if _, err := ts.client.Query(ctx, tc.req); status.Code(err) != tc.code {
+			t.Errorf("Query(%v): %v, want %v", tc.req, err, tc.code)
+		}
+	}
+
+	// Export over gRPC: records of BNZ, BNN, BNE and the intensity series.
+	exp, err := ts.client.Export(ctx, &waveformv1.ExportRequest{StationId: "TW-01", StartMs: start, EndMs: start + 120_000, WithIntensity: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	for {
+		part, err := exp.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, part.GetData()...)
+	}
+	samples := map[string]int{}
+	recsOut, err := mseed.ReadAll(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recsOut {
+		samples[r.Channel] += r.NumSamples
+		if r.Network != "SH" || r.Station != "TW01" || r.Location != "00" {
+			t.Fatalf("record %s", r.SourceName())
+		}
+	}
+	if samples["BNZ"] != 5975 || samples["BNN"] != 5975 || samples["BNE"] != 5975 || samples["MXI"] != 238 || samples["MXV"] != 238 {
+		t.Errorf("exported samples %v", samples)
+	}
+
+	// HTTP: the JSON route (grpc-gateway) and the miniSEED download.
+	get := func(path string) (int, http.Header, []byte) {
+		t.Helper()
+		res, err := http.Get(ts.http + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, res.Header, b
+	}
+	code, _, body := get(fmt.Sprintf("/v1/waveforms/TW-01?start_ms=%d&end_ms=%d&with_intensity=true", start, start+10_000))
+	var js struct {
+		Chunks []struct {
+			FirstSampleMs string  `json:"firstSampleMs"`
+			Ud            []int32 `json:"ud"`
+		} `json:"chunks"`
+		Intensity   []json.RawMessage `json:"intensity"`
+		StationCode string            `json:"stationCode"`
+	}
+	if err := json.Unmarshal(body, &js); code != 200 || err != nil || len(js.Chunks) != 1 || len(js.Chunks[0].Ud) != 500 || len(js.Intensity) != 19 || js.StationCode != "TW01" {
+		t.Errorf("JSON route: %d %v %.300s", code, err, body)
+	}
+	if code, _, _ := get("/v1/waveforms/nobody?start_ms=0&end_ms=1000"); code != http.StatusNotFound {
+		t.Errorf("JSON unknown station: %d", code)
+	}
+	code, hdr, body := get(fmt.Sprintf("/v1/waveforms/TW-01/mseed?start_ms=%d&end_ms=%d", start, start+120_000))
+	if code != 200 || hdr.Get("Content-Type") != wavehttp.MediaType || !strings.Contains(hdr.Get("Content-Disposition"), "SH.TW01.00.") {
+		t.Errorf("mseed route: %d %v", code, hdr)
+	}
+	if recs, err := mseed.ReadAll(bytes.NewReader(body)); err != nil || len(recs) == 0 || len(body)%512 != 0 {
+		t.Errorf("mseed body: %d records, %v", len(recs), err)
+	}
+	for _, tc := range []struct {
+		path string
+		code int
+	}{
+		{fmt.Sprintf("/v1/waveforms/TW-01/mseed?start_ms=%d&end_ms=%d", start-7200_000, start-3600_000), http.StatusNoContent},
+		{"/v1/waveforms/nobody/mseed?start_ms=0&end_ms=1000", http.StatusNotFound},
+		{"/v1/waveforms/TW-01/mseed?start_ms=x&end_ms=1000", http.StatusBadRequest},
+		{"/v1/waveforms/TW-01/mseed?start_ms=5000&end_ms=1000", http.StatusBadRequest},
+		{"/v1/waveforms/TW-01/mseed?start_ms=0&end_ms=1000&intensity=maybe", http.StatusBadRequest},
+	} {
+		if code, _, body := get(tc.path); code != tc.code {
+			t.Errorf("GET %s: %d %q, want %d", tc.path, code, body, tc.code)
+		}
+	}
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-data-dir", "x"}, ""},
+		{nil, "data-dir is required"},
+		{[]string{"-data-dir", "x", "-network", "TOO"}, `network "TOO"`},
+		{[]string{"-data-dir", "x", "-retention", "5m"}, "retention must be at least 1h"},
+		{[]string{"-data-dir", "x", "-flush-age", "0s"}, "flush-age"},
+		{[]string{"-data-dir", "x", "-http-addr", "nowhere"}, `http-addr "nowhere"`},
+	}
+	for _, tt := range tests {
+		cfg := DefaultConfig()
+		err := conf.Load(&cfg, "WAVEFORM", tt.args, conf.Options{Name: Name, Env: func(string) (string, bool) { return "", false }})
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%v: %v, want %q", tt.args, err, tt.want)
+		}
+	}
+	cfg := DefaultConfig()
+	if err := conf.Load(&cfg, "WAVEFORM", []string{"-data-dir", "x"}, conf.Options{Env: func(string) (string, bool) { return "", false }}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":7301" || cfg.Retention != 168*time.Hour || cfg.Network != "SH" || cfg.FlushAge != time.Minute {
+		t.Errorf("defaults %+v", cfg)
 	}
 }

@@ -45,7 +45,7 @@ type WaveformServiceClient interface {
 	// miniSEED record on disk.
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error)
 	// Export streams one station's archived samples for a time window of at
-	// most one day as miniSEED 2.4 records (512 bytes, Steim-2, channels
+	// most one day as miniSEED 2.4 records (1024 bytes, Steim-2, channels
 	// BNZ, BNN and BNE; with the intensity series also MXI, MXA and MXV as
 	// 32-bit floats), cut to the window.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
@@ -137,7 +137,7 @@ type WaveformServiceServer interface {
 	// miniSEED record on disk.
 	Query(context.Context, *QueryRequest) (*QueryResponse, error)
 	// Export streams one station's archived samples for a time window of at
-	// most one day as miniSEED 2.4 records (512 bytes, Steim-2, channels
+	// most one day as miniSEED 2.4 records (1024 bytes, Steim-2, channels
 	// BNZ, BNN and BNE; with the intensity series also MXI, MXA and MXV as
 	// 32-bit floats), cut to the window.
 	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error

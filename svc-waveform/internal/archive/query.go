@@ -1,0 +1,520 @@
+package archive
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"shindo.dev/lib/mseed"
+)
+
+// Limits of one request.
+const (
+	// MaxQueryMs is the longest window of Query.
+	MaxQueryMs = 60 * 60 * 1000
+	// MaxExportMs is the longest window of Export.
+	MaxExportMs = dayMs
+	// chunkSamples is the longest chunk Query returns (60 s).
+	chunkSamples = 3000
+	// exportPart is how much miniSEED Export hands over at a time.
+	exportPart = 64 * recordLen
+)
+
+// Result is what Query found.
+type Result struct {
+	// SEED names of the station's channels.
+	Network, Station, Location string
+	// ScaleGal is the station's count size: counts × ScaleGal = gal.
+	ScaleGal float32
+	// Chunks are contiguous runs of three-axis samples, at most 60 s each.
+	Chunks []Chunk
+	// Intensity is the intensity series, when asked for.
+	Intensity []Intensity
+}
+
+// Chunk is a contiguous run of samples of all three axes.
+type Chunk struct {
+	FirstMs    int64
+	NS, EW, UD []int32
+}
+
+// Intensity is one stored intensity frame.
+type Intensity struct {
+	WindowEndMs         int64
+	Intensity, PGA, PGV float32
+}
+
+// stretch is a sequence of consecutive records of a day file whose start
+// times increase, so it can be binary-searched. A file written in order is
+// one stretch; a late record that goes back in time starts another.
+type stretch struct {
+	first, last    int64 // offsets of the first and last record
+	lo, lastLo, hi int64 // first record's start, last record's start, latest end (sample indexes)
+}
+
+// fileIndex locates records in a day file: built by reading the headers
+// the first time a query needs the file, then kept up to date as records
+// are written.
+type fileIndex struct {
+	upto      int64 // bytes of the file covered
+	stretches []stretch
+}
+
+func (x *fileIndex) appendRecord(off, lo, hi int64) {
+	if off != x.upto {
+		return // a later query scans what is missing
+	}
+	x.upto = off + recordLen
+	if n := len(x.stretches); n > 0 {
+		s := &x.stretches[n-1]
+		if s.last+recordLen == off && lo >= s.lastLo {
+			s.last, s.lastLo, s.hi = off, lo, max(s.hi, hi)
+			return
+		}
+	}
+	x.stretches = append(x.stretches, stretch{first: off, last: off, lo: lo, lastLo: lo, hi: hi})
+}
+
+func (x *fileIndex) clone() *fileIndex {
+	if x == nil {
+		return &fileIndex{}
+	}
+	return &fileIndex{upto: x.upto, stretches: append([]stretch(nil), x.stretches...)}
+}
+
+// sampleRange reads the sample span of the record header at b.
+func sampleRange(b []byte, periodMs int64) (lo, hi int64, ok bool) {
+	h, err := mseed.ParseHeader(b)
+	if err != nil || h.RecordLen != recordLen {
+		return 0, 0, false
+	}
+	ms := h.Start.UnixMilli()
+	if ms%periodMs != 0 {
+		return 0, 0, false
+	}
+	lo = ms / periodMs
+	return lo, lo + int64(h.NumSamples), true
+}
+
+// scan extends the index over [x.upto, to) of file f.
+func (x *fileIndex) scan(f *os.File, to, periodMs int64) error {
+	buf := make([]byte, 128*recordLen)
+	for x.upto < to {
+		n := min(int64(len(buf)), to-x.upto)
+		if _, err := f.ReadAt(buf[:n], x.upto); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		for k := int64(0); k+recordLen <= n; k += recordLen {
+			off := x.upto
+			if lo, hi, ok := sampleRange(buf[k:k+recordLen], periodMs); ok {
+				x.appendRecord(off, lo, hi)
+			} else {
+				x.upto += recordLen // unreadable: skipped, and it breaks the stretch
+			}
+		}
+		if n < recordLen {
+			break
+		}
+	}
+	return nil
+}
+
+// window is a dense view of one channel over sample indexes [a, a+len).
+type window struct {
+	a    int64
+	vals []int32
+	have []uint64
+}
+
+func newWindow(a, b int64) *window {
+	n := max(b-a, 0)
+	return &window{a: a, vals: make([]int32, n), have: make([]uint64, (n+63)/64)}
+}
+
+func (w *window) put(lo int64, x []int32) {
+	end := w.a + int64(len(w.vals))
+	for i, v := range x {
+		j := lo + int64(i)
+		if j < w.a || j >= end {
+			continue
+		}
+		k := j - w.a
+		w.vals[k] = v
+		w.have[k/64] |= 1 << (k % 64)
+	}
+}
+
+func (w *window) has(k int64) bool { return w.have[k/64]&(1<<(k%64)) != 0 }
+
+// putRecord decodes a record into the window.
+func (w *window) putRecord(b []byte, periodMs int64) {
+	rec, err := mseed.Parse(b)
+	if err != nil || rec.Start.UnixMilli()%periodMs != 0 {
+		return
+	}
+	lo := rec.Start.UnixMilli() / periodMs
+	if rec.Floats != nil {
+		x := make([]int32, len(rec.Floats))
+		for i, f := range rec.Floats {
+			x[i] = int32(math.Float32bits(float32(f)))
+		}
+		w.put(lo, x)
+		return
+	}
+	w.put(lo, rec.Ints)
+}
+
+// chanSnap is what a read of one channel needs, taken under the lock.
+type chanSnap struct {
+	kind    *chanKind
+	files   []fileSnap
+	pending [][]byte
+	runs    []span
+	samples [][]int32
+}
+
+type fileSnap struct {
+	df      *dayFile
+	path    string
+	written int64
+	idx     *fileIndex
+}
+
+// snapChannel copies, under s.mu, what is in memory of channel c over
+// [a, b) and where its files stand.
+func (s *Store) snapChannel(st *station, c int, a, b int64) chanSnap {
+	ch := &st.ch[c]
+	k := ch.kind
+	snap := chanSnap{kind: k}
+	for day := dayOf(a * k.periodMs); day <= dayOf((b-1)*k.periodMs); day++ {
+		f := s.dayFile(st, ch, day)
+		if f.written > 0 {
+			snap.files = append(snap.files, fileSnap{df: f, path: f.path, written: f.written, idx: f.idx.clone()})
+		}
+	}
+	for _, p := range ch.pending {
+		if p.lo < b && p.hi > a {
+			snap.pending = append(snap.pending, p.buf)
+		}
+	}
+	for _, r := range ch.runs {
+		lo, hi := max(r.start, a), min(r.end(), b)
+		if lo < hi {
+			snap.runs = append(snap.runs, span{lo, hi})
+			snap.samples = append(snap.samples, append([]int32(nil), r.x[lo-r.start:hi-r.start]...))
+		}
+	}
+	return snap
+}
+
+// fill reads a snapshot into a window over [a, b).
+func (s *Store) fill(snap *chanSnap, a, b int64) (*window, error) {
+	w := newWindow(a, b)
+	period := snap.kind.periodMs
+	for i := range snap.files {
+		if err := s.readFile(&snap.files[i], w, a, b, period); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range snap.pending {
+		w.putRecord(p, period)
+	}
+	for i, r := range snap.runs {
+		w.put(r.lo, snap.samples[i])
+	}
+	return w, nil
+}
+
+// readFile puts the records of a day file that overlap [a, b) into w.
+func (s *Store) readFile(fsnap *fileSnap, w *window, a, b, period int64) error {
+	f, err := os.Open(filepath.Join(s.sds, fsnap.path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // expired meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("open day file: %w", err)
+	}
+	defer f.Close()
+	idx := fsnap.idx
+	if idx.upto < fsnap.written {
+		if err := idx.scan(f, fsnap.written, period); err != nil {
+			return fmt.Errorf("index day file: %w", err)
+		}
+		s.mu.Lock()
+		if fsnap.df.idx == nil || fsnap.df.idx.upto < idx.upto {
+			fsnap.df.idx = idx.clone()
+		}
+		s.mu.Unlock()
+	}
+	hdr := make([]byte, mseed.DataOffset)
+	startOf := func(off int64) (int64, bool) {
+		if _, err := f.ReadAt(hdr, off); err != nil {
+			return 0, false
+		}
+		lo, _, ok := sampleRange(hdr, period)
+		return lo, ok
+	}
+	buf := make([]byte, 32*recordLen)
+	for _, st := range idx.stretches {
+		if st.lo >= b || st.hi <= a {
+			continue
+		}
+		count := (st.last-st.first)/recordLen + 1
+		// The first record starting at or after a; the one before it may
+		// reach into the window too.
+		k := int64(sort.Search(int(count), func(i int) bool {
+			lo, ok := startOf(st.first + int64(i)*recordLen)
+			return !ok || lo >= a
+		}))
+		k = max(k-1, 0)
+		for off := st.first + k*recordLen; off <= st.last; {
+			n := min(int64(len(buf)), st.last+recordLen-off)
+			if _, err := f.ReadAt(buf[:n], off); err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read day file: %w", err)
+			}
+			done := false
+			for j := int64(0); j+recordLen <= n; j += recordLen {
+				lo, _, ok := sampleRange(buf[j:j+recordLen], period)
+				if ok && lo >= b {
+					done = true
+					break
+				}
+				if ok {
+					w.putRecord(buf[j:j+recordLen], period)
+				}
+			}
+			if done {
+				break
+			}
+			off += n
+		}
+	}
+	return nil
+}
+
+// read returns the windows of the given channels of station id over the
+// sample indexes that fall in [startMs, endMs).
+func (s *Store) read(id string, startMs, endMs int64, chans []int) (*station, []*window, error) {
+	now := s.opts.Now().UnixMilli()
+	startMs = max(startMs, now-s.opts.Retention.Milliseconds())
+	s.mu.Lock()
+	st := s.stations[id]
+	if st == nil {
+		s.mu.Unlock()
+		return nil, nil, ErrUnknownStation
+	}
+	snaps := make([]chanSnap, len(chans))
+	ranges := make([]span, len(chans))
+	for i, c := range chans {
+		p := kinds[c].periodMs
+		a, b := ceilDiv(startMs, p), ceilDiv(endMs, p)
+		ranges[i] = span{a, max(a, b)}
+		if a < b {
+			snaps[i] = s.snapChannel(st, c, a, b)
+		}
+	}
+	s.mu.Unlock()
+	out := make([]*window, len(chans))
+	for i := range chans {
+		if ranges[i].lo >= ranges[i].hi {
+			out[i] = newWindow(ranges[i].lo, ranges[i].lo)
+			continue
+		}
+		w, err := s.fill(&snaps[i], ranges[i].lo, ranges[i].hi)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[i] = w
+	}
+	return st, out, nil
+}
+
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a > 0) == (b > 0) {
+		q++
+	}
+	return q
+}
+
+func checkWindow(startMs, endMs, maxMs int64) error {
+	if startMs < 0 || endMs <= startMs {
+		return fmt.Errorf("%w: end must be after start", ErrWindow)
+	}
+	if endMs-startMs > maxMs {
+		return fmt.Errorf("%w: longer than %s", ErrWindow, time.Duration(maxMs)*time.Millisecond)
+	}
+	return nil
+}
+
+// Query returns what the archive holds of station id in [startMs, endMs)
+// (at most MaxQueryMs): the samples whose time is in the window and, with
+// withIntensity, the intensity frames whose window end is.
+func (s *Store) Query(id string, startMs, endMs int64, withIntensity bool) (*Result, error) {
+	if err := checkWindow(startMs, endMs, MaxQueryMs); err != nil {
+		return nil, err
+	}
+	chans := []int{chZ, chN, chE}
+	if withIntensity {
+		chans = append(chans, chI, chA, chV)
+	}
+	st, ws, err := s.read(id, startMs, endMs, chans)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	res := &Result{Network: st.net, Station: st.sta, Location: Location, ScaleGal: st.scale}
+	s.mu.Unlock()
+	z, n, e := ws[0], ws[1], ws[2]
+	for k := int64(0); k < int64(len(z.vals)); {
+		if !(z.has(k) && n.has(k) && e.has(k)) {
+			k++
+			continue
+		}
+		j := k
+		for j < int64(len(z.vals)) && j-k < chunkSamples && z.has(j) && n.has(j) && e.has(j) {
+			j++
+		}
+		res.Chunks = append(res.Chunks, Chunk{
+			FirstMs: (z.a + k) * kinds[chZ].periodMs,
+			UD:      append([]int32(nil), z.vals[k:j]...),
+			NS:      append([]int32(nil), n.vals[k:j]...),
+			EW:      append([]int32(nil), e.vals[k:j]...),
+		})
+		k = j
+	}
+	if withIntensity {
+		iw, aw, vw := ws[3], ws[4], ws[5]
+		for k := range int64(len(iw.vals)) {
+			if iw.has(k) && aw.has(k) && vw.has(k) {
+				res.Intensity = append(res.Intensity, Intensity{
+					WindowEndMs: (iw.a + k) * kinds[chI].periodMs,
+					Intensity:   math.Float32frombits(uint32(iw.vals[k])),
+					PGA:         math.Float32frombits(uint32(aw.vals[k])),
+					PGV:         math.Float32frombits(uint32(vw.vals[k])),
+				})
+			}
+		}
+	}
+	return res, nil
+}
+
+// Names returns the SEED network and station codes of station id.
+func (s *Store) Names(id string) (net, sta string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stations[id]
+	if st == nil {
+		return "", "", false
+	}
+	return st.net, st.sta, true
+}
+
+// Export writes what the archive holds of station id in [startMs, endMs)
+// (at most MaxExportMs) as miniSEED records, cut to the window, to emit in
+// parts of whole records: per hour of the window, channel by channel
+// (BNZ, BNN, BNE, then with withIntensity MXI, MXA, MXV). It returns the
+// number of records; none is not an error.
+func (s *Store) Export(id string, startMs, endMs int64, withIntensity bool, emit func([]byte) error) (int, error) {
+	if err := checkWindow(startMs, endMs, MaxExportMs); err != nil {
+		return 0, err
+	}
+	chans := []int{chZ, chN, chE}
+	if withIntensity {
+		chans = append(chans, chI, chA, chV)
+	}
+	var out []byte
+	records := 0
+	flush := func() error {
+		if len(out) == 0 {
+			return nil
+		}
+		err := emit(out)
+		out = out[:0]
+		return err
+	}
+	const hourMs = 60 * 60 * 1000
+	for t := startMs; t < endMs; t += hourMs {
+		st, ws, err := s.read(id, t, min(t+hourMs, endMs), chans)
+		if err != nil {
+			return records, err
+		}
+		s.mu.Lock()
+		net, sta := st.net, st.sta
+		s.mu.Unlock()
+		for i, c := range chans {
+			k := &kinds[c]
+			w := ws[i]
+			for j := int64(0); j < int64(len(w.vals)); {
+				if !w.has(j) {
+					j++
+					continue
+				}
+				end := j
+				for end < int64(len(w.vals)) && w.has(end) {
+					end++
+				}
+				for j < end {
+					h := mseed.Header{
+						SeqNo: records%999999 + 1, Network: net, Station: sta, Location: Location, Channel: k.code,
+						Start: time.UnixMilli((w.a + j) * k.periodMs).UTC(), SampleRate: k.rate, Encoding: k.enc,
+					}
+					buf := make([]byte, recordLen)
+					var n int
+					if k.enc == mseed.Float32 {
+						fl := make([]float32, end-j)
+						for q := range fl {
+							fl[q] = math.Float32frombits(uint32(w.vals[j+int64(q)]))
+						}
+						n, err = mseed.PackFloat32s(buf, h, fl)
+					} else {
+						n, err = mseed.PackInts(buf, h, w.vals[j:end])
+					}
+					if err != nil {
+						return records, fmt.Errorf("encode export: %w", err)
+					}
+					out = append(out, buf...)
+					records++
+					j += int64(n)
+					if len(out) >= exportPart {
+						if err := flush(); err != nil {
+							return records, err
+						}
+					}
+				}
+			}
+		}
+	}
+	return records, flush()
+}
+
+// Stats describes the store's state, for tests and benchmarks.
+type Stats struct {
+	Stations        int
+	BufferedSamples int
+	PendingRecords  int
+	WALSegments     int
+}
+
+// Stats returns the current state.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	st := Stats{Stations: len(s.stations), PendingRecords: len(s.pending)}
+	for _, x := range s.order {
+		for c := range x.ch {
+			for _, r := range x.ch[c].runs {
+				st.BufferedSamples += len(r.x)
+			}
+		}
+	}
+	s.mu.Unlock()
+	segs, _ := listSegments(s.walDir)
+	st.WALSegments = len(segs)
+	return st
+}
