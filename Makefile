@@ -23,7 +23,7 @@ SERVICES := ingest rts waveform dataapi edge
 BINARIES := bin/shindo $(addprefix bin/shindo-,$(SERVICES))
 E2E_TIMEOUT ?= 15m
 
-.PHONY: all run build test tools generate check-generate lint breaking vet gowork-off unit e2e bench clean
+.PHONY: all run build test tools generate check-generate lint breaking vet gowork-off unit e2e bench clean system-packages
 
 all: build
 
@@ -94,10 +94,13 @@ gowork-off:
 
 # --- tests -----------------------------------------------------------------------
 
-unit:
+unit: system-packages
 	@for m in $(MODULES); do [ $$m = e2e ] && continue; (cd $$m && GOWORK=off go test -count=1 ./...) || exit 1; done
 
-e2e: build
+system-packages:
+	@deploy/dev/system-packages
+
+e2e: build system-packages
 	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin go test -count=1 -timeout $(E2E_TIMEOUT) ./...
 
 test: check-generate lint breaking vet gowork-off unit e2e

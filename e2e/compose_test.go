@@ -33,8 +33,8 @@ import (
 var composeRequired = map[string][]string{
 	"shindo-ingest":   {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "udp-addr", "ws-addr", "database-url", "rts", "waveform", "data-dir", "nats", "peer-nats", "peer-site"},
 	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "database-url"},
-	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout"},
-	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest"},
+	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "data-dir"},
+	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest", "waveform-api"},
 	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts", "data-api", "waveform", "entrances"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
@@ -49,6 +49,7 @@ var composeDeps = []struct{ program, flag, target, targetFlag string }{
 	{"shindo-edge", "rts", "shindo-rts", "grpc-addr"},
 	{"shindo-edge", "data-api", "shindo-dataapi", "http-addr"},
 	{"shindo-edge", "waveform", "shindo-waveform", "grpc-addr"},
+	{"shindo-dataapi", "waveform-api", "shindo-waveform", "http-addr"},
 	{"shindo sim", "primary", "shindo-ingest", "udp-addr"},
 	{"shindo sim", "backup", "shindo-ingest", "udp-addr"},
 }

@@ -6,11 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -33,6 +37,7 @@ type Config struct {
 	stationsource.Config
 	HTTPAddr    string   `conf:"http-addr" help:"REST listen address"`
 	Ingest      string   `conf:"ingest" help:"svc-ingest gRPC address of this core, for /v1/links; empty: links not served"`
+	WaveformAPI string   `conf:"waveform-api" help:"svc-waveform HTTP base URL of this core (http://host:port), for /v1/waveforms/…; empty: waveforms not served"`
 	AdminTokens []string `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
 }
 
@@ -48,6 +53,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("http-addr %q: want host:port", c.HTTPAddr))
 	}
 	errs = append(errs, c.Config.Validate())
+	if c.WaveformAPI != "" {
+		if u, err := url.Parse(c.WaveformAPI); err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			errs = append(errs, fmt.Errorf("waveform-api %q: want http://host:port", c.WaveformAPI))
+		}
+	}
 	for _, t := range c.AdminTokens {
 		if len(t) < 16 {
 			errs = append(errs, errors.New("admin-tokens: each at least 16 characters"))
@@ -94,6 +104,20 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/", gw)
+		if cfg.WaveformAPI != "" {
+			// The archive answers its own REST routes (JSON and miniSEED
+			// files); the data API passes them through.
+			target, _ := url.Parse(cfg.WaveformAPI)
+			proxy := &httputil.ReverseProxy{
+				Rewrite: func(pr *httputil.ProxyRequest) {
+					pr.SetURL(target)
+					pr.SetXForwarded()
+				},
+				Transport: otelhttp.NewTransport(http.DefaultTransport),
+				ErrorLog:  slog.NewLogLogger(svc.Logger().Handler(), slog.LevelWarn),
+			}
+			mux.Handle("GET /v1/waveforms/", proxy)
+		}
 		mux.HandleFunc("GET /readyz", svc.ServeReady) // probed by the edges' data-API routing
 		mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

@@ -3,9 +3,11 @@ package dataapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +41,13 @@ func TestRESTGateway(t *testing.T) {
 	cfg.Common = service.Common{Site: "TNN-1", GRPCAddr: freeAddr(t), AdminAddr: freeAddr(t), LogFormat: "json", LogLevel: "error",
 		ShutdownTimeout: 3 * time.Second, DependencyWait: time.Second}
 	cfg.HTTPAddr, cfg.Registry, cfg.RegistryInterval = freeAddr(t), reg, time.Second
+	// The archive's own REST routes, which the data API passes through.
+	archive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.fdsn.mseed")
+		fmt.Fprintf(w, "%s?%s", r.URL.Path, r.URL.RawQuery)
+	}))
+	defer archive.Close()
+	cfg.WaveformAPI = archive.URL
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +99,9 @@ func TestRESTGateway(t *testing.T) {
 	}
 	if code, _ := get("/v1/stations?net=" + strings.Repeat("x", 40)); code != 400 {
 		t.Fatalf("long net: %d", code)
+	}
+	if code, body := get("/v1/waveforms/S2/mseed?start_ms=1&end_ms=2"); code != 200 || body != "/v1/waveforms/S2/mseed?start_ms=1&end_ms=2" {
+		t.Fatalf("waveforms not passed to the archive: %d %s", code, body)
 	}
 	code, body = get("/openapi.json")
 	var oa map[string]any

@@ -21,7 +21,7 @@ const (
 
 	ingestUDP, ingestWS, ingestGRPC, ingestAdmin = 0, 1, 2, 3
 	rtsGRPC, rtsAdmin                            = 10, 11
-	waveformGRPC, waveformAdmin                  = 20, 21
+	waveformGRPC, waveformAdmin, waveformHTTP    = 20, 21, 22
 	dataHTTP, dataGRPC, dataAdmin                = 30, 31, 32
 	postgresPort                                 = 40
 	natsClient, natsHTTP, natsPeerProxy          = 50, 51, 52
@@ -167,9 +167,12 @@ func newPlan(cfg Config) *plan {
 		p.intersite = append(p.intersite, intersiteLink{listen: addr(c, natsPeerProxy), target: addr(c, natsClient)})
 		natsServers = append(natsServers, ns)
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", p.databaseURL, "-nats", natsURL(c))
-		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil)
+		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, map[string]int{"HTTP": waveformHTTP},
+			"-http-addr", addr(c, waveformHTTP), "-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"))
+		wf.listeners["http"] = "http://" + addr(c, waveformHTTP)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
-			"-http-addr", addr(c, dataHTTP), "-database-url", p.databaseURL, "-ingest", addr(c, ingestGRPC))
+			"-http-addr", addr(c, dataHTTP), "-database-url", p.databaseURL, "-ingest", addr(c, ingestGRPC),
+			"-waveform-api", "http://"+addr(c, waveformHTTP))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
