@@ -362,7 +362,7 @@ func (s *streams) serveSSE(w http.ResponseWriter, r *http.Request, o sse.ServeOp
 		writeError(w, http.StatusTooManyRequests, "too many streams from this address")
 		return
 	}
-	defer s.perAddr.release(addr)
+	o.OnClose = func() { s.perAddr.release(addr) }
 	s.hub.Serve(w, r, o)
 }
 

@@ -51,15 +51,18 @@ func (ws *waveformStream) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	defer ws.live.Release(id)
 	addr := clientAddr(r)
 	if !ws.streams.perAddr.acquire(addr) {
+		ws.live.Release(id)
 		w.Header().Set("Retry-After", "3")
 		writeError(w, http.StatusTooManyRequests, "too many streams from this address")
 		return
 	}
-	defer ws.streams.perAddr.release(addr)
-	hub.Serve(w, r, sse.ServeOptions{Hello: []*sse.Event{ws.streams.info}, LastID: lastID, Latest: lastID == ""})
+	hub.Serve(w, r, sse.ServeOptions{Hello: []*sse.Event{ws.streams.info}, LastID: lastID, Latest: lastID == "",
+		OnClose: func() {
+			ws.streams.perAddr.release(addr)
+			ws.live.Release(id)
+		}})
 }
 
 // stationLookup asks the cores' data API, through the edge's routing, about

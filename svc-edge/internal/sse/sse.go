@@ -3,6 +3,14 @@
 // connections alive with comments, and drops any client that falls behind
 // so that no client can slow the others.
 //
+// An idle client costs a few kilobytes, so an edge holds tens of
+// thousands: its connection is taken over from net/http once the stream's
+// head is written, and it has no goroutine writing for it — a small pool
+// of workers, started on demand, writes each client's pending events in
+// one chunk, and one parked reader per connection notices the client
+// leaving at once. (A connection that cannot be taken over, such as
+// HTTP/2, is served by its handler goroutine instead.)
+//
 // Events carry IDs derived from the data ("<ms>-<topic index>": a tick's
 // time for RTS), so the same event has the same ID at every edge, and a
 // hub keeps the events of the last History: a client that reconnects with
@@ -14,14 +22,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
-	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"shindo.dev/lib/fanout"
 )
 
 // Event is one message of a stream, with its two wire forms prepared once
@@ -112,209 +116,3 @@ func (e *Event) Bytes(compressed bool) []byte {
 	return e.plain
 }
 
-// Options tune a hub.
-type Options struct {
-	// Retry is sent as `retry:` at connect: how long clients wait before
-	// reconnecting.
-	Retry time.Duration
-	// KeepAlive is the longest a connection stays silent; a comment line
-	// is sent when nothing else was.
-	KeepAlive time.Duration
-	// Buffer is how many events a client may fall behind before it is
-	// dropped.
-	Buffer int
-	// WriteTimeout bounds one write to a client.
-	WriteTimeout time.Duration
-	// MaxClients caps connections; more are refused with 503.
-	MaxClients int
-	// Stop ends every connection when closed (server shutdown).
-	Stop <-chan struct{}
-	// History is how long events are kept for clients that resume with
-	// Last-Event-ID; MaxHistory bounds their number.
-	History    time.Duration
-	MaxHistory int
-}
-
-// Hub is one broadcast stream.
-type Hub struct {
-	opts Options
-	fan  *fanout.Hub[*Event]
-
-	mu     sync.Mutex // orders Publish against a client's replay+subscribe
-	hist   []*Event
-	latest map[string]*Event // newest event per topic
-}
-
-// NewHub returns a hub with no clients.
-func NewHub(opts Options) *Hub {
-	return &Hub{opts: opts, fan: fanout.New[*Event](opts.MaxClients), latest: map[string]*Event{}}
-}
-
-// Publish sends e to every client and keeps it as its topic's latest and
-// in the history.
-func (h *Hub) Publish(e *Event) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.latest[e.topic] = e
-	if h.opts.History > 0 && e.id != "" {
-		h.hist = append(h.hist, e)
-		cut := 0
-		for cut < len(h.hist) && (e.at.Sub(h.hist[cut].at) > h.opts.History || len(h.hist)-cut > h.opts.MaxHistory && h.opts.MaxHistory > 0) {
-			cut++
-		}
-		if cut > 0 {
-			h.hist = append(h.hist[:0:0], h.hist[cut:]...)
-		}
-	}
-	h.fan.Publish(e)
-}
-
-// Latest returns the most recent event of topic ("" for events without
-// one), or nil.
-func (h *Hub) Latest(topic string) *Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.latest[topic]
-}
-
-// Stats returns the number of clients and how many were dropped so far.
-func (h *Hub) Stats() (clients int, dropped uint64) { return h.fan.Stats() }
-
-// ServeOptions describe one client's stream.
-type ServeOptions struct {
-	Compressed bool
-	// Want selects the client's topics; nil means all.
-	Want func(topic string) bool
-	// LastID resumes after that event ("" for none).
-	LastID string
-	// Latest sends, with no LastID, the newest event of each wanted topic
-	// at once.
-	Latest bool
-	// Hello events open the stream (after the retry hint).
-	Hello []*Event
-}
-
-// subscribe registers a client and returns, besides its subscription,
-// the events to replay, whether it missed more than the history holds, and
-// its position: the ID after which its stream continues, which the hello
-// and gap events carry so a reconnect straight after them resumes there.
-func (h *Hub) subscribe(o ServeOptions) (sub *fanout.Sub[*Event], replay []*Event, gap bool, pos string, ok bool) {
-	want := func(e *Event) bool { return o.Want == nil || o.Want(e.topic) }
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	sub, _, _, ok = h.fan.Subscribe(h.opts.Buffer, want)
-	if !ok {
-		return nil, nil, false, "", false
-	}
-	pos = o.LastID
-	if pos == "" {
-		pos = ID(0, 0)
-		if n := len(h.hist); n > 0 {
-			pos = h.hist[n-1].id
-		}
-	}
-	switch {
-	case o.LastID != "":
-		// Older than everything kept, and not kept itself: events were
-		// lost in between.
-		gap = len(h.hist) > 0 && after(h.hist[0].id, o.LastID) && !h.hasID(o.LastID)
-		for _, e := range h.hist {
-			if after(e.id, o.LastID) && want(e) {
-				replay = append(replay, e)
-			}
-		}
-	case o.Latest:
-		for topic, e := range h.latest {
-			if o.Want == nil || o.Want(topic) {
-				replay = append(replay, e)
-			}
-		}
-		slices.SortFunc(replay, func(a, b *Event) int {
-			if after(a.id, b.id) {
-				return 1
-			}
-			return -1
-		})
-	}
-	return sub, replay, gap, pos, true
-}
-
-// hasID reports whether id is still in the history; h.mu is held.
-func (h *Hub) hasID(id string) bool {
-	for _, e := range h.hist {
-		if e.id == id {
-			return true
-		}
-	}
-	return false
-}
-
-// Serve streams the hub to one client: the retry hint, then the hello
-// events, then what it missed since LastID (with an `event: gap` first if
-// that is older than the history), or the latest events, then every event
-// after them.
-func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, o ServeOptions) {
-	compressed := o.Compressed
-	c, replay, gap, pos, ok := h.subscribe(o)
-	if !ok {
-		w.Header().Set("Retry-After", "3")
-		http.Error(w, `{"error":"too many clients on this edge"}`, http.StatusServiceUnavailable)
-		return
-	}
-	defer h.fan.Unsubscribe(c)
-	rc := http.NewResponseController(w)
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("Connection", "keep-alive")
-	hdr.Set("X-Accel-Buffering", "no") // reverse proxies must not buffer the stream
-	w.WriteHeader(http.StatusOK)
-
-	write := func(b []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	var head []byte
-	head = append(head, "retry: "...)
-	head = strconv.AppendInt(head, h.opts.Retry.Milliseconds(), 10)
-	head = append(head, "\n\n"...)
-	for _, e := range o.Hello {
-		head = append(head, frame(pos, e.name, e.data)...)
-	}
-	if gap {
-		// The client missed more than the history holds.
-		data := strconv.AppendQuote([]byte(`{"after":`), o.LastID)
-		head = append(head, frame(pos, "gap", append(data, '}'))...)
-	}
-	for _, e := range replay {
-		head = append(head, e.Bytes(compressed)...)
-	}
-	if !write(head) {
-		return
-	}
-	keepAlive := time.NewTicker(h.opts.KeepAlive)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-c.Dropped:
-			return
-		case <-h.opts.Stop:
-			return
-		case e := <-c.C:
-			if !write(e.Bytes(compressed)) {
-				return
-			}
-		case <-keepAlive.C:
-			// Unconditional, so proxies and clients see traffic at least
-			// every KeepAlive even if the data stream stalls.
-			if !write([]byte(": keep-alive\n\n")) {
-				return
-			}
-		}
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -316,4 +317,65 @@ func FuzzValidID(f *testing.F) {
 			t.Fatalf("%q orders wrongly", id)
 		}
 	})
+}
+
+// TestOnCloseOnce: OnClose runs exactly once whether the client leaves, is
+// refused, or the connection cannot be taken over (HTTP/2, served from the
+// handler), and the stream works the same over HTTP/2.
+func TestOnCloseOnce(t *testing.T) {
+	t.Parallel()
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
+			t.Parallel()
+			h := NewHub(Options{Retry: 3 * time.Second, KeepAlive: time.Hour, Buffer: 4, WriteTimeout: time.Second, MaxClients: 1})
+			var closes atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h.Serve(w, r, ServeOptions{OnClose: func() { closes.Add(1) }})
+			}))
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			client := srv.Client()
+
+			resp, err := client.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h2 != (resp.ProtoMajor == 2) {
+				t.Fatalf("protocol %s", resp.Proto)
+			}
+			blocks := readBlocks(t, resp.Body)
+			<-blocks // retry
+			waitClients(t, h, 1)
+			h.Publish(NewEvent("", []byte(`{"n":1}`)))
+			if got := <-blocks; got != "data: {\"n\":1}\n" {
+				t.Fatalf("event %q", got)
+			}
+			refused, err := client.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused.Body.Close()
+			if refused.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("second client: %s", refused.Status)
+			}
+			resp.Body.Close()
+			waitClients(t, h, 0)
+			deadline := time.Now().Add(5 * time.Second)
+			for closes.Load() != 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("OnClose ran %d times for 2 clients", closes.Load())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if n := closes.Load(); n != 2 {
+				t.Fatalf("OnClose ran %d times for 2 clients", n)
+			}
+		})
+	}
 }

@@ -91,8 +91,7 @@ func testHub(t *testing.T, cores ...*fakeCore) (*Hub, string) {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		defer h.Release(id)
-		hub.Serve(w, r, sse.ServeOptions{LastID: r.Header.Get("Last-Event-ID"), Latest: true})
+		hub.Serve(w, r, sse.ServeOptions{LastID: r.Header.Get("Last-Event-ID"), Latest: true, OnClose: func() { h.Release(id) }})
 	}))
 	t.Cleanup(func() {
 		close(stop)

@@ -1,0 +1,264 @@
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The SSE load benchmark runs the hub in this process and its clients in a
+// child process (this test binary again, see TestMain), so the hub's memory
+// per client is measured alone, and clients read over real TCP.
+
+const loadEnv = "SHINDO_SSE_LOAD"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(loadEnv); spec != "" {
+		os.Exit(runLoadClients(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// raiseFileLimit lifts RLIMIT_NOFILE as far as allowed: every client is a
+// descriptor on both sides.
+func raiseFileLimit(want uint64) uint64 {
+	var lim syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if lim.Cur >= want {
+		return lim.Cur
+	}
+	try := syscall.Rlimit{Cur: want, Max: max(want, lim.Max)}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try) != nil {
+		try = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try)
+	}
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	return lim.Cur
+}
+
+// loadResult is what the client process reports.
+type loadResult struct {
+	Connected int
+	// PerClient are every client's latencies (publish → read), ms.
+	PerClient []float64
+	// LastClient is, per tick, the latency of the last client to read it.
+	LastClient []float64
+	Missing    int
+}
+
+// runLoadClients is the child: "addr clients ticks" — connect, print
+// "ready", read ticks, print the result as JSON.
+func runLoadClients(spec string) int {
+	var addr string
+	var n, ticks int
+	if _, err := fmt.Sscan(spec, &addr, &n, &ticks); err != nil {
+		fmt.Fprintln(os.Stderr, "bad load spec:", err)
+		return 2
+	}
+	raiseFileLimit(uint64(n) + 400)
+	type client struct {
+		conn net.Conn
+		r    *bufio.Reader
+	}
+	clients := make([]client, 0, n)
+	for i := range n {
+		// Spread clients over source addresses: a bound source address
+		// has only its own free ephemeral ports.
+		local := &net.TCPAddr{IP: net.IPv4(127, 0, byte(1+i/5000), 1)}
+		d := net.Dialer{LocalAddr: local, Timeout: 10 * time.Second}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "client %d: %v\n", i, err)
+			break
+		}
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: edge\r\nAccept: text/event-stream\r\n\r\n")
+		clients = append(clients, client{conn, bufio.NewReaderSize(conn, 512)})
+	}
+	// Every client reads its headers and the hello before "ready".
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() {
+			for {
+				line, err := c.r.ReadString('\n')
+				if err != nil || strings.HasPrefix(line, "event: info") {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("ready")
+
+	// Each client records into its own row: no lock, and parsing by hand,
+	// so the clients' own work distorts the latencies as little as
+	// possible.
+	lat := make([][]float64, len(clients)) // per client, per tick (0: missing)
+	for i, c := range clients {
+		lat[i] = make([]float64, ticks)
+		wg.Go(func() {
+			c.conn.SetReadDeadline(time.Now().Add(time.Duration(ticks)*time.Second + 30*time.Second))
+			for got := 0; got < ticks; {
+				line, err := c.r.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				now := time.Now().UnixNano()
+				seq, t, ok := parseTick(line)
+				if !ok || seq >= ticks {
+					continue
+				}
+				lat[i][seq] = float64(now-t) / 1e6
+				got++
+			}
+		})
+	}
+	wg.Wait()
+	res := loadResult{Connected: len(clients)}
+	for tick := range ticks {
+		last := 0.0
+		for i := range clients {
+			l := lat[i][tick]
+			if l == 0 {
+				res.Missing++
+				continue
+			}
+			res.PerClient = append(res.PerClient, l)
+			last = max(last, l)
+		}
+		res.LastClient = append(res.LastClient, last)
+	}
+	json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}
+
+// parseTick reads `data: {"seq":S,"t":T}`.
+func parseTick(line []byte) (seq int, t int64, ok bool) {
+	rest, found := bytes.CutPrefix(line, []byte(`data: {"seq":`))
+	if !found {
+		return 0, 0, false
+	}
+	s, rest, _ := bytes.Cut(rest, []byte(`,"t":`))
+	v, _, _ := bytes.Cut(rest, []byte("}"))
+	n, err1 := strconv.Atoi(string(s))
+	tt, err2 := strconv.ParseInt(string(v), 10, 64)
+	return n, tt, err1 == nil && err2 == nil && n >= 0 && tt > 0
+}
+
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// goMemory is the Go runtime's memory in use: heap and goroutine stacks.
+func goMemory() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse + m.MSpanInuse + m.MCacheInuse
+}
+
+// rss is this process's resident set size in bytes.
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}
+
+// BenchmarkSSEClients holds N idle SSE clients on one hub (the edge's
+// per-client cost) and then publishes ticks to all of them: memory per
+// client, and the latency from publish to each client's read, including
+// the last client of each tick.
+//
+// Every client is a descriptor in each process: where RLIMIT_NOFILE cannot
+// be raised far enough (it needs CAP_SYS_RESOURCE above the hard limit),
+// the largest run is capped below the limit, and its name says so.
+func BenchmarkSSEClients(b *testing.B) {
+	limit := raiseFileLimit(51_000)
+	for _, n := range []int{10_000, 50_000} {
+		if uint64(n)+500 > limit {
+			b.Logf("%d clients need more than the open file limit %d; running %d", n, limit, limit-500)
+			n = int(limit) - 500
+		}
+		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+			for range b.N {
+				benchClients(b, n, 20)
+			}
+		})
+	}
+}
+
+func benchClients(b *testing.B, n, ticks int) {
+	stop := make(chan struct{})
+	h := NewHub(Options{Retry: 3 * time.Second, KeepAlive: 15 * time.Second, Buffer: 16, WriteTimeout: 10 * time.Second, MaxClients: n + 10, Stop: stop, History: time.Minute, MaxHistory: 200})
+	hello := NewEvent("info", []byte(`{"location":"TPE-1"}`))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.Serve(w, r, ServeOptions{Hello: []*Event{hello}})
+	})}
+	go srv.Serve(ln)
+	defer func() { close(stop); srv.Close() }()
+
+	before, rssBefore := goMemory(), rss()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", loadEnv, ln.Addr(), n, ticks))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	r := bufio.NewReader(out)
+	if line, err := r.ReadString('\n'); err != nil || line != "ready\n" {
+		b.Fatalf("load clients: %q %v", line, err)
+	}
+	clients, _ := h.Stats()
+	after, rssAfter := goMemory(), rss()
+
+	for seq := range ticks {
+		h.Publish(NewEventID("rts", ID(int64(seq)*500, 0), "", fmt.Appendf(nil, `{"seq":%d,"t":%d}`, seq, time.Now().UnixNano())))
+		time.Sleep(500 * time.Millisecond)
+	}
+	body, _ := io.ReadAll(r)
+	cmd.Wait()
+	var res loadResult
+	if err := json.Unmarshal(body, &res); err != nil {
+		b.Fatalf("load result %q: %v", body, err)
+	}
+	if res.Connected != n || clients != n || res.Missing > 0 {
+		b.Fatalf("%d of %d clients connected (%d on the hub), %d tick reads missing", res.Connected, n, clients, res.Missing)
+	}
+	b.ReportMetric(float64(after-before)/float64(n), "go-B/client")
+	b.ReportMetric(float64(rssAfter-rssBefore)/float64(n), "rss-B/client")
+	b.ReportMetric(quantile(res.PerClient, 0.5), "p50-ms")
+	b.ReportMetric(quantile(res.PerClient, 0.99), "p99-ms")
+	b.ReportMetric(quantile(res.LastClient, 0.5), "last-p50-ms")
+	b.ReportMetric(quantile(res.LastClient, 0.99), "last-p99-ms")
+}
