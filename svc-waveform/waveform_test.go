@@ -284,11 +284,11 @@ func TestQueryAndExport(t *testing.T) {
 	code, _, body := get(fmt.Sprintf("/v1/waveforms/TW-01?start_ms=%d&end_ms=%d&with_intensity=true", start, start+10_000))
 	var js struct {
 		Chunks []struct {
-			FirstSampleMs string  `json:"firstSampleMs"`
+			FirstSampleMs string  `json:"first_sample_ms"`
 			Ud            []int32 `json:"ud"`
 		} `json:"chunks"`
 		Intensity   []json.RawMessage `json:"intensity"`
-		StationCode string            `json:"stationCode"`
+		StationCode string            `json:"station_code"`
 	}
 	if err := json.Unmarshal(body, &js); code != 200 || err != nil || len(js.Chunks) != 1 || len(js.Chunks[0].Ud) != 500 || len(js.Intensity) != 19 || js.StationCode != "TW01" {
 		t.Errorf("JSON route: %d %v %.300s", code, err, body)

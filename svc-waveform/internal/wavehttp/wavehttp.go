@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/svc-waveform/internal/archive"
@@ -32,7 +33,11 @@ const MediaType = "application/vnd.fdsn.mseed"
 // Handler serves the routes above from store and, for the JSON route,
 // the gRPC server srv in-process.
 func Handler(ctx context.Context, store *archive.Store, srv waveformv1.WaveformServiceServer, log *slog.Logger) (http.Handler, error) {
-	gw := runtime.NewServeMux()
+	// The same JSON as the rest of the data API: proto field names, every
+	// field present.
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+	}))
 	if err := waveformv1.RegisterWaveformServiceHandlerServer(ctx, gw, srv); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
