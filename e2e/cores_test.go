@@ -26,8 +26,8 @@ type feeder struct {
 	t     *testing.T
 	sts   []devStation
 	keys  [][]byte
-	conns []*net.UDPConn // per core
-	addrs []*net.UDPAddr // per core
+	conns []*net.UDPConn  // per core
+	addrs []*net.UDPAddr  // per core
 	on    [][]atomic.Bool // [station][core]
 
 	mu   sync.Mutex
