@@ -35,7 +35,7 @@ var composeRequired = map[string][]string{
 	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "database-url"},
 	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "data-dir"},
 	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest", "waveform-api"},
-	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts", "data-api", "waveform", "entrances"},
+	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts", "data-api", "waveform", "entrances", "nats", "etcd", "notify-tokens"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
 	"shindo etcd":     {"name", "data-dir", "client-url", "peer-url", "initial-cluster"},
@@ -50,6 +50,8 @@ var composeDeps = []struct{ program, flag, target, targetFlag string }{
 	{"shindo-edge", "data-api", "shindo-dataapi", "http-addr"},
 	{"shindo-edge", "waveform", "shindo-waveform", "grpc-addr"},
 	{"shindo-dataapi", "waveform-api", "shindo-waveform", "http-addr"},
+	{"shindo-edge", "nats", "shindo nats", "client-addr"},
+	{"shindo-edge", "etcd", "shindo etcd", "client-url"},
 	{"shindo sim", "primary", "shindo-ingest", "udp-addr"},
 	{"shindo sim", "backup", "shindo-ingest", "udp-addr"},
 }
@@ -583,6 +585,9 @@ func checkComposeDeps(t *testing.T, m *composeModel) {
 					continue
 				}
 				tv, _ := dep.value(d.targetFlag)
+				if u, err := url.Parse(tv); err == nil && u.Scheme != "" && u.Host != "" {
+					tv = u.Host
+				}
 				if _, tport, _ := net.SplitHostPort(tv); tport != port {
 					t.Errorf("%s: -%s %s, but %s's -%s is %s", u.name, d.flag, addr, host, d.targetFlag, tv)
 				}

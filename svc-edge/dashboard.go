@@ -29,9 +29,21 @@ func registerDashboard(mux *http.ServeMux, site string, entrances []string) {
 // browser needs a preflight, which is answered without permission.
 func allowCrossOrigin(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead || r.URL.Path == "/v1/notify/ack" {
 			w.Header().Set("Access-Control-Allow-Origin", "*")
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// allowAckPreflight lets pages of any origin acknowledge notifications:
+// the ack is a JSON POST, which browsers check first. The client ID in the
+// body is the capability; no credentials are involved.
+func allowAckPreflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", "POST")
+	h.Set("Access-Control-Allow-Headers", "Content-Type")
+	h.Set("Access-Control-Max-Age", "86400")
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -27,6 +27,7 @@ import (
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-edge/internal/compat"
 	"shindo.dev/svc-edge/internal/eew"
+	"shindo.dev/svc-edge/internal/notify"
 	"shindo.dev/svc-edge/internal/route"
 	"shindo.dev/svc-edge/internal/source"
 	"shindo.dev/svc-edge/internal/sse"
@@ -60,7 +61,18 @@ type Config struct {
 	Waveform         []string `conf:"waveform" help:"svc-waveform gRPC addresses of the cores, comma-separated; empty serves no live waveforms"`
 	WaveformStations int      `conf:"waveform-max-stations" default:"2000" help:"most stations whose live waveforms are streamed at once"`
 
+	NATS         []string `conf:"nats" help:"NATS URLs of the cores (one per core), comma-separated: where notifications are stored; with -etcd, enables notifications"`
+	Etcd         []string `conf:"etcd" help:"etcd endpoints (http://host:port), comma-separated: notification order and delivery ownership"`
+	NotifyTokens []string `conf:"notify-tokens" secret:"true" help:"bearer tokens app servers post notifications with (POST /v1/notify), comma-separated, at least 16 characters each"`
+
 	Entrances []string `conf:"entrances" help:"public base URLs of every edge (http://host:port), comma-separated, this one included: where the dashboard switches to after 3 failed reconnects; empty: this edge only"`
+}
+
+// notifyConfig is the notification settings.
+func (c *Config) notifyConfig() notify.Config {
+	n := notify.Defaults()
+	n.Site, n.NATS, n.Etcd, n.Tokens = c.Site, c.NATS, c.Etcd, c.NotifyTokens
+	return n
 }
 
 // routeOptions are the data-API routing settings.
@@ -91,6 +103,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ClientBuffer < 1 || c.MaxClients < 1 || c.MaxPerAddr < 1 {
 		errs = append(errs, errors.New("sse-buffer, sse-max-clients and sse-max-per-ip must be positive"))
+	}
+	if (len(c.NATS) > 0) != (len(c.Etcd) > 0) {
+		errs = append(errs, errors.New("notifications need both nats and etcd (or neither)"))
+	}
+	if len(c.NATS) > 0 {
+		errs = append(errs, c.notifyConfig().Validate())
 	}
 	if c.WaveformStations < 1 {
 		errs = append(errs, errors.New("waveform-max-stations must be positive"))
@@ -173,6 +191,19 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		}
 		mux.HandleFunc("GET /v1/stream/waveform", ws.serve)
 	}
+	if len(cfg.NATS) > 0 {
+		n, err := notify.New(ctx, cfg.notifyConfig(), svc.Logger())
+		if err != nil {
+			return fmt.Errorf("notifications: %w", err)
+		}
+		svc.Go("notifications", n)
+		svc.OnShutdown("notifications", func(context.Context) error { return n.Close() })
+		svc.Metrics().MustRegister(n.Collectors()...)
+		svc.AddReadiness("notifications", n.Ready)
+		n.Register(mux)
+		mux.HandleFunc("OPTIONS /v1/notify/ack", allowAckPreflight)
+		st.notify = n
+	}
 	mux.HandleFunc("GET /ntp", serveNTP)
 	mux.HandleFunc("GET /v1/time", serveTime)
 	st.register(mux)
@@ -220,6 +251,11 @@ const (
 	topicEEW = "eew"
 )
 
+// topicNotify is a client's own notifications (/v1/stream with client=);
+// its events are not in the shared history and carry the client's
+// position as their ID.
+const topicNotify = "notify"
+
 var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1}
 
 // streams hold the edge's events: one hub, every event tagged with its
@@ -233,6 +269,7 @@ type streams struct {
 	feed       *eew.Feed
 	info       *sse.Event
 	perAddr    *addrLimit
+	notify     *notify.Service // nil: this edge serves no notifications
 	latestTick atomic.Int64
 	ticks      prometheus.Counter
 	alerts     prometheus.Counter
@@ -329,19 +366,23 @@ func (s *streams) compat(topic string) http.HandlerFunc {
 func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	want := map[string]bool{}
+	notifications := false
 	for _, part := range strings.Split(q.Get("topics"), ",") {
 		part = strings.TrimSpace(part)
-		if part == "" {
+		switch _, public := topicIndex[part]; {
+		case part == "":
 			continue
-		}
-		if _, ok := topicIndex[part]; !ok {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts and eew", part))
+		case part == topicNotify:
+			notifications = true
+		case !public:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts, eew and notify", part))
 			return
+		default:
+			want[part] = true
 		}
-		want[part] = true
 	}
-	if len(want) == 0 {
-		writeError(w, http.StatusBadRequest, "topics: give one or more of rts, eew (comma-separated)")
+	if len(want) == 0 && !notifications {
+		writeError(w, http.StatusBadRequest, "topics: give one or more of rts, eew, notify (comma-separated)")
 		return
 	}
 	compress := q.Get("compress") == "1"
@@ -350,19 +391,64 @@ func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.serveSSE(w, r, sse.ServeOptions{Compressed: compress, Hello: []*sse.Event{s.info}, LastID: lastID,
-		Latest: lastID == "", Want: func(t string) bool { return want[t] }})
+	o := sse.ServeOptions{Compressed: compress, Hello: []*sse.Event{s.info}, LastID: lastID,
+		Latest: lastID == "", Want: func(t string) bool { return want[t] }}
+	if !notifications {
+		s.serveSSE(w, r, o)
+		return
+	}
+	if s.notify == nil {
+		writeError(w, http.StatusBadRequest, "topic notify: this edge serves no notifications")
+		return
+	}
+	// The subscription outlives the request's handler (the hub takes the
+	// connection over), so it ends with the stream, through OnClose.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	ch, err := s.notify.Subscribe(ctx, q.Get("client"))
+	switch {
+	case errors.Is(err, notify.ErrBadClient):
+		cancel()
+		writeError(w, http.StatusBadRequest, "client: "+err.Error())
+		return
+	case err != nil:
+		cancel()
+		w.Header().Set("Retry-After", "3")
+		writeError(w, http.StatusServiceUnavailable, "notifications: "+err.Error())
+		return
+	}
+	private := make(chan *sse.Event)
+	go func() {
+		defer close(private)
+		for n := range ch {
+			select {
+			case private <- sse.NewEvent(topicNotify, n.JSON()):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	o.Private, o.OnClose = private, cancel
+	s.serveSSE(w, r, o)
 }
 
 // serveSSE serves a stream within the per-address connection limit.
 func (s *streams) serveSSE(w http.ResponseWriter, r *http.Request, o sse.ServeOptions) {
 	addr := clientAddr(r)
 	if !s.perAddr.acquire(addr) {
+		if o.OnClose != nil {
+			o.OnClose()
+		}
 		w.Header().Set("Retry-After", "3")
 		writeError(w, http.StatusTooManyRequests, "too many streams from this address")
 		return
 	}
-	o.OnClose = func() { s.perAddr.release(addr) }
+	closed := o.OnClose
+	o.OnClose = func() {
+		s.perAddr.release(addr)
+		if closed != nil {
+			closed()
+		}
+	}
 	s.hub.Serve(w, r, o)
 }
 

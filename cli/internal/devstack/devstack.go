@@ -116,9 +116,19 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	if err := os.WriteFile(plan.tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", plan.tokenFile, err)
 	}
+	notifyToken, err := newToken()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(plan.notifyTokenFile, []byte(notifyToken+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", plan.notifyTokenFile, err)
+	}
 	for _, p := range plan.processes() {
-		if p.role == "dataapi" {
+		switch p.role {
+		case "dataapi":
 			p.env = append(p.env, "SHINDO_DATAAPI_ADMIN_TOKENS="+token)
+		case "edge":
+			p.env = append(p.env, "SHINDO_EDGE_NOTIFY_TOKENS="+notifyToken)
 		}
 	}
 
@@ -163,7 +173,8 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			return p.proc.Pid()
 		})
 		doc[tnn.name].(map[string]any)["postgres"] = map[string]any{"url": dsn, "pid": pg.Pid(), "data_dir": pg.DataDir()}
-		doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "stations_file": plan.stationsFile, "control": "http://" + plan.control}
+		doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "notify_token_file": plan.notifyTokenFile,
+			"stations_file": plan.stationsFile, "control": "http://" + plan.control}
 		return writeJSON(plan.endpointsFile, doc)
 	}
 	if err := st.endpoints(); err != nil {

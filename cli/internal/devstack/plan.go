@@ -76,6 +76,8 @@ type plan struct {
 	stationsFile  string
 	endpointsFile string
 	tokenFile     string
+	// notifyTokenFile holds the token app servers post notifications with.
+	notifyTokenFile string
 	// dataDir holds the services' own data (ingest journals, waveform
 	// archives); made afresh at every start, like the database.
 	dataDir string
@@ -100,12 +102,13 @@ type intersiteLink struct{ listen, target string }
 
 func newPlan(cfg Config) *plan {
 	p := &plan{
-		cfg:           cfg,
-		stationsFile:  filepath.Join(cfg.Dir, "stations.json"),
-		endpointsFile: filepath.Join(cfg.Dir, "endpoints.json"),
-		tokenFile:     filepath.Join(cfg.Dir, "admin-token"),
-		dataDir:       filepath.Join(cfg.Dir, "data"),
-		databaseURL:   fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+tnn.block+postgresPort), dbName),
+		cfg:             cfg,
+		stationsFile:    filepath.Join(cfg.Dir, "stations.json"),
+		endpointsFile:   filepath.Join(cfg.Dir, "endpoints.json"),
+		tokenFile:       filepath.Join(cfg.Dir, "admin-token"),
+		notifyTokenFile: filepath.Join(cfg.Dir, "notify-token"),
+		dataDir:         filepath.Join(cfg.Dir, "data"),
+		databaseURL:     fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+tnn.block+postgresPort), dbName),
 	}
 	p.addPort(tnn.name+" PostgreSQL", cfg.PortBase+tnn.block+postgresPort, false)
 	p.control = hostPort(cfg.Host, cfg.PortBase+controlOff)
@@ -134,11 +137,13 @@ func newPlan(cfg Config) *plan {
 	var natsServers, backends, ingests []*process
 	// The quorum store: a member at each core and at TPE-1.
 	var etcds []*process
+	var etcdURLs []string
 	var members []string
 	for _, s := range []site{tnn, tyo, tpe} {
 		members = append(members, s.name+"=http://"+addr(s, etcdPeer))
 	}
 	for _, s := range []site{tnn, tyo, tpe} {
+		etcdURLs = append(etcdURLs, "http://"+addr(s, etcdClient))
 		e := &process{name: s.name + "-etcd", site: s.name, role: "etcd", bin: bin("shindo"),
 			args: []string{"etcd", "-name", s.name, "-data-dir", filepath.Join(p.dataDir, s.name+"-etcd"),
 				"-client-url", "http://" + addr(s, etcdClient), "-peer-url", "http://" + addr(s, etcdPeer),
@@ -152,7 +157,7 @@ func newPlan(cfg Config) *plan {
 	}
 	var dataAPIs []*process
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
-	var rtsAddrs, waveformAddrs, dataURLs, udps, wss []string
+	var rtsAddrs, waveformAddrs, dataURLs, natsURLs, udps, wss []string
 	for i, c := range cores {
 		peer := cores[1-i]
 		ns := &process{name: c.name + "-nats", site: c.name, role: "nats", bin: bin("shindo"),
@@ -185,6 +190,7 @@ func newPlan(cfg Config) *plan {
 		dataAPIs = append(dataAPIs, data)
 		ingests = append(ingests, ing)
 		rtsAddrs = append(rtsAddrs, addr(c, rtsGRPC))
+		natsURLs = append(natsURLs, natsURL(c))
 		waveformAddrs = append(waveformAddrs, addr(c, waveformGRPC))
 		dataURLs = append(dataURLs, data.listeners["http"])
 		udps, wss = append(udps, addr(c, ingestUDP)), append(wss, ws)
@@ -199,7 +205,8 @@ func newPlan(cfg Config) *plan {
 	for _, e := range edges {
 		edge := svc(e, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
 			"-http-addr", addr(e, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","), "-data-api", strings.Join(dataURLs, ","),
-			"-waveform", strings.Join(waveformAddrs, ","), "-entrances", strings.Join(entrances, ","))
+			"-waveform", strings.Join(waveformAddrs, ","), "-entrances", strings.Join(entrances, ","),
+			"-nats", strings.Join(natsURLs, ","), "-etcd", strings.Join(etcdURLs, ","))
 		edge.listeners["http"] = "http://" + addr(e, edgeHTTP)
 		edgeProcs = append(edgeProcs, edge)
 	}

@@ -70,6 +70,7 @@ type client struct {
 	done chan struct{} // closed when the client is removed
 
 	// mu-guarded:
+	pos       string // ID of the newest event written: private events carry it
 	pending   []*Event
 	spare     []*Event // the other buffer, while a worker writes one
 	keepAlive bool     // a keep-alive comment is due
@@ -146,6 +147,10 @@ type ServeOptions struct {
 	// OnClose runs once when the stream ends, or when the client is
 	// refused: Serve may return while the stream goes on.
 	OnClose func()
+	// Private, when set, carries events for this client alone (made with
+	// NewEvent: they take the client's position as their ID, as they are
+	// not in the history); the stream ends when it closes.
+	Private <-chan *Event
 }
 
 // kickLocked gets c's pending events written: by a worker for a taken-over
@@ -221,7 +226,7 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 	bufs := make(net.Buffers, 0, len(evs)+2)
 	n := 0
 	for _, e := range evs {
-		b := e.Bytes(c.compressed)
+		b := c.bytes(e)
 		bufs = append(bufs, b)
 		n += len(b)
 	}
@@ -238,6 +243,18 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 	c.conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
 	_, err := bufs.WriteTo(c.conn)
 	return err
+}
+
+// bytes is e's wire form for c; it tracks c's position. Only the one
+// goroutine writing to c calls it.
+func (c *client) bytes(e *Event) []byte {
+	if e.private {
+		return frame(c.pos, e.name, e.data)
+	}
+	if e.id != "" {
+		c.pos = e.id
+	}
+	return e.Bytes(c.compressed)
 }
 
 // removeLocked takes c off the hub and closes its connection; the caller
@@ -345,6 +362,7 @@ func (h *Hub) subscribe(c *client, o ServeOptions) (replay []*Event, gap bool, p
 			pos = h.hist[n-1].id
 		}
 	}
+
 	switch {
 	case o.LastID != "":
 		// Older than everything kept, and not kept itself: events were
@@ -367,6 +385,12 @@ func (h *Hub) subscribe(c *client, o ServeOptions) (replay []*Event, gap bool, p
 			}
 			return -1
 		})
+	}
+	c.pos = pos
+	for _, e := range replay {
+		if e.id != "" {
+			c.pos = e.id
+		}
 	}
 	return replay, gap, pos, true
 }
@@ -404,7 +428,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, o ServeOptions) {
 
 	conn, err := takeOver(w, head, h.opts.WriteTimeout)
 	if errors.Is(err, http.ErrNotSupported) {
-		h.serveInHandler(w, r, c, head)
+		h.serveInHandler(w, r, c, o, head)
 		return
 	}
 	if err != nil {
@@ -425,6 +449,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, o ServeOptions) {
 		h.kickLocked(c)
 	}
 	h.mu.Unlock()
+	h.follow(c, o.Private)
 	go func() {
 		// Parked until the client closes (or sends, which SSE clients do
 		// not): then the stream ends at once, not at the next write.
@@ -435,6 +460,29 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, o ServeOptions) {
 				return
 			}
 		}
+	}()
+}
+
+// follow feeds a client's private events into its stream until the
+// channel closes, which ends the stream.
+func (h *Hub) follow(c *client, private <-chan *Event) {
+	if private == nil {
+		return
+	}
+	go func() {
+		for e := range private {
+			pe := *e
+			pe.private = true
+			h.mu.Lock()
+			if c.removed {
+				h.mu.Unlock()
+				continue // drain until the sender closes
+			}
+			c.pending = append(c.pending, &pe)
+			h.kickLocked(c)
+			h.mu.Unlock()
+		}
+		h.remove(c)
 	}()
 }
 
@@ -488,12 +536,13 @@ func takeOver(w http.ResponseWriter, body []byte, timeout time.Duration) (net.Co
 
 // serveInHandler serves a client whose connection cannot be taken over,
 // from its handler goroutine, until the stream ends.
-func (h *Hub) serveInHandler(w http.ResponseWriter, r *http.Request, c *client, head []byte) {
+func (h *Hub) serveInHandler(w http.ResponseWriter, r *http.Request, c *client, o ServeOptions, head []byte) {
 	h.mu.Lock()
 	c.wake = make(chan struct{}, 1)
 	c.scheduled = false
 	h.mu.Unlock()
 	defer h.remove(c)
+	h.follow(c, o.Private)
 	rc := http.NewResponseController(w)
 	write := func(b []byte) bool {
 		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
@@ -521,7 +570,7 @@ func (h *Hub) serveInHandler(w http.ResponseWriter, r *http.Request, c *client, 
 			h.mu.Unlock()
 			var b []byte
 			for _, e := range evs {
-				b = append(b, e.Bytes(c.compressed)...)
+				b = append(b, c.bytes(e)...)
 			}
 			if !write(b) {
 				return

@@ -35,6 +35,7 @@ type Event struct {
 	topic      string
 	id         string
 	name       string
+	private    bool // one client's, framed with its position
 	at         time.Time
 	data       []byte
 	plain      []byte

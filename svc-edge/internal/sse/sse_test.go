@@ -379,3 +379,50 @@ func TestOnCloseOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestPrivateEvents: a client's own events reach it alone, between the
+// public ones, carrying its position as their ID; closing the channel ends
+// its stream.
+func TestPrivateEvents(t *testing.T) {
+	t.Parallel()
+	h := NewHub(Options{Retry: 3 * time.Second, KeepAlive: time.Hour, Buffer: 8, WriteTimeout: time.Second, History: time.Minute, MaxHistory: 100})
+	private := make(chan *Event)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o := ServeOptions{}
+		if r.URL.Query().Get("mine") == "1" {
+			o.Private = private
+		}
+		h.Serve(w, r, o)
+	}))
+	defer srv.Close()
+	h.Publish(NewEventID("rts", ID(500, 0), "", []byte(`{"t":500}`)))
+	_, mine := connect(t, srv.URL+"?mine=1")
+	_, other := connect(t, srv.URL)
+	<-mine
+	<-other
+	waitClients(t, h, 2)
+
+	private <- NewEvent("notify", []byte(`{"seq":1}`))
+	if got := <-mine; got != "id: 500-0\nevent: notify\ndata: {\"seq\":1}\n" {
+		t.Fatalf("private event %q", got)
+	}
+	h.Publish(NewEventID("rts", ID(1000, 0), "", []byte(`{"t":1000}`)))
+	private <- NewEvent("notify", []byte(`{"seq":2}`))
+	for _, want := range []string{"id: 1000-0\ndata: {\"t\":1000}\n", "id: 1000-0\nevent: notify\ndata: {\"seq\":2}\n"} {
+		if got := <-mine; got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	if got := <-other; got != "id: 1000-0\ndata: {\"t\":1000}\n" {
+		t.Fatalf("other client got %q", got)
+	}
+	select {
+	case got := <-other:
+		t.Fatalf("other client got %q", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(private)
+	for range mine {
+	} // the stream ends
+	waitClients(t, h, 1)
+}
