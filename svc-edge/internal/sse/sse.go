@@ -116,4 +116,3 @@ func (e *Event) Bytes(compressed bool) []byte {
 	}
 	return e.plain
 }
-
