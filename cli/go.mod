@@ -7,6 +7,7 @@ require (
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/prometheus/client_golang v1.25.0
 	go.etcd.io/etcd/server/v3 v3.7.3
+	gopkg.in/yaml.v3 v3.0.1
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
 	shindo.dev/seismo v0.0.0-00010101000000-000000000000

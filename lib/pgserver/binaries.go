@@ -144,3 +144,12 @@ func serverEnv() []string {
 	}
 	return append(env, "LC_ALL=C", "LANG=C")
 }
+
+// BinDir returns the directory of the PostgreSQL server binaries of major
+// (0: the newest installed), found as Start finds them — for tools such as
+// Patroni that run the server themselves.
+func BinDir(major int) (string, error) { return findBinaries("", major) }
+
+// RunAs returns the user the server must run as when we are root (see
+// SHINDO_PG_USER), and nil otherwise.
+func RunAs() (*syscall.Credential, error) { return serverCredential() }

@@ -61,11 +61,8 @@ func (s *stack) openIntersite() error {
 
 // start runs p (again, if restart) and watches for it dying unasked.
 func (s *stack) start(p *process, restart bool) error {
-	launch := proc.Start
-	if restart {
-		launch = proc.Restart
-	}
-	pr, err := launch(p.name, p.bin, p.args, p.env, filepath.Join(s.logDir, p.name+".log"))
+	pr, err := proc.Run(proc.Spec{Name: p.name, Bin: p.bin, Args: p.args, Env: p.env,
+		LogPath: filepath.Join(s.logDir, p.name+".log"), Append: restart, As: p.as})
 	if err != nil {
 		return err
 	}
@@ -185,6 +182,11 @@ func (s *stack) down(p *process, kill bool) {
 	if kill {
 		pr.Signal(syscall.SIGKILL)
 		<-pr.Done()
+		if p.role == "patroni" {
+			// A crashed member: its PostgreSQL, which Patroni runs in a
+			// session of its own, dies with it.
+			killPostmaster(s.plan.ha.members[p.site].dataDir)
+		}
 	} else {
 		pr.Stop(time.Now().Add(s.cfg.StopTimeout))
 	}

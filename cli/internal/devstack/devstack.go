@@ -45,6 +45,7 @@ type Config struct {
 	LogLevel     string        `conf:"log-level" default:"info" help:"log level of the services"`
 	Scenario     string        `conf:"scenario" help:"built-in earthquake for the fleet to play (hualien, hualien-m6, yilan-m4); empty for a quiet network"`
 	ScenarioIn   time.Duration `conf:"scenario-in" default:"20s" help:"origin time of the scenario after the fleet starts"`
+	HA           bool          `conf:"ha" help:"replicated metadata database: a PostgreSQL member at each core under Patroni (synchronous mode, etcd quorum) behind HAProxy; needs Debian's patroni and haproxy"`
 }
 
 // Validate checks the configuration.
@@ -90,6 +91,11 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	if err := plan.checkBinaries(); err != nil {
 		return err
 	}
+	if cfg.HA {
+		if err := checkHA(); err != nil {
+			return err
+		}
+	}
 	if err := plan.checkPorts(); err != nil {
 		return err
 	}
@@ -103,12 +109,29 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	}
 	stations := provision.Fleet("SIM", cfg.Stations)
 
-	pg, dsn, err := startMetadata(ctx, cfg, cfg.PortBase+tnn.block+postgresPort, log)
-	if err != nil {
-		return err
+	var pg *metadata
+	var dsn string
+	pgDone := make(<-chan struct{}) // never, with -ha: Patroni's members are processes of the stack
+	if cfg.HA {
+		base, scratch, err := pgBase(cfg.Dir)
+		if err != nil {
+			return err
+		}
+		if scratch {
+			defer os.RemoveAll(filepath.Dir(base))
+		}
+		if err := plan.writeHA(filepath.Join(base, "ha")); err != nil {
+			return fmt.Errorf("replicated metadata database: %w", err)
+		}
+	} else {
+		var err error
+		if pg, dsn, err = startMetadata(ctx, cfg, cfg.PortBase+tnn.block+postgresPort, log); err != nil {
+			return err
+		}
+		defer pg.stop() // after every service: deferred first, runs last
+		pgDone = pg.Done()
+		log.Info("metadata database up", slog.String("url", dsn))
 	}
-	defer pg.stop() // after every service: deferred first, runs last
-	log.Info("metadata database up", slog.String("url", dsn))
 	token, err := newToken()
 	if err != nil {
 		return err
@@ -138,7 +161,13 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		return err
 	}
 	for i, group := range plan.groups {
-		if i == 1 {
+		if i == plan.databaseBefore {
+			var err error
+			if dsn, err = plan.makeDatabase(ctx, log); err != nil {
+				return err
+			}
+		}
+		if i == plan.provisionBefore {
 			// The cores' backends are up: provision the stations through
 			// the data API, as an operator would, and hand the issued keys
 			// to the fleet.
@@ -172,8 +201,10 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			}
 			return p.proc.Pid()
 		})
-		doc[tnn.name].(map[string]any)["postgres"] = map[string]any{"url": dsn, "pid": pg.Pid(), "data_dir": pg.DataDir()}
-		doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "notify_token_file": plan.notifyTokenFile,
+		if pg != nil {
+			doc[tnn.name].(map[string]any)["postgres"] = map[string]any{"url": dsn, "pid": pg.Pid(), "data_dir": pg.DataDir()}
+		}
+		doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "notify_token_file": plan.notifyTokenFile, "database_url": dsn, "ha": cfg.HA,
 			"stations_file": plan.stationsFile, "control": "http://" + plan.control}
 		return writeJSON(plan.endpointsFile, doc)
 	}
@@ -197,7 +228,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	case <-ctx.Done():
 		log.Info("stopping")
 		return nil
-	case <-pg.Done():
+	case <-pgDone:
 		return fmt.Errorf("the metadata database exited; last lines of its log:\n%s", pg.LogTail(5))
 	case p := <-st.exits:
 		if ctx.Err() != nil {

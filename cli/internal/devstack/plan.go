@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"shindo.dev/cli/internal/proc"
 )
@@ -23,7 +24,8 @@ const (
 	rtsGRPC, rtsAdmin                            = 10, 11
 	waveformGRPC, waveformAdmin, waveformHTTP    = 20, 21, 22
 	dataHTTP, dataGRPC, dataAdmin                = 30, 31, 32
-	postgresPort                                 = 40
+	postgresPort, patroniREST                    = 40, 41
+	haproxyPort, haproxyHealth                   = 43, 44
 	natsClient, natsHTTP, natsPeerProxy          = 50, 51, 52
 	etcdClient, etcdPeer                         = 60, 61
 	edgeHTTP, edgeGRPC, edgeAdmin                = 0, 1, 2
@@ -60,6 +62,8 @@ type process struct {
 	proc     *proc.Proc
 	// down: taken down through the control API, so its exit is expected.
 	down bool
+	// as is the user to run it as (PostgreSQL and Patroni refuse root).
+	as *syscall.Credential
 	// listeners by kind (udp, ws, grpc, admin, http) as endpoints.json
 	// shows them.
 	listeners map[string]string
@@ -87,9 +91,16 @@ type plan struct {
 	// before it to be ready.
 	groups [][]*process
 	// provisioner is the data API the stations are provisioned through,
-	// once the first group is up.
-	provisioner *process
-	ports       []port
+	// before group provisionBefore starts (the groups before it are up).
+	provisioner     *process
+	provisionBefore int
+	// databaseBefore, with -ha, is the group before which the replicated
+	// metadata database is reachable through HAProxy and the dev database
+	// is made (-1 without -ha).
+	databaseBefore int
+	// ha are the files of the replicated metadata database (-ha).
+	ha    *haFiles
+	ports []port
 	// intersite are the proxies each core's peer reaches its NATS through:
 	// the one link between the cores, which the control API can cut.
 	intersite []intersiteLink
@@ -109,8 +120,18 @@ func newPlan(cfg Config) *plan {
 		notifyTokenFile: filepath.Join(cfg.Dir, "notify-token"),
 		dataDir:         filepath.Join(cfg.Dir, "data"),
 		databaseURL:     fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+tnn.block+postgresPort), dbName),
+		databaseBefore:  -1,
+		provisionBefore: 1,
 	}
 	p.addPort(tnn.name+" PostgreSQL", cfg.PortBase+tnn.block+postgresPort, false)
+	// dbURL is where a core's services find the metadata database: the
+	// member, or with -ha the core's HAProxy, which leads to the primary.
+	dbURL := func(c site) string {
+		if !cfg.HA {
+			return p.databaseURL
+		}
+		return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+c.block+haproxyPort), dbName)
+	}
 	p.control = hostPort(cfg.Host, cfg.PortBase+controlOff)
 	p.addPort("control API", cfg.PortBase+controlOff, false)
 	addr := func(s site, off int) string { return hostPort(cfg.Host, cfg.PortBase+s.block+off) }
@@ -171,17 +192,17 @@ func newPlan(cfg Config) *plan {
 		p.addPort(c.name+" NATS for the peer core", cfg.PortBase+c.block+natsPeerProxy, false)
 		p.intersite = append(p.intersite, intersiteLink{listen: addr(c, natsPeerProxy), target: addr(c, natsClient)})
 		natsServers = append(natsServers, ns)
-		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", p.databaseURL, "-nats", natsURL(c))
+		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", dbURL(c), "-nats", natsURL(c))
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, map[string]int{"HTTP": waveformHTTP},
 			"-http-addr", addr(c, waveformHTTP), "-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"))
 		wf.listeners["http"] = "http://" + addr(c, waveformHTTP)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
-			"-http-addr", addr(c, dataHTTP), "-database-url", p.databaseURL, "-ingest", addr(c, ingestGRPC),
+			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC),
 			"-waveform-api", "http://"+addr(c, waveformHTTP))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
-			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", p.databaseURL,
+			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", dbURL(c),
 			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
 			"-nats", natsURL(c), "-peer-nats", "nats://"+addr(peer, natsPeerProxy), "-peer-site", peer.name,
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC))
@@ -211,7 +232,13 @@ func newPlan(cfg Config) *plan {
 		edgeProcs = append(edgeProcs, edge)
 	}
 	edge := edgeProcs[0]
-	p.groups = [][]*process{slices.Concat(etcds, natsServers, backends), ingests, edgeProcs}
+	if cfg.HA {
+		patronis, haproxies := p.haProcesses(addr)
+		p.groups = [][]*process{etcds, patronis, haproxies, slices.Concat(natsServers, backends), ingests, edgeProcs}
+		p.databaseBefore, p.provisionBefore = 3, 4
+	} else {
+		p.groups = [][]*process{slices.Concat(etcds, natsServers, backends), ingests, edgeProcs}
+	}
 	p.provisioner = dataAPIs[0]
 
 	if cfg.Simulate {

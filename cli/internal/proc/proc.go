@@ -25,28 +25,48 @@ type Proc struct {
 	err     error
 }
 
+// Spec describes a process to run.
+type Spec struct {
+	Name, Bin string
+	Args      []string
+	// Env is added to this process's environment ("KEY=value").
+	Env []string
+	// LogPath receives stdout and stderr; truncated unless Append.
+	LogPath string
+	Append  bool
+	// As runs the process as another user (PostgreSQL and Patroni refuse
+	// to run as root); nil runs it as this process's user.
+	As *syscall.Credential
+}
+
 // Start runs bin with args and, on top of this process's environment, env
 // ("KEY=value"), writing its stdout and stderr to logPath, which it
 // truncates.
 func Start(name, bin string, args, env []string, logPath string) (*Proc, error) {
-	return start(name, bin, args, env, logPath, os.O_TRUNC)
+	return Run(Spec{Name: name, Bin: bin, Args: args, Env: env, LogPath: logPath})
 }
 
 // Restart is Start for a process that ran before: its log is appended to,
 // so what happened before the restart stays readable.
 func Restart(name, bin string, args, env []string, logPath string) (*Proc, error) {
-	return start(name, bin, args, env, logPath, os.O_APPEND)
+	return Run(Spec{Name: name, Bin: bin, Args: args, Env: env, LogPath: logPath, Append: true})
 }
 
-func start(name, bin string, args, env []string, logPath string, mode int) (*Proc, error) {
+// Run starts the process spec describes.
+func Run(spec Spec) (*Proc, error) {
+	name, logPath := spec.Name, spec.LogPath
+	mode := os.O_TRUNC
+	if spec.Append {
+		mode = os.O_APPEND
+	}
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|mode, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s log: %w", name, err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(spec.Bin, spec.Args...)
+	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.As}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -1,0 +1,341 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"shindo.dev/lib/pgserver"
+)
+
+// With -ha the metadata database is what SPEC §5 asks of production: a
+// PostgreSQL member at each core managed by Patroni (synchronous mode,
+// etcd across TNN-1, TYO-1 and TPE-1 as the quorum store), and HAProxy at
+// each core leading that core's services to whichever member is primary.
+// The settings are deploy/ha's; the dev stack only fills in its ports and
+// directories.
+
+// Patroni's timing: a dead leader's key expires after ttl; loop_wait +
+// 2 × retry_timeout must not exceed ttl.
+const (
+	patroniTTL          = 10
+	patroniLoopWait     = 2
+	patroniRetryTimeout = 4
+)
+
+// haFiles are the -ha configuration files and data directories; they are
+// made when the stack starts, under a directory the postgres user can
+// enter.
+type haFiles struct {
+	base    string // directory of everything below
+	members   map[string]haMember
+	haproxy   map[string]string // per core: its HAProxy configuration file
+	etcdHosts []string          // the quorum store, host:port
+}
+
+type haMember struct {
+	config, dataDir string
+	rest, postgres  string // listen addresses
+}
+
+// haProcesses adds each core's Patroni and HAProxy to the plan.
+func (p *plan) haProcesses(addr func(site, int) string) (patronis, haproxies []*process) {
+	p.ha = &haFiles{members: map[string]haMember{}, haproxy: map[string]string{}}
+	for _, s := range []site{tnn, tyo, tpe} {
+		p.ha.etcdHosts = append(p.ha.etcdHosts, addr(s, etcdClient))
+	}
+	cfg := p.cfg
+	for _, c := range cores {
+		m := haMember{rest: addr(c, patroniREST), postgres: addr(c, postgresPort)}
+		p.ha.members[c.name] = m
+		if c != tnn { // TNN-1's member port is in the plan already
+			p.addPort(c.name+" PostgreSQL", cfg.PortBase+c.block+postgresPort, false)
+		}
+		p.addPort(c.name+" Patroni REST", cfg.PortBase+c.block+patroniREST, false)
+		p.addPort(c.name+" HAProxy (primary)", cfg.PortBase+c.block+haproxyPort, false)
+		p.addPort(c.name+" HAProxy health", cfg.PortBase+c.block+haproxyHealth, false)
+		patronis = append(patronis, &process{
+			name: c.name + "-patroni", site: c.name, role: "patroni", bin: "patroni",
+			readyURL:  "http://" + m.rest + "/health",
+			listeners: map[string]string{"rest": "http://" + m.rest, "postgres": m.postgres},
+		})
+		haproxies = append(haproxies, &process{
+			name: c.name + "-haproxy", site: c.name, role: "haproxy", bin: "haproxy",
+			readyURL:  "http://" + addr(c, haproxyHealth) + "/health",
+			listeners: map[string]string{"primary": addr(c, haproxyPort)},
+		})
+	}
+	return patronis, haproxies
+}
+
+// checkHA finds Patroni, HAProxy and the PostgreSQL binaries.
+func checkHA() error {
+	var missing []string
+	for _, b := range []string{"patroni", "haproxy"} {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("-ha needs %s: apt-get install %s (Debian's packages)", strings.Join(missing, " and "), strings.Join(missing, " "))
+	}
+	_, err := pgserver.BinDir(15)
+	return err
+}
+
+// writeHA makes the -ha data directories and configuration files under
+// base (fresh at every start, like the rest of the dev data) and points
+// the Patroni and HAProxy processes at them.
+func (p *plan) writeHA(base string) error {
+	as, err := pgserver.RunAs()
+	if err != nil {
+		return err
+	}
+	bin, err := pgserver.BinDir(15)
+	if err != nil {
+		return err
+	}
+	// A member left running by an earlier run that was killed outright.
+	for _, c := range cores {
+		killPostmaster(filepath.Join(base, c.name, "data"))
+	}
+	if err := os.RemoveAll(base); err != nil {
+		return err
+	}
+	if err := mkdirAs(base, as); err != nil {
+		return err
+	}
+	p.ha.base = base
+	for _, pr := range p.processes() {
+		switch pr.role {
+		case "patroni":
+			m := p.ha.members[pr.site]
+			m.dataDir = filepath.Join(base, pr.site, "data")
+			m.config = filepath.Join(base, pr.site+"-patroni.yml")
+			if err := mkdirAs(filepath.Dir(m.dataDir), as); err != nil {
+				return err
+			}
+			doc := patroniConfig(pr.site, m, p.ha.etcdHosts, bin, filepath.Dir(m.dataDir))
+			if err := os.WriteFile(m.config, []byte(doc), 0o644); err != nil {
+				return err
+			}
+			p.ha.members[pr.site] = m
+			pr.args, pr.as = []string{m.config}, as
+		case "haproxy":
+			path := filepath.Join(base, pr.site+"-haproxy.cfg")
+			if err := os.WriteFile(path, []byte(p.haproxyConfig(pr.site)), 0o644); err != nil {
+				return err
+			}
+			p.ha.haproxy[pr.site] = path
+			pr.args = []string{"-db", "-f", path}
+		}
+	}
+	return nil
+}
+
+// mkdirAs makes dir for the user as: its missing parents open to pass
+// through, dir itself the user's alone.
+func mkdirAs(dir string, as *syscall.Credential) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	if as != nil {
+		return os.Chown(dir, int(as.Uid), int(as.Gid))
+	}
+	return nil
+}
+
+// patroniConfig is a member's Patroni configuration: deploy/ha's settings
+// with this stack's addresses. Trust authentication on loopback only.
+func patroniConfig(name string, m haMember, etcdHosts []string, binDir, home string) string {
+	return fmt.Sprintf(`scope: shindo
+namespace: /shindo-dev/
+name: %[1]s
+log:
+  level: INFO
+restapi:
+  listen: %[2]s
+  connect_address: %[2]s
+etcd3:
+  hosts: %[3]s
+bootstrap:
+  dcs:
+    ttl: %[4]d
+    loop_wait: %[5]d
+    retry_timeout: %[6]d
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: true
+    synchronous_mode_strict: false
+    postgresql:
+      use_pg_rewind: true
+      use_slots: true
+      parameters:
+        wal_level: replica
+        hot_standby: "on"
+        max_wal_senders: 10
+        max_replication_slots: 10
+        wal_log_hints: "on"
+        synchronous_commit: "on"
+  initdb:
+    - encoding: UTF8
+    - locale: C
+    - data-checksums
+  pg_hba:
+    - local all all trust
+    - host replication postgres 127.0.0.1/32 trust
+    - host all all 127.0.0.1/32 trust
+postgresql:
+  listen: %[7]s
+  connect_address: %[7]s
+  data_dir: %[8]s
+  bin_dir: %[9]s
+  pgpass: %[10]s/pgpass
+  authentication:
+    superuser:
+      username: postgres
+    replication:
+      username: postgres
+  parameters:
+    unix_socket_directories: %[10]s
+    fsync: "on"
+tags:
+  nofailover: false
+  noloadbalance: false
+`, name, m.rest, strings.Join(etcdHosts, ","), patroniTTL, patroniLoopWait, patroniRetryTimeout,
+		m.postgres, m.dataDir, binDir, home)
+}
+
+// haproxyConfig is a core's HAProxy: one TCP listener leading to the member
+// whose Patroni says it is the primary, and a health endpoint.
+func (p *plan) haproxyConfig(name string) string {
+	var servers strings.Builder
+	for _, c := range cores {
+		m := p.ha.members[c.name]
+		_, restPort, _ := net.SplitHostPort(m.rest)
+		fmt.Fprintf(&servers, "  server %s %s check port %s\n", c.name, m.postgres, restPort)
+	}
+	var self site
+	for _, c := range cores {
+		if c.name == name {
+			self = c
+		}
+	}
+	listen := hostPort(p.cfg.Host, p.cfg.PortBase+self.block+haproxyPort)
+	health := hostPort(p.cfg.Host, p.cfg.PortBase+self.block+haproxyHealth)
+	return fmt.Sprintf(`global
+  maxconn 500
+
+defaults
+  mode tcp
+  timeout connect 2s
+  timeout client 30m
+  timeout server 30m
+  timeout check 1s
+
+# The primary, as the members' Patroni REST APIs say (GET /primary is 200
+# on the leader only); sessions to a member that stops being it are cut.
+listen primary
+  bind %s
+  option httpchk GET /primary
+  http-check expect status 200
+  default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions
+%s
+frontend health
+  mode http
+  bind %s
+  monitor-uri /health
+`, listen, servers.String(), health)
+}
+
+// makeDatabase waits until the replicated database has a primary with a
+// synchronous standby, reached through TNN-1's HAProxy, and makes the dev
+// database afresh.
+func (p *plan) makeDatabase(ctx context.Context, log *slog.Logger) (string, error) {
+	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=2", hostPort(p.cfg.Host, p.cfg.PortBase+tnn.block+haproxyPort))
+	deadline := time.Now().Add(p.cfg.ReadyTimeout)
+	var last error
+	for {
+		if last = syncReady(ctx, admin); last == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", fmt.Errorf("replicated metadata database: no primary with a synchronous standby within %s: %w (see the Patroni logs)", p.cfg.ReadyTimeout, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName + " WITH (FORCE)", "CREATE DATABASE " + dbName} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return "", fmt.Errorf("metadata database: %s: %w", q, err)
+		}
+	}
+	log.Info("replicated metadata database up", slog.String("via", "HAProxy at each core"))
+	return strings.Replace(admin, "/postgres?", "/"+dbName+"?", 1), nil
+}
+
+// syncReady reports whether admin reaches a primary that has a
+// synchronous standby.
+func syncReady(ctx context.Context, admin string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var standby bool
+	var sync int
+	if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery(), (SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync')`).Scan(&standby, &sync); err != nil {
+		return err
+	}
+	if standby {
+		return errors.New("reached a standby")
+	}
+	if sync == 0 {
+		return errors.New("no synchronous standby yet")
+	}
+	return nil
+}
+
+// killPostmaster SIGKILLs the PostgreSQL server running in dataDir, if its
+// postmaster.pid names a live postgres process; its backends end with it.
+func killPostmaster(dataDir string) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 1 {
+		return
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+		return // stale: that process is gone, or is something else now
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	for range 50 {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

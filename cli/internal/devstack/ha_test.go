@@ -1,0 +1,89 @@
+package devstack
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// TestHAMatchesDeploy: shindo dev --ha runs deploy/ha's settings — the
+// same Patroni cluster settings (dcs, initdb) and the same HAProxy health
+// checking — with only addresses, directories and authentication its own.
+func TestHAMatchesDeploy(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.HA = true
+	p := newPlan(cfg)
+	for _, c := range cores {
+		m := p.ha.members[c.name]
+		m.dataDir = "/tmp/x/" + c.name + "/data"
+		dev := patroniConfig(c.name, m, p.ha.etcdHosts, "/usr/lib/postgresql/15/bin", "/tmp/x/"+c.name)
+		deployed, err := os.ReadFile("../../../deploy/ha/patroni-" + c.name + ".yml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b map[string]any
+		if err := yaml.Unmarshal([]byte(dev), &a); err != nil {
+			t.Fatalf("dev config: %v\n%s", err, dev)
+		}
+		if err := yaml.Unmarshal(deployed, &b); err != nil {
+			t.Fatalf("deploy config: %v", err)
+		}
+		ab, bb := a["bootstrap"].(map[string]any), b["bootstrap"].(map[string]any)
+		for _, key := range []string{"dcs", "initdb"} {
+			if !reflect.DeepEqual(ab[key], bb[key]) {
+				t.Errorf("%s: bootstrap.%s differs:\ndev    %v\ndeploy %v", c.name, key, ab[key], bb[key])
+			}
+		}
+		if a["name"] != c.name || a["scope"] != b["scope"] {
+			t.Errorf("%s: name %v scope %v", c.name, a["name"], a["scope"])
+		}
+	}
+	deployed, err := os.ReadFile("../../../deploy/ha/haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := p.haproxyConfig(tnn.name)
+	for _, line := range []string{"option httpchk GET /primary", "http-check expect status 200",
+		"default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions", "monitor-uri /health"} {
+		if !strings.Contains(dev, line) || !strings.Contains(string(deployed), line) {
+			t.Errorf("%q not in both HAProxy configurations", line)
+		}
+	}
+	if strings.Count(dev, "\n  server ") != len(cores) {
+		t.Errorf("dev HAProxy does not list every member:\n%s", dev)
+	}
+}
+
+// TestHAPlan: with -ha every core's services reach the database through
+// their own core's HAProxy, and the members start after the quorum store.
+func TestHAPlan(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.HA = true
+	p := newPlan(cfg)
+	if roles := func(g []*process) string {
+		var r []string
+		for _, pr := range g {
+			r = append(r, pr.role)
+		}
+		return strings.Join(r, ",")
+	}; roles(p.groups[0]) != "etcd,etcd,etcd" || roles(p.groups[1]) != "patroni,patroni" || roles(p.groups[2]) != "haproxy,haproxy" {
+		t.Fatalf("groups %s | %s | %s", roles(p.groups[0]), roles(p.groups[1]), roles(p.groups[2]))
+	}
+	for _, pr := range p.processes() {
+		for i, a := range pr.args {
+			if a != "-database-url" {
+				continue
+			}
+			block := map[string]int{"TNN-1": 0, "TYO-1": 100}[pr.site]
+			want := hostPort("127.0.0.1", cfg.PortBase+block+haproxyPort)
+			if !strings.Contains(pr.args[i+1], want) {
+				t.Errorf("%s: -database-url %s, want its core's HAProxy %s", pr.name, pr.args[i+1], want)
+			}
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// writer creates stations through the data API as fast as it gets answers,
+// remembering every one whose POST succeeded: those are acknowledged writes.
+type writer struct {
+	t     *testing.T
+	api   string
+	token string
+
+	mu    sync.Mutex
+	acked []string
+	last  time.Time // when the newest acknowledged write was sent
+	fails int
+}
+
+func (w *writer) run(ctx context.Context) {
+	client := &http.Client{Timeout: 3 * time.Second}
+	for n := 0; ctx.Err() == nil; n++ {
+		id := fmt.Sprintf("HA%05d", n)
+		body := fmt.Sprintf(`{"id":%q,"name":"HA test %d","net":"HA","lat":23.5,"lon":121.0,"code":100}`, id, n)
+		sent := time.Now()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.api+"/v1/stations", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+w.token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		ok := err == nil && resp.StatusCode/100 == 2
+		if resp != nil {
+			resp.Body.Close()
+		}
+		w.mu.Lock()
+		if ok {
+			w.acked = append(w.acked, id)
+			w.last = sent
+		} else {
+			w.fails++
+		}
+		w.mu.Unlock()
+		if !ok {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// ackedSince returns whether a write sent after t was acknowledged.
+func (w *writer) ackedSince(t time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last.After(t)
+}
+
+func (w *writer) ackedIDs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.acked...)
+}
+
+// leader returns the member Patroni says leads, and whether the other is a
+// running synchronous standby.
+func leader(t *testing.T, rest string) (string, bool) {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(rest + "/cluster")
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Members []struct{ Name, Role, State string }
+	}
+	if json.NewDecoder(resp.Body).Decode(&doc) != nil {
+		return "", false
+	}
+	lead, sync := "", false
+	for _, m := range doc.Members {
+		switch {
+		case m.Role == "leader" && m.State == "running":
+			lead = m.Name
+		case m.Role == "sync_standby" && (m.State == "running" || m.State == "streaming"):
+			sync = true
+		}
+	}
+	return lead, sync
+}
+
+// TestMetadataFailover is the HA tier: `shindo dev --ha` (Patroni in
+// synchronous mode with a PostgreSQL member at each core, etcd at three
+// sites, HAProxy at each core) while a writer creates stations through the
+// data API without pause:
+//   - kill -9 of the primary (Patroni and its PostgreSQL): writes resume
+//     within 30 s, and every write acknowledged before, during and after is
+//     there;
+//   - the old primary restarts and rejoins as the synchronous standby;
+//   - with one etcd member down, killing the new primary still fails over.
+func TestMetadataFailover(t *testing.T) {
+	d := startDev(t, "-ha", "-stations", "1", "-simulate=false")
+	raw, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := d.endpoints.get(t, "KHH-1", "edge", "http")
+	rest := map[string]string{}
+	for _, c := range []string{"TNN-1", "TYO-1"} {
+		rest[c] = d.endpoints.get(t, c, "patroni", "rest")
+	}
+	w := &writer{t: t, api: api, token: strings.TrimSpace(string(raw))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.run(ctx)
+
+	waitLeader := func(what string, within time.Duration, needSync bool) string {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			for _, r := range rest {
+				if l, sync := leader(t, r); l != "" && (sync || !needSync) {
+					return l
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no leader%s within %s", what, map[bool]string{true: " with a synchronous standby"}[needSync], within)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	failover := func(what string) {
+		t.Helper()
+		old := waitLeader(what, 30*time.Second, true)
+		time.Sleep(2 * time.Second) // writes flowing before the crash
+		fault(t, d, "kill", old+"-patroni") // returns once Patroni and its PostgreSQL are dead
+		killed := time.Now()
+		deadline := killed.Add(30 * time.Second)
+		for !w.ackedSince(killed) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no write acknowledged within 30 s of killing the primary %s", what, old)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		resumed := time.Since(killed)
+		if l := waitLeader(what, 5*time.Second, false); l == old {
+			t.Fatalf("%s: %s still leads after its crash", what, old)
+		}
+		t.Logf("%s: primary %s killed; writes resumed after %s", what, old, resumed.Round(100*time.Millisecond))
+		time.Sleep(2 * time.Second)
+		fault(t, d, "start", old+"-patroni")
+		waitLeader(what+", rejoined", 60*time.Second, true)
+	}
+
+	failover("first failover")
+	fault(t, d, "kill", "TPE-1-etcd")
+	failover("with an etcd member down")
+	cancel()
+	time.Sleep(500 * time.Millisecond)
+
+	// Every acknowledged write is there.
+	code, body := httpGet(t, api+"/v1/stations?net=HA")
+	if code != http.StatusOK {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	var list struct {
+		Stations []struct{ ID string }
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, s := range list.Stations {
+		have[s.ID] = true
+	}
+	acked := w.ackedIDs()
+	for _, id := range acked {
+		if !have[id] {
+			t.Errorf("acknowledged write %s lost", id)
+		}
+	}
+	t.Logf("%d writes acknowledged, all present; %d failed during the failovers", len(acked), w.fails)
+}
