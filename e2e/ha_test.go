@@ -137,7 +137,7 @@ func TestMetadataFailover(t *testing.T) {
 	failover := func(what string) {
 		t.Helper()
 		old := waitLeader(what, 30*time.Second, true)
-		time.Sleep(2 * time.Second) // writes flowing before the crash
+		time.Sleep(2 * time.Second)         // writes flowing before the crash
 		fault(t, d, "kill", old+"-patroni") // returns once Patroni and its PostgreSQL are dead
 		killed := time.Now()
 		deadline := killed.Add(30 * time.Second)

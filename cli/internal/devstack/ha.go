@@ -38,7 +38,7 @@ const (
 // made when the stack starts, under a directory the postgres user can
 // enter.
 type haFiles struct {
-	base    string // directory of everything below
+	base      string // directory of everything below
 	members   map[string]haMember
 	haproxy   map[string]string // per core: its HAProxy configuration file
 	etcdHosts []string          // the quorum store, host:port
