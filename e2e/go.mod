@@ -8,6 +8,7 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
+	shindo.dev/sdk v0.0.0
 )
 
 require (
@@ -26,4 +27,5 @@ require (
 replace (
 	shindo.dev/gen => ../gen
 	shindo.dev/lib => ../lib
+	shindo.dev/sdk => ../sdk
 )
