@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -425,4 +426,67 @@ func TestPrivateEvents(t *testing.T) {
 	for range mine {
 	} // the stream ends
 	waitClients(t, h, 1)
+}
+
+// TestConnectionSurge: thousands of clients connecting in the same moment
+// are all served — each gets its head and then the next event — with none
+// refused or dropped.
+func TestConnectionSurge(t *testing.T) {
+	const n = 2000
+	h := NewHub(Options{Retry: 3 * time.Second, KeepAlive: time.Hour, Buffer: 16, WriteTimeout: 5 * time.Second, MaxClients: n + 10, History: time.Minute, MaxHistory: 100})
+	h.Publish(NewEventID("rts", ID(500, 0), "", []byte(`{"t":500}`)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.Serve(w, r, ServeOptions{Latest: true})
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	conns := make([]net.Conn, n)
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			conns[i] = c
+			c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("connect: %v", err)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	waitClients(t, h, n)
+	h.Publish(NewEventID("rts", ID(1000, 0), "", []byte(`{"t":1000}`)))
+	for i, c := range conns {
+		wg.Go(func() {
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			r := bufio.NewReader(c)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					t.Errorf("client %d: %v", i, err)
+					return
+				}
+				if strings.HasPrefix(line, "data: {\"t\":1000}") {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if clients, dropped := h.Stats(); clients != n || dropped != 0 {
+		t.Fatalf("%d clients, %d dropped after the surge", clients, dropped)
+	}
 }
