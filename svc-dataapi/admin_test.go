@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"shindo.dev/lib/pgtest"
-	"shindo.dev/lib/service"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -22,14 +21,7 @@ const adminToken = "test-admin-token-0123456789"
 // startWithDatabase runs the data API on a fresh metadata database.
 func startWithDatabase(t *testing.T) string {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Common = service.Common{Site: "TNN-1", GRPCAddr: freeAddr(t), AdminAddr: freeAddr(t), LogFormat: "json", LogLevel: "error",
-		ShutdownTimeout: 3 * time.Second, DependencyWait: 5 * time.Second}
-	cfg.HTTPAddr, cfg.DatabaseURL, cfg.RegistryInterval = freeAddr(t), pgtest.Shared(t).NewDatabase(t), time.Second
-	cfg.AdminTokens = []string{adminToken}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t, "-database-url", pgtest.Shared(t).NewDatabase(t), "-registry-interval", "1s", "-admin-tokens", adminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()

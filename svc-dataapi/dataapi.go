@@ -1,5 +1,16 @@
 // Package dataapi is svc-dataapi: a core's public data API, served over
-// gRPC and, through grpc-gateway, as REST with an OpenAPI document.
+// gRPC and, through grpc-gateway, as REST with an OpenAPI document —
+// stations, earthquake reports, detections, API clients — beside the
+// compatible routes of SPEC §7. With -nats it also keeps the metadata
+// database's detections and reports up to date from the core's detection
+// stream.
+//
+// Every HTTP request passes, outermost first: the guard (credentials, rate
+// limits, body size; httpapi.Guard), conditional GETs (ETag,
+// httpapi.Conditional), then the routes. Errors are JSON
+// {"error":"…","code":…,"message":"…"} with the status their cause calls
+// for; gRPC clients get the same statuses. Rate limits apply to HTTP only:
+// the gRPC listener serves the other services of the core.
 package dataapi
 
 import (
@@ -10,7 +21,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
+	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -22,9 +36,17 @@ import (
 	"shindo.dev/gen/openapi"
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/stationsource"
+	"shindo.dev/svc-dataapi/internal/auth"
+	"shindo.dev/svc-dataapi/internal/clients"
+	"shindo.dev/svc-dataapi/internal/compat"
+	"shindo.dev/svc-dataapi/internal/detectsync"
+	"shindo.dev/svc-dataapi/internal/httpapi"
+	"shindo.dev/svc-dataapi/internal/ratelimit"
+	"shindo.dev/svc-dataapi/internal/reports"
 	"shindo.dev/svc-dataapi/internal/stations"
 )
 
@@ -35,10 +57,20 @@ const Name = "shindo-dataapi"
 type Config struct {
 	service.Common
 	stationsource.Config
-	HTTPAddr    string   `conf:"http-addr" help:"REST listen address"`
-	Ingest      string   `conf:"ingest" help:"svc-ingest gRPC address of this core, for /v1/links; empty: links not served"`
-	WaveformAPI string   `conf:"waveform-api" help:"svc-waveform HTTP base URL of this core (http://host:port), for /v1/waveforms/…; empty: waveforms not served"`
-	AdminTokens []string `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
+	HTTPAddr    string        `conf:"http-addr" help:"REST listen address"`
+	Ingest      string        `conf:"ingest" help:"svc-ingest gRPC address of this core, for /v1/links; empty: links not served"`
+	WaveformAPI string        `conf:"waveform-api" help:"svc-waveform HTTP base URL of this core (http://host:port), for /v1/waveforms/…; empty: waveforms not served"`
+	AdminTokens []string      `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
+	NATS        string        `conf:"nats" help:"this core's NATS server URL: detections are consumed from its DETECTIONS stream into the database (needs -database-url); empty: off"`
+	DBTimeout   time.Duration `conf:"db-timeout" default:"5s" help:"upper bound on a request's database work; past it the request gets 503"`
+
+	RateLimitAddr  float64  `conf:"rate-limit-ip" default:"50" help:"requests per second per client address without a key (0: unlimited)"`
+	RateBurstAddr  int      `conf:"rate-burst-ip" default:"200" help:"burst per client address"`
+	RateLimitKey   float64  `conf:"rate-limit-key" default:"100" help:"requests per second per API key whose client has no limit of its own (0: unlimited)"`
+	RateBurstKey   int      `conf:"rate-burst-key" default:"200" help:"burst per API key whose client has none of its own"`
+	RateBuckets    int      `conf:"rate-buckets" default:"100000" help:"most rate-limit buckets kept in memory (idle ones are dropped first)"`
+	TrustedProxies []string `conf:"trusted-proxies" default:"127.0.0.0/8,::1/128" help:"CIDRs of proxies (the edges) whose X-Forwarded-For names the client, comma-separated"`
+	MaxBody        int64    `conf:"max-body" default:"65536" help:"largest request body accepted, bytes"`
 }
 
 // DefaultConfig returns the configuration with svc-dataapi's default ports.
@@ -64,66 +96,231 @@ func (c *Config) Validate() error {
 			break
 		}
 	}
+	if c.NATS != "" {
+		if u, err := url.Parse(c.NATS); err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("nats %q: want nats://host:port", c.NATS))
+		} else if c.DatabaseURL == "" {
+			errs = append(errs, errors.New("nats: detections go to the metadata database; give -database-url too"))
+		}
+	}
+	if c.DBTimeout <= 0 || c.DBTimeout > time.Minute {
+		errs = append(errs, errors.New("db-timeout: more than 0, at most 1m"))
+	}
+	if !(c.RateLimitAddr >= 0 && c.RateLimitAddr <= 1e6 && c.RateLimitKey >= 0 && c.RateLimitKey <= 1e6) { // NaN too
+		errs = append(errs, errors.New("rate-limit-ip, rate-limit-key: 0 to 1000000 per second"))
+	}
+	if c.RateBurstAddr < 1 || c.RateBurstKey < 1 || c.RateBurstAddr > 1e6 || c.RateBurstKey > 1e6 {
+		errs = append(errs, errors.New("rate-burst-ip, rate-burst-key: 1 to 1000000"))
+	}
+	if c.RateBuckets < 16 || c.RateBuckets > 10_000_000 {
+		errs = append(errs, errors.New("rate-buckets: 16 to 10000000"))
+	}
+	if _, err := parsePrefixes(c.TrustedProxies); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxBody < 1024 || c.MaxBody > 64<<20 {
+		errs = append(errs, errors.New("max-body: 1024 bytes to 64 MiB"))
+	}
 	return errors.Join(errs...)
+}
+
+func parsePrefixes(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("trusted-proxies %q: want CIDRs or addresses", s)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // Run runs svc-dataapi until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	return service.Serve(ctx, Name, cfg.Common, &cfg, func(ctx context.Context, svc *service.Service) error {
-		reg, err := stationsource.Attach(ctx, svc, cfg.Config, cfg.DependencyWait)
-		if err != nil {
-			return err
-		}
-		var admin stations.Admin
-		if reg.Pool != nil {
-			admin = stationdb.NewStore(reg.Pool)
-		}
-		data := stations.New(reg.Source.Current, admin, cfg.AdminTokens, svc.Logger())
-		datav1.RegisterDataServiceServer(svc.GRPC(), data)
-		svc.SetServingStatus(datav1.DataService_ServiceDesc.ServiceName, true)
-
-		gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}))
-		if err := datav1.RegisterDataServiceHandlerServer(ctx, gw, data); err != nil {
-			return fmt.Errorf("register gateway: %w", err)
-		}
-		if cfg.Ingest != "" {
-			// Link quality lives in ingest; the gateway forwards to it. The
-			// connection is made lazily, so ingest may start after us.
-			conn, err := grpc.NewClient(cfg.Ingest, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
-			if err != nil {
-				return fmt.Errorf("ingest %s: %w", cfg.Ingest, err)
-			}
-			svc.OnShutdown("ingest connection", func(context.Context) error { return conn.Close() })
-			if err := ingestv1.RegisterIngestServiceHandlerClient(ctx, gw, ingestv1.NewIngestServiceClient(conn)); err != nil {
-				return fmt.Errorf("register links gateway: %w", err)
-			}
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/", gw)
-		if cfg.WaveformAPI != "" {
-			// The archive answers its own REST routes (JSON and miniSEED
-			// files); the data API passes them through.
-			target, _ := url.Parse(cfg.WaveformAPI)
-			proxy := &httputil.ReverseProxy{
-				Rewrite: func(pr *httputil.ProxyRequest) {
-					pr.SetURL(target)
-					pr.SetXForwarded()
-				},
-				Transport: otelhttp.NewTransport(http.DefaultTransport),
-				ErrorLog:  slog.NewLogLogger(svc.Logger().Handler(), slog.LevelWarn),
-			}
-			mux.Handle("GET /v1/waveforms/", proxy)
-		}
-		mux.HandleFunc("GET /readyz", svc.ServeReady) // probed by the edges' data-API routing
-		mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(openapi.JSON)
-		})
-		_, err = svc.Listen("data api", cfg.HTTPAddr, mux)
+		_, err := wire(ctx, svc, cfg)
 		return err
 	})
+}
+
+// dataServer is DataService, assembled from its parts: stations.Server
+// (which answers what none implements with Unimplemented), and the report
+// and client RPCs, forwarded.
+type dataServer struct {
+	*stations.Server
+	reports *reports.Server
+	clients *clients.Server
+}
+
+func (d dataServer) ListReports(ctx context.Context, r *datav1.ListReportsRequest) (*datav1.ListReportsResponse, error) {
+	return d.reports.ListReports(ctx, r)
+}
+
+func (d dataServer) GetReport(ctx context.Context, r *datav1.GetReportRequest) (*datav1.GetReportResponse, error) {
+	return d.reports.GetReport(ctx, r)
+}
+
+func (d dataServer) CreateReport(ctx context.Context, r *datav1.CreateReportRequest) (*datav1.CreateReportResponse, error) {
+	return d.reports.CreateReport(ctx, r)
+}
+
+func (d dataServer) ListDetections(ctx context.Context, r *datav1.ListDetectionsRequest) (*datav1.ListDetectionsResponse, error) {
+	return d.reports.ListDetections(ctx, r)
+}
+
+func (d dataServer) GetDetection(ctx context.Context, r *datav1.GetDetectionRequest) (*datav1.GetDetectionResponse, error) {
+	return d.reports.GetDetection(ctx, r)
+}
+
+func (d dataServer) CreateClient(ctx context.Context, r *datav1.CreateClientRequest) (*datav1.CreateClientResponse, error) {
+	return d.clients.CreateClient(ctx, r)
+}
+
+func (d dataServer) ListClients(ctx context.Context, r *datav1.ListClientsRequest) (*datav1.ListClientsResponse, error) {
+	return d.clients.ListClients(ctx, r)
+}
+
+func (d dataServer) RevokeClient(ctx context.Context, r *datav1.RevokeClientRequest) (*datav1.RevokeClientResponse, error) {
+	return d.clients.RevokeClient(ctx, r)
+}
+
+// wire sets the service up and returns the data API's HTTP handler, which
+// it also serves on -http-addr.
+func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, error) {
+	reg, err := stationsource.Attach(ctx, svc, cfg.Config, cfg.DependencyWait)
+	if err != nil {
+		return nil, err
+	}
+	log := svc.Logger()
+	var (
+		admin       stations.Admin
+		keys        auth.Keys
+		reportStore reports.Store
+		clientStore clients.Store
+		compatStore compat.Store
+		versions    func(context.Context) (httpapi.Versions, error)
+	)
+	if reg.Pool != nil {
+		store := stationdb.NewStore(reg.Pool)
+		admin, keys, reportStore, clientStore, compatStore = store, store, store, store, store
+		versions = func(ctx context.Context) (httpapi.Versions, error) {
+			ctx, cancel := context.WithTimeout(ctx, cfg.DBTimeout)
+			defer cancel()
+			v, err := store.DataVersions(ctx)
+			return httpapi.Versions(v), err
+		}
+		if cfg.NATS != "" {
+			nc, err := natsconn.Connect(ctx, cfg.NATS, "shindo-dataapi "+cfg.Site, cfg.DependencyWait)
+			if err != nil {
+				return nil, err
+			}
+			svc.OnShutdown("nats", func(context.Context) error { return nc.Drain() })
+			svc.Go("detection sync", detectsync.New(nc, cfg.Site, store, cfg.DBTimeout, svc.Metrics(), log))
+		}
+	}
+	authn := auth.New(cfg.AdminTokens, keys)
+	data := dataServer{
+		Server:  stations.New(reg.Source.Current, admin, authn, log),
+		reports: reports.New(reportStore, authn, cfg.DBTimeout, log),
+		clients: clients.New(clientStore, authn, cfg.DBTimeout, log),
+	}
+	datav1.RegisterDataServiceServer(svc.GRPC(), data)
+	svc.SetServingStatus(datav1.DataService_ServiceDesc.ServiceName, true)
+
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &httpapi.FastJSON{JSONPb: runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}}),
+		runtime.WithErrorHandler(httpapi.GatewayError),
+		runtime.WithRoutingErrorHandler(httpapi.RoutingError),
+		// A package-wide setting of grpc-gateway, though passed as an
+		// option: every mux of the process gets the strict parser.
+		runtime.SetQueryParameterParser(httpapi.StrictQuery{}),
+	)
+	if err := datav1.RegisterDataServiceHandlerServer(ctx, gw, data); err != nil {
+		return nil, fmt.Errorf("register gateway: %w", err)
+	}
+	if cfg.Ingest != "" {
+		// Link quality lives in ingest; the gateway forwards to it. The
+		// connection is made lazily, so ingest may start after us.
+		conn, err := grpc.NewClient(cfg.Ingest, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+		if err != nil {
+			return nil, fmt.Errorf("ingest %s: %w", cfg.Ingest, err)
+		}
+		svc.OnShutdown("ingest connection", func(context.Context) error { return conn.Close() })
+		if err := ingestv1.RegisterIngestServiceHandlerClient(ctx, gw, ingestv1.NewIngestServiceClient(conn)); err != nil {
+			return nil, fmt.Errorf("register links gateway: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	// The GET routes whose requests have fields outside the path.
+	queried := map[string]bool{"/v1/reports": true, "/v1/detections": true, "/v1/stations": true, "/v1/links": true}
+	mux.Handle("/", httpapi.NoQuery(queried, gw))
+	compat.New(compatStore, reg.Source.Current, cfg.DBTimeout, log).Register(mux)
+	if cfg.WaveformAPI != "" {
+		// The archive answers its own REST routes (JSON and miniSEED
+		// files); the data API passes them through.
+		target, _ := url.Parse(cfg.WaveformAPI)
+		proxy := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.SetXForwarded()
+			},
+			Transport: otelhttp.NewTransport(http.DefaultTransport),
+			ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		mux.Handle("/v1/waveforms/", compat.OnlyGET(proxy))
+	}
+	mux.HandleFunc("GET /readyz", svc.ServeReady) // probed by the edges' data-API routing
+	mux.Handle("/openapi.json", compat.OnlyGET(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(openapi.JSON)
+	})))
+
+	buckets := ratelimit.New(cfg.RateBuckets)
+	svc.Go("rate-limit sweep", service.ComponentFunc(func(ctx context.Context) error { return buckets.Run(ctx, time.Minute) }))
+	trusted, _ := parsePrefixes(cfg.TrustedProxies) // validated
+	cond := &httpapi.Conditional{Route: etagRoute, Versions: versions, MaxBuffer: 4 << 20}
+	guard := &httpapi.Guard{
+		Auth: authn, Buckets: buckets, Trusted: trusted, MaxBody: cfg.MaxBody,
+		PerAddress: httpapi.Limit{Rate: cfg.RateLimitAddr, Burst: cfg.RateBurstAddr},
+		PerKey:     httpapi.Limit{Rate: cfg.RateLimitKey, Burst: cfg.RateBurstKey},
+		Exempt:     map[string]bool{"/readyz": true},
+	}
+	h := guard.Wrap(cond.Wrap(mux))
+	if _, err := svc.Listen("data api", cfg.HTTPAddr, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// etagRoute tells which data a GET route's answer depends on. The station
+// routes of /v1 answer from the in-memory registry, which follows the
+// database a moment later, so they are tagged by body; the compatible
+// station list reads the database.
+func etagRoute(path string) httpapi.Data {
+	switch {
+	case path == "/readyz", strings.HasPrefix(path, "/v1/waveforms/"):
+		return httpapi.NoTag
+	case path == "/v1/reports", strings.HasPrefix(path, "/v1/reports/"), path == "/api/v2/eq/report":
+		return httpapi.Reports
+	case strings.HasPrefix(path, "/api/v2/eq/report/"):
+		return httpapi.Reports | httpapi.Stations // township places may come from stations
+	case path == "/v1/detections", strings.HasPrefix(path, "/v1/detections/"):
+		return httpapi.Detections
+	case path == "/api/v1/trem/station":
+		return httpapi.Stations
+	}
+	return httpapi.BodyHash
 }

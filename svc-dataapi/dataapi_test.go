@@ -13,11 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"shindo.dev/lib/service"
 )
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -37,20 +35,13 @@ func TestRESTGateway(t *testing.T) {
 	if err := os.WriteFile(reg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.Common = service.Common{Site: "TNN-1", GRPCAddr: freeAddr(t), AdminAddr: freeAddr(t), LogFormat: "json", LogLevel: "error",
-		ShutdownTimeout: 3 * time.Second, DependencyWait: time.Second}
-	cfg.HTTPAddr, cfg.Registry, cfg.RegistryInterval = freeAddr(t), reg, time.Second
 	// The archive's own REST routes, which the data API passes through.
 	archive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/vnd.fdsn.mseed")
 		fmt.Fprintf(w, "%s?%s", r.URL.Path, r.URL.RawQuery)
 	}))
 	defer archive.Close()
-	cfg.WaveformAPI = archive.URL
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t, "-registry", reg, "-registry-interval", "1s", "-waveform-api", archive.URL)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()

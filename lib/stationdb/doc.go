@@ -1,6 +1,7 @@
-// Package stationdb keeps the station registry in the metadata database
-// (SPEC §3 and §5): which stations exist, where they are, whether they are
-// in service, and the keys their packets are signed with.
+// Package stationdb keeps the metadata database (SPEC §3, §5): the station
+// registry — which stations exist, where they are, whether they are in
+// service, and the keys their packets are signed with — and, beside it,
+// earthquake reports, detections and the data API's clients.
 //
 // # Model
 //
@@ -51,9 +52,26 @@
 // and keeps the last good set when a reload fails: a service keeps checking
 // packets through a database outage with the keys it has.
 //
+// # Reports, detections, API clients
+//
+// Detections (UpsertDetection) keep the update with the highest serial, so
+// late, repeated and both cores' copies of an update leave one row.
+// Reports carry their per-area intensities (report_areas) and the MD5 of
+// their content (Report.ContentHash). CreateReport is idempotent by ID:
+// the same content again returns the stored report, other content fails
+// with ErrConflict. MergeDetectionReport writes the report derived from a
+// final detection: both cores' data APIs do, in any order, and the stored
+// report gains the union of their areas at the higher level. API clients
+// (CreateClient) get a random key "shk_<key ID>.<secret>" shown once; only
+// the SHA-256 of the secret is stored, and revocation is permanent.
+//
+// Table data_versions holds a counter per kind of data (reports,
+// detections, stations) that triggers bump in the transaction of every
+// change: the data API builds its ETags from them (DataVersions).
+//
 // # Errors
 //
 // Errors wrap the sentinels ErrNotFound, ErrExists, ErrRetired, ErrInvalid,
-// ErrUnavailable and ErrDatabase, with detail; database driver errors never
-// escape this package.
+// ErrConflict, ErrUnavailable and ErrDatabase, with detail; database driver
+// errors never escape this package.
 package stationdb

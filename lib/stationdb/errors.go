@@ -29,6 +29,9 @@ var (
 	ErrUnavailable = errors.New("station database unavailable")
 	// ErrDatabase: the database failed in a way a retry will not fix.
 	ErrDatabase = errors.New("station database error")
+	// ErrConflict: a record with that ID exists with different content
+	// (a report posted twice under one ID with different values).
+	ErrConflict = errors.New("conflicting content")
 )
 
 // translate turns a driver error into a domain error. Only the message
@@ -37,7 +40,7 @@ func translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, domain := range []error{ErrNotFound, ErrExists, ErrRetired, ErrInvalid, ErrUnavailable, ErrDatabase, ErrSchemaTooNew} {
+	for _, domain := range []error{ErrNotFound, ErrExists, ErrRetired, ErrInvalid, ErrUnavailable, ErrDatabase, ErrConflict, ErrSchemaTooNew} {
 		if errors.Is(err, domain) {
 			return err // ours already, e.g. from inside a transaction
 		}

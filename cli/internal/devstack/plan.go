@@ -198,7 +198,7 @@ func newPlan(cfg Config) *plan {
 		wf.listeners["http"] = "http://" + addr(c, waveformHTTP)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC),
-			"-waveform-api", "http://"+addr(c, waveformHTTP))
+			"-waveform-api", "http://"+addr(c, waveformHTTP), "-nats", natsURL(c))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},

@@ -1,26 +1,25 @@
 // Package stations serves station metadata through DataService — reads from
-// the cached registry (never the keys) — and, to administrators holding a
-// token, provisions stations and rotates their keys in the metadata
-// database.
+// the cached registry (never the keys) — and, to administrators (an admin
+// token or an admin key), provisions stations and rotates their keys in the
+// metadata database.
 package stations
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"log/slog"
 	"math"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/stationdb"
+	"shindo.dev/svc-dataapi/internal/auth"
+	"shindo.dev/svc-dataapi/internal/storeerr"
 )
 
 // Source returns the current registry.
@@ -39,24 +38,27 @@ type Admin interface {
 // maxOverlap bounds a key rotation's overlap.
 const maxOverlap = 30 * 24 * time.Hour
 
-// Server implements datav1.DataServiceServer's station RPCs.
+// Authorizer checks that the caller of a call holds a role, returning a
+// gRPC status error if not (auth.Authenticator).
+type Authorizer interface {
+	Require(ctx context.Context, role string) (auth.Principal, error)
+}
+
+// Server implements datav1.DataServiceServer's station RPCs; the others
+// answer Unimplemented.
 type Server struct {
 	datav1.UnimplementedDataServiceServer
 	source Source
 	admin  Admin
-	tokens [][]byte
+	authz  Authorizer
 	log    *slog.Logger
 }
 
 // New returns a server reading from source. admin may be nil (a file
 // registry): administrative calls then fail with FailedPrecondition.
-// tokens are the accepted admin tokens.
-func New(source Source, admin Admin, tokens []string, log *slog.Logger) *Server {
-	s := &Server{source: source, admin: admin, log: log}
-	for _, t := range tokens {
-		s.tokens = append(s.tokens, []byte(t))
-	}
-	return s
+// authz admits administrators.
+func New(source Source, admin Admin, authz Authorizer, log *slog.Logger) *Server {
+	return &Server{source: source, admin: admin, authz: authz, log: log}
 }
 
 // ListStations lists stations, optionally of one network.
@@ -174,25 +176,13 @@ func (s *Server) RotateStationKey(ctx context.Context, req *datav1.RotateStation
 	}, nil
 }
 
-// authorize admits a request carrying one of the admin tokens.
+// authorize admits administrators: an admin token or an admin key.
 func (s *Server) authorize(ctx context.Context) error {
 	if s.admin == nil {
 		return status.Error(codes.FailedPrecondition, "stations come from a registry file here; provisioning needs the metadata database (-database-url)")
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, h := range md.Get("authorization") {
-		token, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
-			continue
-		}
-		for _, t := range s.tokens {
-			if subtle.ConstantTimeCompare([]byte(token), t) == 1 {
-				return nil
-			}
-		}
-		return status.Error(codes.Unauthenticated, "invalid admin token")
-	}
-	return status.Error(codes.Unauthenticated, "admin token required: authorization: Bearer <token>")
+	_, err := s.authz.Require(ctx, stationdb.RoleAdmin)
+	return err
 }
 
 func checkID(id string) error {
@@ -216,26 +206,8 @@ func checkPlace(name, net string, lat, lon float64) error {
 	return nil
 }
 
-// fail turns the store's domain errors into gRPC statuses; anything else is
-// internal, and its detail goes to the log, not to the client.
 func (s *Server) fail(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(err, stationdb.ErrNotFound):
-		return status.Error(codes.NotFound, "station not found")
-	case errors.Is(err, stationdb.ErrExists):
-		return status.Error(codes.AlreadyExists, "station already exists")
-	case errors.Is(err, stationdb.ErrRetired):
-		return status.Error(codes.FailedPrecondition, "station is retired")
-	case errors.Is(err, stationdb.ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, stationdb.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.Unavailable, "metadata database unavailable, retry")
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "request canceled")
-	default:
-		s.log.ErrorContext(ctx, "station store failed", slog.Any("error", err))
-		return status.Error(codes.Internal, "internal error")
-	}
+	return storeerr.Status(ctx, s.log, err, "station")
 }
 
 func toProto(st *registry.Station) *datav1.Station {

@@ -859,6 +859,1458 @@ func (x *RotateStationKeyResponse) GetPreviousValidUntilMs() int64 {
 	return 0
 }
 
+// Report is an earthquake report.
+type Report struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Report identifier: 1–64 letters, digits and . _ : -
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Origin time, Unix ms.
+	TimeMs int64 `protobuf:"varint,2,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	// Epicentre latitude, degrees north.
+	Lat float64 `protobuf:"fixed64,3,opt,name=lat,proto3" json:"lat,omitempty"`
+	// Epicentre longitude, degrees east.
+	Lon float64 `protobuf:"fixed64,4,opt,name=lon,proto3" json:"lon,omitempty"`
+	// Hypocentre depth, km.
+	DepthKm float64 `protobuf:"fixed64,5,opt,name=depth_km,json=depthKm,proto3" json:"depth_km,omitempty"`
+	// Magnitude.
+	Magnitude float64 `protobuf:"fixed64,6,opt,name=magnitude,proto3" json:"magnitude,omitempty"`
+	// Where, in words.
+	Location string `protobuf:"bytes,7,opt,name=location,proto3" json:"location,omitempty"`
+	// Highest intensity level, 0–9 (JMA classes in order).
+	MaxLevel uint32 `protobuf:"varint,8,opt,name=max_level,json=maxLevel,proto3" json:"max_level,omitempty"`
+	// Per-area intensities, ordered by code.
+	Areas []*ReportArea `protobuf:"bytes,9,rep,name=areas,proto3" json:"areas,omitempty"`
+	// MD5 of the content (hex): changes whenever the report does.
+	Md5 string `protobuf:"bytes,10,opt,name=md5,proto3" json:"md5,omitempty"`
+	// The detection the report was derived from; empty for a posted one.
+	SourceDetectionId string `protobuf:"bytes,11,opt,name=source_detection_id,json=sourceDetectionId,proto3" json:"source_detection_id,omitempty"`
+	// First trigger of that detection, Unix ms; 0 without one.
+	TremMs int64 `protobuf:"varint,12,opt,name=trem_ms,json=tremMs,proto3" json:"trem_ms,omitempty"`
+	// When the report was first stored, Unix ms.
+	CreatedMs int64 `protobuf:"varint,13,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	// When it last changed, Unix ms.
+	UpdatedMs     int64 `protobuf:"varint,14,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Report) Reset() {
+	*x = Report{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Report) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Report) ProtoMessage() {}
+
+func (x *Report) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Report.ProtoReflect.Descriptor instead.
+func (*Report) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Report) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Report) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *Report) GetLat() float64 {
+	if x != nil {
+		return x.Lat
+	}
+	return 0
+}
+
+func (x *Report) GetLon() float64 {
+	if x != nil {
+		return x.Lon
+	}
+	return 0
+}
+
+func (x *Report) GetDepthKm() float64 {
+	if x != nil {
+		return x.DepthKm
+	}
+	return 0
+}
+
+func (x *Report) GetMagnitude() float64 {
+	if x != nil {
+		return x.Magnitude
+	}
+	return 0
+}
+
+func (x *Report) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
+}
+
+func (x *Report) GetMaxLevel() uint32 {
+	if x != nil {
+		return x.MaxLevel
+	}
+	return 0
+}
+
+func (x *Report) GetAreas() []*ReportArea {
+	if x != nil {
+		return x.Areas
+	}
+	return nil
+}
+
+func (x *Report) GetMd5() string {
+	if x != nil {
+		return x.Md5
+	}
+	return ""
+}
+
+func (x *Report) GetSourceDetectionId() string {
+	if x != nil {
+		return x.SourceDetectionId
+	}
+	return ""
+}
+
+func (x *Report) GetTremMs() int64 {
+	if x != nil {
+		return x.TremMs
+	}
+	return 0
+}
+
+func (x *Report) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *Report) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
+// ReportArea is the intensity of one area of a report.
+type ReportArea struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Township postal code.
+	Code uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// Intensity level 0–9.
+	Level         uint32 `protobuf:"varint,2,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportArea) Reset() {
+	*x = ReportArea{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportArea) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportArea) ProtoMessage() {}
+
+func (x *ReportArea) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportArea.ProtoReflect.Descriptor instead.
+func (*ReportArea) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReportArea) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ReportArea) GetLevel() uint32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+// ListReportsRequest filters and pages the report list.
+type ListReportsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only reports at or after this origin time, Unix ms.
+	StartTimeMs *int64 `protobuf:"varint,1,opt,name=start_time_ms,json=startTimeMs,proto3,oneof" json:"start_time_ms,omitempty"`
+	// Only reports at or before this origin time, Unix ms.
+	EndTimeMs *int64 `protobuf:"varint,2,opt,name=end_time_ms,json=endTimeMs,proto3,oneof" json:"end_time_ms,omitempty"`
+	// Only reports of at least this magnitude.
+	MinMagnitude *float64 `protobuf:"fixed64,3,opt,name=min_magnitude,json=minMagnitude,proto3,oneof" json:"min_magnitude,omitempty"`
+	// Only reports whose highest level is at least this (0–9).
+	MinLevel *uint32 `protobuf:"varint,4,opt,name=min_level,json=minLevel,proto3,oneof" json:"min_level,omitempty"`
+	// Bounding box of the epicentre: southern edge, degrees north.
+	MinLat *float64 `protobuf:"fixed64,5,opt,name=min_lat,json=minLat,proto3,oneof" json:"min_lat,omitempty"`
+	// Bounding box: northern edge, degrees north.
+	MaxLat *float64 `protobuf:"fixed64,6,opt,name=max_lat,json=maxLat,proto3,oneof" json:"max_lat,omitempty"`
+	// Bounding box: western edge, degrees east.
+	MinLon *float64 `protobuf:"fixed64,7,opt,name=min_lon,json=minLon,proto3,oneof" json:"min_lon,omitempty"`
+	// Bounding box: eastern edge, degrees east.
+	MaxLon *float64 `protobuf:"fixed64,8,opt,name=max_lon,json=maxLon,proto3,oneof" json:"max_lon,omitempty"`
+	// Reports per page, 1–500; 0 for 50.
+	PageSize uint32 `protobuf:"varint,9,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,10,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReportsRequest) Reset() {
+	*x = ListReportsRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReportsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReportsRequest) ProtoMessage() {}
+
+func (x *ListReportsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReportsRequest.ProtoReflect.Descriptor instead.
+func (*ListReportsRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListReportsRequest) GetStartTimeMs() int64 {
+	if x != nil && x.StartTimeMs != nil {
+		return *x.StartTimeMs
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetEndTimeMs() int64 {
+	if x != nil && x.EndTimeMs != nil {
+		return *x.EndTimeMs
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetMinMagnitude() float64 {
+	if x != nil && x.MinMagnitude != nil {
+		return *x.MinMagnitude
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetMinLevel() uint32 {
+	if x != nil && x.MinLevel != nil {
+		return *x.MinLevel
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetMinLat() float64 {
+	if x != nil && x.MinLat != nil {
+		return *x.MinLat
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetMaxLat() float64 {
+	if x != nil && x.MaxLat != nil {
+		return *x.MaxLat
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetMinLon() float64 {
+	if x != nil && x.MinLon != nil {
+		return *x.MinLon
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetMaxLon() float64 {
+	if x != nil && x.MaxLon != nil {
+		return *x.MaxLon
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListReportsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListReportsResponse holds a page of reports (without their areas).
+type ListReportsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reports, newest first.
+	Reports []*Report `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	// Token of the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReportsResponse) Reset() {
+	*x = ListReportsResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReportsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReportsResponse) ProtoMessage() {}
+
+func (x *ListReportsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReportsResponse.ProtoReflect.Descriptor instead.
+func (*ListReportsResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListReportsResponse) GetReports() []*Report {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *ListReportsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetReportRequest names a report.
+type GetReportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Report identifier.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReportRequest) Reset() {
+	*x = GetReportRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReportRequest) ProtoMessage() {}
+
+func (x *GetReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReportRequest.ProtoReflect.Descriptor instead.
+func (*GetReportRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetReportRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetReportResponse holds the report.
+type GetReportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The report, with its areas.
+	Report        *Report `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReportResponse) Reset() {
+	*x = GetReportResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReportResponse) ProtoMessage() {}
+
+func (x *GetReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReportResponse.ProtoReflect.Descriptor instead.
+func (*GetReportResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetReportResponse) GetReport() *Report {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+// CreateReportRequest describes a report to store.
+type CreateReportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Report identifier: 1–64 letters, digits and . _ : -
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Origin time, Unix ms.
+	TimeMs int64 `protobuf:"varint,2,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	// Epicentre latitude, degrees north, −90 to 90.
+	Lat float64 `protobuf:"fixed64,3,opt,name=lat,proto3" json:"lat,omitempty"`
+	// Epicentre longitude, degrees east, −180 to 180.
+	Lon float64 `protobuf:"fixed64,4,opt,name=lon,proto3" json:"lon,omitempty"`
+	// Hypocentre depth, km, 0 to 1000.
+	DepthKm float64 `protobuf:"fixed64,5,opt,name=depth_km,json=depthKm,proto3" json:"depth_km,omitempty"`
+	// Magnitude, −5 to 12.
+	Magnitude float64 `protobuf:"fixed64,6,opt,name=magnitude,proto3" json:"magnitude,omitempty"`
+	// Where, in words (at most 200 characters).
+	Location string `protobuf:"bytes,7,opt,name=location,proto3" json:"location,omitempty"`
+	// Highest intensity level, 0–9.
+	MaxLevel uint32 `protobuf:"varint,8,opt,name=max_level,json=maxLevel,proto3" json:"max_level,omitempty"`
+	// Per-area intensities, each code at most once.
+	Areas         []*ReportArea `protobuf:"bytes,9,rep,name=areas,proto3" json:"areas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateReportRequest) Reset() {
+	*x = CreateReportRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateReportRequest) ProtoMessage() {}
+
+func (x *CreateReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateReportRequest.ProtoReflect.Descriptor instead.
+func (*CreateReportRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CreateReportRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CreateReportRequest) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *CreateReportRequest) GetLat() float64 {
+	if x != nil {
+		return x.Lat
+	}
+	return 0
+}
+
+func (x *CreateReportRequest) GetLon() float64 {
+	if x != nil {
+		return x.Lon
+	}
+	return 0
+}
+
+func (x *CreateReportRequest) GetDepthKm() float64 {
+	if x != nil {
+		return x.DepthKm
+	}
+	return 0
+}
+
+func (x *CreateReportRequest) GetMagnitude() float64 {
+	if x != nil {
+		return x.Magnitude
+	}
+	return 0
+}
+
+func (x *CreateReportRequest) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
+}
+
+func (x *CreateReportRequest) GetMaxLevel() uint32 {
+	if x != nil {
+		return x.MaxLevel
+	}
+	return 0
+}
+
+func (x *CreateReportRequest) GetAreas() []*ReportArea {
+	if x != nil {
+		return x.Areas
+	}
+	return nil
+}
+
+// CreateReportResponse holds the stored report.
+type CreateReportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The report as stored.
+	Report *Report `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	// True if this call stored it, false if it was there already.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateReportResponse) Reset() {
+	*x = CreateReportResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateReportResponse) ProtoMessage() {}
+
+func (x *CreateReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateReportResponse.ProtoReflect.Descriptor instead.
+func (*CreateReportResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CreateReportResponse) GetReport() *Report {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+func (x *CreateReportResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+// Detection is the latest update of a network-level trigger, as svc-rts
+// publishes it.
+type Detection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Detection identifier: "<first trigger tick, Unix ms>-<box ID>".
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Grows by one with every published change.
+	Serial uint32 `protobuf:"varint,2,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The event has ended; a final detection never changes again.
+	Final bool `protobuf:"varint,3,opt,name=final,proto3" json:"final,omitempty"`
+	// Estimated origin time, Unix ms.
+	OriginTimeMs int64 `protobuf:"varint,4,opt,name=origin_time_ms,json=originTimeMs,proto3" json:"origin_time_ms,omitempty"`
+	// Estimated epicentre latitude, degrees north.
+	Lat float64 `protobuf:"fixed64,5,opt,name=lat,proto3" json:"lat,omitempty"`
+	// Estimated epicentre longitude, degrees east.
+	Lon float64 `protobuf:"fixed64,6,opt,name=lon,proto3" json:"lon,omitempty"`
+	// Hypocentre depth, km.
+	DepthKm float64 `protobuf:"fixed64,7,opt,name=depth_km,json=depthKm,proto3" json:"depth_km,omitempty"`
+	// Estimated magnitude.
+	Magnitude float64 `protobuf:"fixed64,8,opt,name=magnitude,proto3" json:"magnitude,omitempty"`
+	// Name of the township nearest to the epicentre.
+	Location string `protobuf:"bytes,9,opt,name=location,proto3" json:"location,omitempty"`
+	// Postal code of that township.
+	LocationCode uint32 `protobuf:"varint,10,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	// Highest intensity level (0–9) observed at the member stations.
+	MaxLevel uint32 `protobuf:"varint,11,opt,name=max_level,json=maxLevel,proto3" json:"max_level,omitempty"`
+	// Tick of the first trigger, Unix ms.
+	FirstTriggerMs int64 `protobuf:"varint,12,opt,name=first_trigger_ms,json=firstTriggerMs,proto3" json:"first_trigger_ms,omitempty"`
+	// Tick at which the serial last changed, Unix ms.
+	UpdatedMs int64 `protobuf:"varint,13,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	// Number of member stations.
+	Stations      uint32 `protobuf:"varint,14,opt,name=stations,proto3" json:"stations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Detection) Reset() {
+	*x = Detection{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Detection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Detection) ProtoMessage() {}
+
+func (x *Detection) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Detection.ProtoReflect.Descriptor instead.
+func (*Detection) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Detection) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Detection) GetSerial() uint32 {
+	if x != nil {
+		return x.Serial
+	}
+	return 0
+}
+
+func (x *Detection) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *Detection) GetOriginTimeMs() int64 {
+	if x != nil {
+		return x.OriginTimeMs
+	}
+	return 0
+}
+
+func (x *Detection) GetLat() float64 {
+	if x != nil {
+		return x.Lat
+	}
+	return 0
+}
+
+func (x *Detection) GetLon() float64 {
+	if x != nil {
+		return x.Lon
+	}
+	return 0
+}
+
+func (x *Detection) GetDepthKm() float64 {
+	if x != nil {
+		return x.DepthKm
+	}
+	return 0
+}
+
+func (x *Detection) GetMagnitude() float64 {
+	if x != nil {
+		return x.Magnitude
+	}
+	return 0
+}
+
+func (x *Detection) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
+}
+
+func (x *Detection) GetLocationCode() uint32 {
+	if x != nil {
+		return x.LocationCode
+	}
+	return 0
+}
+
+func (x *Detection) GetMaxLevel() uint32 {
+	if x != nil {
+		return x.MaxLevel
+	}
+	return 0
+}
+
+func (x *Detection) GetFirstTriggerMs() int64 {
+	if x != nil {
+		return x.FirstTriggerMs
+	}
+	return 0
+}
+
+func (x *Detection) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
+func (x *Detection) GetStations() uint32 {
+	if x != nil {
+		return x.Stations
+	}
+	return 0
+}
+
+// ListDetectionsRequest filters and pages the detection list.
+type ListDetectionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only detections not final yet.
+	ActiveOnly bool `protobuf:"varint,1,opt,name=active_only,json=activeOnly,proto3" json:"active_only,omitempty"`
+	// Only detections whose first trigger is at or after this, Unix ms.
+	SinceMs *int64 `protobuf:"varint,2,opt,name=since_ms,json=sinceMs,proto3,oneof" json:"since_ms,omitempty"`
+	// Detections per page, 1–500; 0 for 50.
+	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDetectionsRequest) Reset() {
+	*x = ListDetectionsRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDetectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDetectionsRequest) ProtoMessage() {}
+
+func (x *ListDetectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDetectionsRequest.ProtoReflect.Descriptor instead.
+func (*ListDetectionsRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListDetectionsRequest) GetActiveOnly() bool {
+	if x != nil {
+		return x.ActiveOnly
+	}
+	return false
+}
+
+func (x *ListDetectionsRequest) GetSinceMs() int64 {
+	if x != nil && x.SinceMs != nil {
+		return *x.SinceMs
+	}
+	return 0
+}
+
+func (x *ListDetectionsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDetectionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListDetectionsResponse holds a page of detections.
+type ListDetectionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The detections, newest first trigger first.
+	Detections []*Detection `protobuf:"bytes,1,rep,name=detections,proto3" json:"detections,omitempty"`
+	// Token of the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDetectionsResponse) Reset() {
+	*x = ListDetectionsResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDetectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDetectionsResponse) ProtoMessage() {}
+
+func (x *ListDetectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDetectionsResponse.ProtoReflect.Descriptor instead.
+func (*ListDetectionsResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListDetectionsResponse) GetDetections() []*Detection {
+	if x != nil {
+		return x.Detections
+	}
+	return nil
+}
+
+func (x *ListDetectionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetDetectionRequest names a detection.
+type GetDetectionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Detection identifier.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDetectionRequest) Reset() {
+	*x = GetDetectionRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDetectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDetectionRequest) ProtoMessage() {}
+
+func (x *GetDetectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDetectionRequest.ProtoReflect.Descriptor instead.
+func (*GetDetectionRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GetDetectionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetDetectionResponse holds the detection.
+type GetDetectionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The latest update of the detection.
+	Detection     *Detection `protobuf:"bytes,1,opt,name=detection,proto3" json:"detection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDetectionResponse) Reset() {
+	*x = GetDetectionResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDetectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDetectionResponse) ProtoMessage() {}
+
+func (x *GetDetectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDetectionResponse.ProtoReflect.Descriptor instead.
+func (*GetDetectionResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetDetectionResponse) GetDetection() *Detection {
+	if x != nil {
+		return x.Detection
+	}
+	return nil
+}
+
+// Client is an API client (never its key).
+type Client struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Public part of the key, naming the client.
+	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// Who holds the key.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// "writer" (may post reports) or "admin" (may do everything).
+	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// Requests per second allowed; 0 for the service's default.
+	RateLimit float64 `protobuf:"fixed64,4,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	// Burst of the rate limit; 0 for the service's default.
+	RateBurst uint32 `protobuf:"varint,5,opt,name=rate_burst,json=rateBurst,proto3" json:"rate_burst,omitempty"`
+	// When the client was created, Unix ms.
+	CreatedMs int64 `protobuf:"varint,6,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	// When its key was revoked, Unix ms; 0 if it was not.
+	RevokedMs     int64 `protobuf:"varint,7,opt,name=revoked_ms,json=revokedMs,proto3" json:"revoked_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Client) Reset() {
+	*x = Client{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Client) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Client) ProtoMessage() {}
+
+func (x *Client) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Client.ProtoReflect.Descriptor instead.
+func (*Client) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Client) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *Client) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Client) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Client) GetRateLimit() float64 {
+	if x != nil {
+		return x.RateLimit
+	}
+	return 0
+}
+
+func (x *Client) GetRateBurst() uint32 {
+	if x != nil {
+		return x.RateBurst
+	}
+	return 0
+}
+
+func (x *Client) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *Client) GetRevokedMs() int64 {
+	if x != nil {
+		return x.RevokedMs
+	}
+	return 0
+}
+
+// CreateClientRequest describes a client to create.
+type CreateClientRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who will hold the key (at most 200 characters).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "writer" or "admin".
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// Requests per second allowed, up to 100000; 0 for the default.
+	RateLimit float64 `protobuf:"fixed64,3,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	// Burst of the rate limit, up to 1000000; 0 for the default.
+	RateBurst     uint32 `protobuf:"varint,4,opt,name=rate_burst,json=rateBurst,proto3" json:"rate_burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClientRequest) Reset() {
+	*x = CreateClientRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClientRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClientRequest) ProtoMessage() {}
+
+func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClientRequest.ProtoReflect.Descriptor instead.
+func (*CreateClientRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CreateClientRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateClientRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *CreateClientRequest) GetRateLimit() float64 {
+	if x != nil {
+		return x.RateLimit
+	}
+	return 0
+}
+
+func (x *CreateClientRequest) GetRateBurst() uint32 {
+	if x != nil {
+		return x.RateBurst
+	}
+	return 0
+}
+
+// CreateClientResponse holds the client and its key.
+type CreateClientResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client.
+	Client *Client `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	// Its key, for `authorization: Bearer <key>`; shown only here.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClientResponse) Reset() {
+	*x = CreateClientResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClientResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClientResponse) ProtoMessage() {}
+
+func (x *CreateClientResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClientResponse.ProtoReflect.Descriptor instead.
+func (*CreateClientResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CreateClientResponse) GetClient() *Client {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
+func (x *CreateClientResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// ListClientsRequest asks for every client.
+type ListClientsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClientsRequest) Reset() {
+	*x = ListClientsRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClientsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClientsRequest) ProtoMessage() {}
+
+func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
+func (*ListClientsRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{30}
+}
+
+// ListClientsResponse holds the clients.
+type ListClientsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The clients, in order of creation.
+	Clients       []*Client `protobuf:"bytes,1,rep,name=clients,proto3" json:"clients,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClientsResponse) Reset() {
+	*x = ListClientsResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClientsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClientsResponse) ProtoMessage() {}
+
+func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
+func (*ListClientsResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListClientsResponse) GetClients() []*Client {
+	if x != nil {
+		return x.Clients
+	}
+	return nil
+}
+
+// RevokeClientRequest names the client to revoke.
+type RevokeClientRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's key ID.
+	KeyId         string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeClientRequest) Reset() {
+	*x = RevokeClientRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeClientRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeClientRequest) ProtoMessage() {}
+
+func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeClientRequest.ProtoReflect.Descriptor instead.
+func (*RevokeClientRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RevokeClientRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+// RevokeClientResponse holds the revoked client.
+type RevokeClientResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client, revoked.
+	Client        *Client `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeClientResponse) Reset() {
+	*x = RevokeClientResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeClientResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeClientResponse) ProtoMessage() {}
+
+func (x *RevokeClientResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeClientResponse.ProtoReflect.Descriptor instead.
+func (*RevokeClientResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RevokeClientResponse) GetClient() *Client {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
 var File_shindo_data_v1_data_proto protoreflect.FileDescriptor
 
 const file_shindo_data_v1_data_proto_rawDesc = "" +
@@ -913,7 +2365,139 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x0foverlap_seconds\x18\x02 \x01(\rR\x0eoverlapSeconds\"\x7f\n" +
 	"\x18RotateStationKeyResponse\x12,\n" +
 	"\x03key\x18\x01 \x01(\v2\x1a.shindo.data.v1.StationKeyR\x03key\x125\n" +
-	"\x17previous_valid_until_ms\x18\x02 \x01(\x03R\x14previousValidUntilMs2\xbe\x04\n" +
+	"\x17previous_valid_until_ms\x18\x02 \x01(\x03R\x14previousValidUntilMs\"\x92\x03\n" +
+	"\x06Report\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x10\n" +
+	"\x03lat\x18\x03 \x01(\x01R\x03lat\x12\x10\n" +
+	"\x03lon\x18\x04 \x01(\x01R\x03lon\x12\x19\n" +
+	"\bdepth_km\x18\x05 \x01(\x01R\adepthKm\x12\x1c\n" +
+	"\tmagnitude\x18\x06 \x01(\x01R\tmagnitude\x12\x1a\n" +
+	"\blocation\x18\a \x01(\tR\blocation\x12\x1b\n" +
+	"\tmax_level\x18\b \x01(\rR\bmaxLevel\x120\n" +
+	"\x05areas\x18\t \x03(\v2\x1a.shindo.data.v1.ReportAreaR\x05areas\x12\x10\n" +
+	"\x03md5\x18\n" +
+	" \x01(\tR\x03md5\x12.\n" +
+	"\x13source_detection_id\x18\v \x01(\tR\x11sourceDetectionId\x12\x17\n" +
+	"\atrem_ms\x18\f \x01(\x03R\x06tremMs\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\r \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\x0e \x01(\x03R\tupdatedMs\"6\n" +
+	"\n" +
+	"ReportArea\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\rR\x05level\"\xd4\x03\n" +
+	"\x12ListReportsRequest\x12'\n" +
+	"\rstart_time_ms\x18\x01 \x01(\x03H\x00R\vstartTimeMs\x88\x01\x01\x12#\n" +
+	"\vend_time_ms\x18\x02 \x01(\x03H\x01R\tendTimeMs\x88\x01\x01\x12(\n" +
+	"\rmin_magnitude\x18\x03 \x01(\x01H\x02R\fminMagnitude\x88\x01\x01\x12 \n" +
+	"\tmin_level\x18\x04 \x01(\rH\x03R\bminLevel\x88\x01\x01\x12\x1c\n" +
+	"\amin_lat\x18\x05 \x01(\x01H\x04R\x06minLat\x88\x01\x01\x12\x1c\n" +
+	"\amax_lat\x18\x06 \x01(\x01H\x05R\x06maxLat\x88\x01\x01\x12\x1c\n" +
+	"\amin_lon\x18\a \x01(\x01H\x06R\x06minLon\x88\x01\x01\x12\x1c\n" +
+	"\amax_lon\x18\b \x01(\x01H\aR\x06maxLon\x88\x01\x01\x12\x1b\n" +
+	"\tpage_size\x18\t \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\n" +
+	" \x01(\tR\tpageTokenB\x10\n" +
+	"\x0e_start_time_msB\x0e\n" +
+	"\f_end_time_msB\x10\n" +
+	"\x0e_min_magnitudeB\f\n" +
+	"\n" +
+	"_min_levelB\n" +
+	"\n" +
+	"\b_min_latB\n" +
+	"\n" +
+	"\b_max_latB\n" +
+	"\n" +
+	"\b_min_lonB\n" +
+	"\n" +
+	"\b_max_lon\"o\n" +
+	"\x13ListReportsResponse\x120\n" +
+	"\areports\x18\x01 \x03(\v2\x16.shindo.data.v1.ReportR\areports\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\"\n" +
+	"\x10GetReportRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"C\n" +
+	"\x11GetReportResponse\x12.\n" +
+	"\x06report\x18\x01 \x01(\v2\x16.shindo.data.v1.ReportR\x06report\"\x86\x02\n" +
+	"\x13CreateReportRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x10\n" +
+	"\x03lat\x18\x03 \x01(\x01R\x03lat\x12\x10\n" +
+	"\x03lon\x18\x04 \x01(\x01R\x03lon\x12\x19\n" +
+	"\bdepth_km\x18\x05 \x01(\x01R\adepthKm\x12\x1c\n" +
+	"\tmagnitude\x18\x06 \x01(\x01R\tmagnitude\x12\x1a\n" +
+	"\blocation\x18\a \x01(\tR\blocation\x12\x1b\n" +
+	"\tmax_level\x18\b \x01(\rR\bmaxLevel\x120\n" +
+	"\x05areas\x18\t \x03(\v2\x1a.shindo.data.v1.ReportAreaR\x05areas\"`\n" +
+	"\x14CreateReportResponse\x12.\n" +
+	"\x06report\x18\x01 \x01(\v2\x16.shindo.data.v1.ReportR\x06report\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x8f\x03\n" +
+	"\tDetection\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06serial\x18\x02 \x01(\rR\x06serial\x12\x14\n" +
+	"\x05final\x18\x03 \x01(\bR\x05final\x12$\n" +
+	"\x0eorigin_time_ms\x18\x04 \x01(\x03R\foriginTimeMs\x12\x10\n" +
+	"\x03lat\x18\x05 \x01(\x01R\x03lat\x12\x10\n" +
+	"\x03lon\x18\x06 \x01(\x01R\x03lon\x12\x19\n" +
+	"\bdepth_km\x18\a \x01(\x01R\adepthKm\x12\x1c\n" +
+	"\tmagnitude\x18\b \x01(\x01R\tmagnitude\x12\x1a\n" +
+	"\blocation\x18\t \x01(\tR\blocation\x12#\n" +
+	"\rlocation_code\x18\n" +
+	" \x01(\rR\flocationCode\x12\x1b\n" +
+	"\tmax_level\x18\v \x01(\rR\bmaxLevel\x12(\n" +
+	"\x10first_trigger_ms\x18\f \x01(\x03R\x0efirstTriggerMs\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\r \x01(\x03R\tupdatedMs\x12\x1a\n" +
+	"\bstations\x18\x0e \x01(\rR\bstations\"\xa1\x01\n" +
+	"\x15ListDetectionsRequest\x12\x1f\n" +
+	"\vactive_only\x18\x01 \x01(\bR\n" +
+	"activeOnly\x12\x1e\n" +
+	"\bsince_ms\x18\x02 \x01(\x03H\x00R\asinceMs\x88\x01\x01\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageTokenB\v\n" +
+	"\t_since_ms\"{\n" +
+	"\x16ListDetectionsResponse\x129\n" +
+	"\n" +
+	"detections\x18\x01 \x03(\v2\x19.shindo.data.v1.DetectionR\n" +
+	"detections\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"%\n" +
+	"\x13GetDetectionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"O\n" +
+	"\x14GetDetectionResponse\x127\n" +
+	"\tdetection\x18\x01 \x01(\v2\x19.shindo.data.v1.DetectionR\tdetection\"\xc3\x01\n" +
+	"\x06Client\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1d\n" +
+	"\n" +
+	"rate_limit\x18\x04 \x01(\x01R\trateLimit\x12\x1d\n" +
+	"\n" +
+	"rate_burst\x18\x05 \x01(\rR\trateBurst\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x06 \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"revoked_ms\x18\a \x01(\x03R\trevokedMs\"{\n" +
+	"\x13CreateClientRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1d\n" +
+	"\n" +
+	"rate_limit\x18\x03 \x01(\x01R\trateLimit\x12\x1d\n" +
+	"\n" +
+	"rate_burst\x18\x04 \x01(\rR\trateBurst\"X\n" +
+	"\x14CreateClientResponse\x12.\n" +
+	"\x06client\x18\x01 \x01(\v2\x16.shindo.data.v1.ClientR\x06client\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\x14\n" +
+	"\x12ListClientsRequest\"G\n" +
+	"\x13ListClientsResponse\x120\n" +
+	"\aclients\x18\x01 \x03(\v2\x16.shindo.data.v1.ClientR\aclients\",\n" +
+	"\x13RevokeClientRequest\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\"F\n" +
+	"\x14RevokeClientResponse\x12.\n" +
+	"\x06client\x18\x01 \x01(\v2\x16.shindo.data.v1.ClientR\x06client2\x8d\n" +
+	"\n" +
 	"\vDataService\x12Y\n" +
 	"\fListStations\x12#.shindo.data.v1.ListStationsRequest\x1a$.shindo.data.v1.ListStationsResponse\x12S\n" +
 	"\n" +
@@ -921,7 +2505,15 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\rCreateStation\x12$.shindo.data.v1.CreateStationRequest\x1a%.shindo.data.v1.CreateStationResponse\x12\\\n" +
 	"\rUpdateStation\x12$.shindo.data.v1.UpdateStationRequest\x1a%.shindo.data.v1.UpdateStationResponse\x12\\\n" +
 	"\rRetireStation\x12$.shindo.data.v1.RetireStationRequest\x1a%.shindo.data.v1.RetireStationResponse\x12e\n" +
-	"\x10RotateStationKey\x12'.shindo.data.v1.RotateStationKeyRequest\x1a(.shindo.data.v1.RotateStationKeyResponseB&Z$shindo.dev/gen/shindo/data/v1;datav1b\x06proto3"
+	"\x10RotateStationKey\x12'.shindo.data.v1.RotateStationKeyRequest\x1a(.shindo.data.v1.RotateStationKeyResponse\x12V\n" +
+	"\vListReports\x12\".shindo.data.v1.ListReportsRequest\x1a#.shindo.data.v1.ListReportsResponse\x12P\n" +
+	"\tGetReport\x12 .shindo.data.v1.GetReportRequest\x1a!.shindo.data.v1.GetReportResponse\x12Y\n" +
+	"\fCreateReport\x12#.shindo.data.v1.CreateReportRequest\x1a$.shindo.data.v1.CreateReportResponse\x12_\n" +
+	"\x0eListDetections\x12%.shindo.data.v1.ListDetectionsRequest\x1a&.shindo.data.v1.ListDetectionsResponse\x12Y\n" +
+	"\fGetDetection\x12#.shindo.data.v1.GetDetectionRequest\x1a$.shindo.data.v1.GetDetectionResponse\x12Y\n" +
+	"\fCreateClient\x12#.shindo.data.v1.CreateClientRequest\x1a$.shindo.data.v1.CreateClientResponse\x12V\n" +
+	"\vListClients\x12\".shindo.data.v1.ListClientsRequest\x1a#.shindo.data.v1.ListClientsResponse\x12Y\n" +
+	"\fRevokeClient\x12#.shindo.data.v1.RevokeClientRequest\x1a$.shindo.data.v1.RevokeClientResponseB&Z$shindo.dev/gen/shindo/data/v1;datav1b\x06proto3"
 
 var (
 	file_shindo_data_v1_data_proto_rawDescOnce sync.Once
@@ -935,7 +2527,7 @@ func file_shindo_data_v1_data_proto_rawDescGZIP() []byte {
 	return file_shindo_data_v1_data_proto_rawDescData
 }
 
-var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*Station)(nil),                  // 0: shindo.data.v1.Station
 	(*ListStationsRequest)(nil),      // 1: shindo.data.v1.ListStationsRequest
@@ -951,6 +2543,26 @@ var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*RetireStationResponse)(nil),    // 11: shindo.data.v1.RetireStationResponse
 	(*RotateStationKeyRequest)(nil),  // 12: shindo.data.v1.RotateStationKeyRequest
 	(*RotateStationKeyResponse)(nil), // 13: shindo.data.v1.RotateStationKeyResponse
+	(*Report)(nil),                   // 14: shindo.data.v1.Report
+	(*ReportArea)(nil),               // 15: shindo.data.v1.ReportArea
+	(*ListReportsRequest)(nil),       // 16: shindo.data.v1.ListReportsRequest
+	(*ListReportsResponse)(nil),      // 17: shindo.data.v1.ListReportsResponse
+	(*GetReportRequest)(nil),         // 18: shindo.data.v1.GetReportRequest
+	(*GetReportResponse)(nil),        // 19: shindo.data.v1.GetReportResponse
+	(*CreateReportRequest)(nil),      // 20: shindo.data.v1.CreateReportRequest
+	(*CreateReportResponse)(nil),     // 21: shindo.data.v1.CreateReportResponse
+	(*Detection)(nil),                // 22: shindo.data.v1.Detection
+	(*ListDetectionsRequest)(nil),    // 23: shindo.data.v1.ListDetectionsRequest
+	(*ListDetectionsResponse)(nil),   // 24: shindo.data.v1.ListDetectionsResponse
+	(*GetDetectionRequest)(nil),      // 25: shindo.data.v1.GetDetectionRequest
+	(*GetDetectionResponse)(nil),     // 26: shindo.data.v1.GetDetectionResponse
+	(*Client)(nil),                   // 27: shindo.data.v1.Client
+	(*CreateClientRequest)(nil),      // 28: shindo.data.v1.CreateClientRequest
+	(*CreateClientResponse)(nil),     // 29: shindo.data.v1.CreateClientResponse
+	(*ListClientsRequest)(nil),       // 30: shindo.data.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),      // 31: shindo.data.v1.ListClientsResponse
+	(*RevokeClientRequest)(nil),      // 32: shindo.data.v1.RevokeClientRequest
+	(*RevokeClientResponse)(nil),     // 33: shindo.data.v1.RevokeClientResponse
 }
 var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	0,  // 0: shindo.data.v1.ListStationsResponse.stations:type_name -> shindo.data.v1.Station
@@ -960,23 +2572,49 @@ var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	0,  // 4: shindo.data.v1.UpdateStationResponse.station:type_name -> shindo.data.v1.Station
 	0,  // 5: shindo.data.v1.RetireStationResponse.station:type_name -> shindo.data.v1.Station
 	5,  // 6: shindo.data.v1.RotateStationKeyResponse.key:type_name -> shindo.data.v1.StationKey
-	1,  // 7: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
-	3,  // 8: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
-	6,  // 9: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
-	8,  // 10: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
-	10, // 11: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
-	12, // 12: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
-	2,  // 13: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
-	4,  // 14: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
-	7,  // 15: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
-	9,  // 16: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
-	11, // 17: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
-	13, // 18: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
-	13, // [13:19] is the sub-list for method output_type
-	7,  // [7:13] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	15, // 7: shindo.data.v1.Report.areas:type_name -> shindo.data.v1.ReportArea
+	14, // 8: shindo.data.v1.ListReportsResponse.reports:type_name -> shindo.data.v1.Report
+	14, // 9: shindo.data.v1.GetReportResponse.report:type_name -> shindo.data.v1.Report
+	15, // 10: shindo.data.v1.CreateReportRequest.areas:type_name -> shindo.data.v1.ReportArea
+	14, // 11: shindo.data.v1.CreateReportResponse.report:type_name -> shindo.data.v1.Report
+	22, // 12: shindo.data.v1.ListDetectionsResponse.detections:type_name -> shindo.data.v1.Detection
+	22, // 13: shindo.data.v1.GetDetectionResponse.detection:type_name -> shindo.data.v1.Detection
+	27, // 14: shindo.data.v1.CreateClientResponse.client:type_name -> shindo.data.v1.Client
+	27, // 15: shindo.data.v1.ListClientsResponse.clients:type_name -> shindo.data.v1.Client
+	27, // 16: shindo.data.v1.RevokeClientResponse.client:type_name -> shindo.data.v1.Client
+	1,  // 17: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
+	3,  // 18: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
+	6,  // 19: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
+	8,  // 20: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
+	10, // 21: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
+	12, // 22: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
+	16, // 23: shindo.data.v1.DataService.ListReports:input_type -> shindo.data.v1.ListReportsRequest
+	18, // 24: shindo.data.v1.DataService.GetReport:input_type -> shindo.data.v1.GetReportRequest
+	20, // 25: shindo.data.v1.DataService.CreateReport:input_type -> shindo.data.v1.CreateReportRequest
+	23, // 26: shindo.data.v1.DataService.ListDetections:input_type -> shindo.data.v1.ListDetectionsRequest
+	25, // 27: shindo.data.v1.DataService.GetDetection:input_type -> shindo.data.v1.GetDetectionRequest
+	28, // 28: shindo.data.v1.DataService.CreateClient:input_type -> shindo.data.v1.CreateClientRequest
+	30, // 29: shindo.data.v1.DataService.ListClients:input_type -> shindo.data.v1.ListClientsRequest
+	32, // 30: shindo.data.v1.DataService.RevokeClient:input_type -> shindo.data.v1.RevokeClientRequest
+	2,  // 31: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
+	4,  // 32: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
+	7,  // 33: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
+	9,  // 34: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
+	11, // 35: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
+	13, // 36: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
+	17, // 37: shindo.data.v1.DataService.ListReports:output_type -> shindo.data.v1.ListReportsResponse
+	19, // 38: shindo.data.v1.DataService.GetReport:output_type -> shindo.data.v1.GetReportResponse
+	21, // 39: shindo.data.v1.DataService.CreateReport:output_type -> shindo.data.v1.CreateReportResponse
+	24, // 40: shindo.data.v1.DataService.ListDetections:output_type -> shindo.data.v1.ListDetectionsResponse
+	26, // 41: shindo.data.v1.DataService.GetDetection:output_type -> shindo.data.v1.GetDetectionResponse
+	29, // 42: shindo.data.v1.DataService.CreateClient:output_type -> shindo.data.v1.CreateClientResponse
+	31, // 43: shindo.data.v1.DataService.ListClients:output_type -> shindo.data.v1.ListClientsResponse
+	33, // 44: shindo.data.v1.DataService.RevokeClient:output_type -> shindo.data.v1.RevokeClientResponse
+	31, // [31:45] is the sub-list for method output_type
+	17, // [17:31] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_shindo_data_v1_data_proto_init() }
@@ -984,13 +2622,15 @@ func file_shindo_data_v1_data_proto_init() {
 	if File_shindo_data_v1_data_proto != nil {
 		return
 	}
+	file_shindo_data_v1_data_proto_msgTypes[16].OneofWrappers = []any{}
+	file_shindo_data_v1_data_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_data_v1_data_proto_rawDesc), len(file_shindo_data_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

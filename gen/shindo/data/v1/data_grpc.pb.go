@@ -28,15 +28,25 @@ const (
 	DataService_UpdateStation_FullMethodName    = "/shindo.data.v1.DataService/UpdateStation"
 	DataService_RetireStation_FullMethodName    = "/shindo.data.v1.DataService/RetireStation"
 	DataService_RotateStationKey_FullMethodName = "/shindo.data.v1.DataService/RotateStationKey"
+	DataService_ListReports_FullMethodName      = "/shindo.data.v1.DataService/ListReports"
+	DataService_GetReport_FullMethodName        = "/shindo.data.v1.DataService/GetReport"
+	DataService_CreateReport_FullMethodName     = "/shindo.data.v1.DataService/CreateReport"
+	DataService_ListDetections_FullMethodName   = "/shindo.data.v1.DataService/ListDetections"
+	DataService_GetDetection_FullMethodName     = "/shindo.data.v1.DataService/GetDetection"
+	DataService_CreateClient_FullMethodName     = "/shindo.data.v1.DataService/CreateClient"
+	DataService_ListClients_FullMethodName      = "/shindo.data.v1.DataService/ListClients"
+	DataService_RevokeClient_FullMethodName     = "/shindo.data.v1.DataService/RevokeClient"
 )
 
 // DataServiceClient is the client API for DataService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// DataService serves station metadata and, to administrators, provisions
-// stations and their keys. Administrative calls need an admin token in the
-// `authorization: Bearer <token>` metadata (HTTP header).
+// DataService serves station metadata, earthquake reports and detections
+// and, to administrators, provisions stations and their keys and manages
+// API clients. Writes need a credential in the `authorization: Bearer
+// <credential>` metadata (HTTP header): one of the service's admin tokens,
+// or an API client's key with the role the call needs.
 type DataServiceClient interface {
 	// ListStations lists stations, ordered by ID.
 	ListStations(ctx context.Context, in *ListStationsRequest, opts ...grpc.CallOption) (*ListStationsResponse, error)
@@ -55,6 +65,26 @@ type DataServiceClient interface {
 	// accepted for the overlap, so the station can switch without losing a
 	// packet. Admin only.
 	RotateStationKey(ctx context.Context, in *RotateStationKeyRequest, opts ...grpc.CallOption) (*RotateStationKeyResponse, error)
+	// ListReports lists earthquake reports, newest first, a page at a time.
+	ListReports(ctx context.Context, in *ListReportsRequest, opts ...grpc.CallOption) (*ListReportsResponse, error)
+	// GetReport returns one report with its per-area intensities.
+	GetReport(ctx context.Context, in *GetReportRequest, opts ...grpc.CallOption) (*GetReportResponse, error)
+	// CreateReport stores a report, idempotent by ID: the same ID with the
+	// same content returns the stored report; with different content it
+	// fails with ALREADY_EXISTS. Writer or admin.
+	CreateReport(ctx context.Context, in *CreateReportRequest, opts ...grpc.CallOption) (*CreateReportResponse, error)
+	// ListDetections lists detections, newest first trigger first.
+	ListDetections(ctx context.Context, in *ListDetectionsRequest, opts ...grpc.CallOption) (*ListDetectionsResponse, error)
+	// GetDetection returns the latest update of one detection.
+	GetDetection(ctx context.Context, in *GetDetectionRequest, opts ...grpc.CallOption) (*GetDetectionResponse, error)
+	// CreateClient creates an API client and returns its key, which is
+	// shown only here. Admin only.
+	CreateClient(ctx context.Context, in *CreateClientRequest, opts ...grpc.CallOption) (*CreateClientResponse, error)
+	// ListClients lists API clients, revoked ones too (never their keys).
+	// Admin only.
+	ListClients(ctx context.Context, in *ListClientsRequest, opts ...grpc.CallOption) (*ListClientsResponse, error)
+	// RevokeClient makes a client's key stop working for good. Admin only.
+	RevokeClient(ctx context.Context, in *RevokeClientRequest, opts ...grpc.CallOption) (*RevokeClientResponse, error)
 }
 
 type dataServiceClient struct {
@@ -125,13 +155,95 @@ func (c *dataServiceClient) RotateStationKey(ctx context.Context, in *RotateStat
 	return out, nil
 }
 
+func (c *dataServiceClient) ListReports(ctx context.Context, in *ListReportsRequest, opts ...grpc.CallOption) (*ListReportsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReportsResponse)
+	err := c.cc.Invoke(ctx, DataService_ListReports_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) GetReport(ctx context.Context, in *GetReportRequest, opts ...grpc.CallOption) (*GetReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReportResponse)
+	err := c.cc.Invoke(ctx, DataService_GetReport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) CreateReport(ctx context.Context, in *CreateReportRequest, opts ...grpc.CallOption) (*CreateReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateReportResponse)
+	err := c.cc.Invoke(ctx, DataService_CreateReport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) ListDetections(ctx context.Context, in *ListDetectionsRequest, opts ...grpc.CallOption) (*ListDetectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDetectionsResponse)
+	err := c.cc.Invoke(ctx, DataService_ListDetections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) GetDetection(ctx context.Context, in *GetDetectionRequest, opts ...grpc.CallOption) (*GetDetectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDetectionResponse)
+	err := c.cc.Invoke(ctx, DataService_GetDetection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) CreateClient(ctx context.Context, in *CreateClientRequest, opts ...grpc.CallOption) (*CreateClientResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateClientResponse)
+	err := c.cc.Invoke(ctx, DataService_CreateClient_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) ListClients(ctx context.Context, in *ListClientsRequest, opts ...grpc.CallOption) (*ListClientsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListClientsResponse)
+	err := c.cc.Invoke(ctx, DataService_ListClients_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) RevokeClient(ctx context.Context, in *RevokeClientRequest, opts ...grpc.CallOption) (*RevokeClientResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeClientResponse)
+	err := c.cc.Invoke(ctx, DataService_RevokeClient_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DataServiceServer is the server API for DataService service.
 // All implementations must embed UnimplementedDataServiceServer
 // for forward compatibility.
 //
-// DataService serves station metadata and, to administrators, provisions
-// stations and their keys. Administrative calls need an admin token in the
-// `authorization: Bearer <token>` metadata (HTTP header).
+// DataService serves station metadata, earthquake reports and detections
+// and, to administrators, provisions stations and their keys and manages
+// API clients. Writes need a credential in the `authorization: Bearer
+// <credential>` metadata (HTTP header): one of the service's admin tokens,
+// or an API client's key with the role the call needs.
 type DataServiceServer interface {
 	// ListStations lists stations, ordered by ID.
 	ListStations(context.Context, *ListStationsRequest) (*ListStationsResponse, error)
@@ -150,6 +262,26 @@ type DataServiceServer interface {
 	// accepted for the overlap, so the station can switch without losing a
 	// packet. Admin only.
 	RotateStationKey(context.Context, *RotateStationKeyRequest) (*RotateStationKeyResponse, error)
+	// ListReports lists earthquake reports, newest first, a page at a time.
+	ListReports(context.Context, *ListReportsRequest) (*ListReportsResponse, error)
+	// GetReport returns one report with its per-area intensities.
+	GetReport(context.Context, *GetReportRequest) (*GetReportResponse, error)
+	// CreateReport stores a report, idempotent by ID: the same ID with the
+	// same content returns the stored report; with different content it
+	// fails with ALREADY_EXISTS. Writer or admin.
+	CreateReport(context.Context, *CreateReportRequest) (*CreateReportResponse, error)
+	// ListDetections lists detections, newest first trigger first.
+	ListDetections(context.Context, *ListDetectionsRequest) (*ListDetectionsResponse, error)
+	// GetDetection returns the latest update of one detection.
+	GetDetection(context.Context, *GetDetectionRequest) (*GetDetectionResponse, error)
+	// CreateClient creates an API client and returns its key, which is
+	// shown only here. Admin only.
+	CreateClient(context.Context, *CreateClientRequest) (*CreateClientResponse, error)
+	// ListClients lists API clients, revoked ones too (never their keys).
+	// Admin only.
+	ListClients(context.Context, *ListClientsRequest) (*ListClientsResponse, error)
+	// RevokeClient makes a client's key stop working for good. Admin only.
+	RevokeClient(context.Context, *RevokeClientRequest) (*RevokeClientResponse, error)
 	mustEmbedUnimplementedDataServiceServer()
 }
 
@@ -177,6 +309,30 @@ func (UnimplementedDataServiceServer) RetireStation(context.Context, *RetireStat
 }
 func (UnimplementedDataServiceServer) RotateStationKey(context.Context, *RotateStationKeyRequest) (*RotateStationKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateStationKey not implemented")
+}
+func (UnimplementedDataServiceServer) ListReports(context.Context, *ListReportsRequest) (*ListReportsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReports not implemented")
+}
+func (UnimplementedDataServiceServer) GetReport(context.Context, *GetReportRequest) (*GetReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReport not implemented")
+}
+func (UnimplementedDataServiceServer) CreateReport(context.Context, *CreateReportRequest) (*CreateReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateReport not implemented")
+}
+func (UnimplementedDataServiceServer) ListDetections(context.Context, *ListDetectionsRequest) (*ListDetectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDetections not implemented")
+}
+func (UnimplementedDataServiceServer) GetDetection(context.Context, *GetDetectionRequest) (*GetDetectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDetection not implemented")
+}
+func (UnimplementedDataServiceServer) CreateClient(context.Context, *CreateClientRequest) (*CreateClientResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateClient not implemented")
+}
+func (UnimplementedDataServiceServer) ListClients(context.Context, *ListClientsRequest) (*ListClientsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListClients not implemented")
+}
+func (UnimplementedDataServiceServer) RevokeClient(context.Context, *RevokeClientRequest) (*RevokeClientResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeClient not implemented")
 }
 func (UnimplementedDataServiceServer) mustEmbedUnimplementedDataServiceServer() {}
 func (UnimplementedDataServiceServer) testEmbeddedByValue()                     {}
@@ -307,6 +463,150 @@ func _DataService_RotateStationKey_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DataService_ListReports_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReportsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).ListReports(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_ListReports_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).ListReports(ctx, req.(*ListReportsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_GetReport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).GetReport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_GetReport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).GetReport(ctx, req.(*GetReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_CreateReport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).CreateReport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_CreateReport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).CreateReport(ctx, req.(*CreateReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_ListDetections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDetectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).ListDetections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_ListDetections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).ListDetections(ctx, req.(*ListDetectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_GetDetection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDetectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).GetDetection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_GetDetection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).GetDetection(ctx, req.(*GetDetectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_CreateClient_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateClientRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).CreateClient(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_CreateClient_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).CreateClient(ctx, req.(*CreateClientRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_ListClients_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListClientsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).ListClients(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_ListClients_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).ListClients(ctx, req.(*ListClientsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_RevokeClient_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeClientRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).RevokeClient(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_RevokeClient_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).RevokeClient(ctx, req.(*RevokeClientRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DataService_ServiceDesc is the grpc.ServiceDesc for DataService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -337,6 +637,38 @@ var DataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateStationKey",
 			Handler:    _DataService_RotateStationKey_Handler,
+		},
+		{
+			MethodName: "ListReports",
+			Handler:    _DataService_ListReports_Handler,
+		},
+		{
+			MethodName: "GetReport",
+			Handler:    _DataService_GetReport_Handler,
+		},
+		{
+			MethodName: "CreateReport",
+			Handler:    _DataService_CreateReport_Handler,
+		},
+		{
+			MethodName: "ListDetections",
+			Handler:    _DataService_ListDetections_Handler,
+		},
+		{
+			MethodName: "GetDetection",
+			Handler:    _DataService_GetDetection_Handler,
+		},
+		{
+			MethodName: "CreateClient",
+			Handler:    _DataService_CreateClient_Handler,
+		},
+		{
+			MethodName: "ListClients",
+			Handler:    _DataService_ListClients_Handler,
+		},
+		{
+			MethodName: "RevokeClient",
+			Handler:    _DataService_RevokeClient_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

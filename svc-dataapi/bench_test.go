@@ -1,0 +1,221 @@
+package dataapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"shindo.dev/lib/pgtest"
+	"shindo.dev/lib/stationdb"
+	"shindo.dev/svc-dataapi/internal/httpapi"
+)
+
+// benchConcurrency is the number of clients sending at once.
+const benchConcurrency = 16
+
+// BenchmarkReportList measures GET /v1/reports (a page of 50 of 2,000
+// reports, filtered by magnitude) through the whole data API — guard,
+// ETag, grpc-gateway, protojson — against a bare net/http handler doing
+// the same two queries (the version counters, then the page) with pgx and
+// encoding/json, in the same run on the same database. "cached" sends the
+// ETag of a previous answer, so both answer 304 after the version read.
+// Rate limits are off. Each reports requests per second and the 99th
+// percentile latency over benchConcurrency concurrent clients.
+//
+//	cd svc-dataapi && go test -run XXX -bench BenchmarkReportList -benchtime 20000x .
+func BenchmarkReportList(b *testing.B) {
+	dsn := pgtest.Shared(b).NewDatabase(b)
+	cfg := benchConfig(b, dsn)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	defer func() { cancel(); <-done }()
+	gateway := "http://" + cfg.HTTPAddr
+	waitReady(b, gateway)
+
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	store := stationdb.NewStore(pool)
+	for i := range 2000 {
+		r := stationdb.Report{ID: fmt.Sprintf("113000-2024-%06d", i), TimeMs: 1_700_000_000_000 + int64(i)*60_000,
+			Lat: 22 + float64(i%300)/100, Lon: 120 + float64(i%200)/100, DepthKm: float64(i % 50), Magnitude: float64(i%70) / 10,
+			Location: "花蓮縣政府南南東方 25.0 公里", MaxLevel: i % 10}
+		if _, _, err := store.CreateReport(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bare := httptest.NewServer(bareHandler(store))
+	defer bare.Close()
+
+	const query = "/v1/reports?min_magnitude=1&page_size=50"
+	for _, target := range []struct{ name, base string }{{"gateway", gateway}, {"bare", bare.URL}} {
+		for _, cached := range []bool{false, true} {
+			name := target.name + "/uncached"
+			if cached {
+				name = target.name + "/cached"
+			}
+			b.Run(name, func(b *testing.B) { load(b, target.base+query, cached) })
+		}
+	}
+}
+
+func benchConfig(b *testing.B, dsn string) Config {
+	cfg := DefaultConfig()
+	cfg.Common.Site, cfg.Common.LogFormat, cfg.Common.LogLevel = "TNN-1", "json", "error"
+	cfg.Common.ShutdownTimeout, cfg.Common.DependencyWait = 3*time.Second, 5*time.Second
+	for _, a := range []*string{&cfg.GRPCAddr, &cfg.AdminAddr, &cfg.HTTPAddr} {
+		*a = freeAddr(b)
+	}
+	cfg.DatabaseURL, cfg.RegistryInterval, cfg.DBTimeout = dsn, 5*time.Second, 5*time.Second
+	cfg.RateLimitAddr, cfg.RateBurstAddr, cfg.RateLimitKey, cfg.RateBurstKey, cfg.RateBuckets = 0, 1, 0, 1, 1000
+	cfg.MaxBody = 65536
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+func waitReady(b *testing.B, base string) {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatal("not ready")
+}
+
+// load sends b.N GETs of u from benchConcurrency clients and reports
+// requests per second and p99 latency.
+func load(b *testing.B, u string, cached bool) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency}}
+	first, err := client.Get(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	tag := first.Header.Get("ETag")
+	if first.StatusCode != 200 || tag == "" {
+		b.Fatalf("%s: %d, ETag %q", u, first.StatusCode, tag)
+	}
+	want := 200
+	if cached {
+		want = 304
+	}
+	lat := make([]time.Duration, b.N)
+	var next sync.Mutex
+	i := 0
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range benchConcurrency {
+		wg.Go(func() {
+			for {
+				next.Lock()
+				n := i
+				i++
+				next.Unlock()
+				if n >= b.N {
+					return
+				}
+				req, _ := http.NewRequest("GET", u, nil)
+				if cached {
+					req.Header.Set("If-None-Match", tag)
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat[n] = time.Since(t0)
+				if resp.StatusCode != want {
+					b.Errorf("status %d, want %d", resp.StatusCode, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// bareHandler is the baseline: the same list with pgx and encoding/json,
+// tagged the same way, without the gateway, the guard or protojson.
+func bareHandler(store *stationdb.Store) http.Handler {
+	type report struct {
+		ID        string  `json:"id"`
+		TimeMs    string  `json:"time_ms"`
+		Lat       float64 `json:"lat"`
+		Lon       float64 `json:"lon"`
+		DepthKm   float64 `json:"depth_km"`
+		Magnitude float64 `json:"magnitude"`
+		Location  string  `json:"location"`
+		MaxLevel  int     `json:"max_level"`
+		MD5       string  `json:"md5"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		v, err := store.DataVersions(ctx)
+		if err != nil {
+			http.Error(w, err.Error(), 503)
+			return
+		}
+		h := sha256.New()
+		binary.Write(h, binary.BigEndian, v.Reports)
+		h.Write([]byte(r.URL.Path + "\x00" + httpapi.CanonicalQuery(r.URL.RawQuery)))
+		tag := `"v` + base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:15]) + `"`
+		if httpapi.MatchETag(r.Header.Get("If-None-Match"), tag) {
+			w.Header().Set("ETag", tag)
+			w.WriteHeader(304)
+			return
+		}
+		mag := 1.0
+		list, err := store.ListReports(ctx, stationdb.ReportFilter{MinMagnitude: &mag, Limit: 51})
+		if err != nil {
+			http.Error(w, err.Error(), 503)
+			return
+		}
+		out := struct {
+			Reports       []report `json:"reports"`
+			NextPageToken string   `json:"next_page_token"`
+		}{Reports: make([]report, 0, 50)}
+		for i, rep := range list {
+			if i == 50 {
+				out.NextPageToken = rep.ID
+				break
+			}
+			out.Reports = append(out.Reports, report{rep.ID, fmt.Sprint(rep.TimeMs), rep.Lat, rep.Lon, rep.DepthKm, rep.Magnitude, rep.Location, rep.MaxLevel, rep.MD5})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("ETag", tag)
+		json.NewEncoder(w).Encode(out)
+	})
+}

@@ -1,0 +1,131 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"shindo.dev/lib/stationdb"
+)
+
+type keys struct {
+	clients map[string]*stationdb.Client
+	lookups int
+	down    bool
+}
+
+func (k *keys) ClientByKey(_ context.Context, key string) (*stationdb.Client, error) {
+	k.lookups++
+	if k.down {
+		return nil, fmt.Errorf("%w: connection refused", stationdb.ErrUnavailable)
+	}
+	if c, ok := k.clients[key]; ok {
+		return c, nil
+	}
+	return nil, stationdb.ErrNotFound
+}
+
+const (
+	writerKey = "shk_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	token     = "bootstrap-token-0123456789"
+)
+
+func TestIdentify(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(0, 0)
+	k := &keys{clients: map[string]*stationdb.Client{writerKey: {KeyID: "shk_0123456789abcdef", Role: stationdb.RoleWriter, RateLimit: 3}}}
+	a := New([]string{token}, k)
+	a.now = func() time.Time { return now }
+	ctx := context.Background()
+
+	if p, err := a.Identify(ctx, token); err != nil || !p.Token || p.Role != stationdb.RoleAdmin {
+		t.Fatalf("token: %+v %v", p, err)
+	}
+	for range 3 {
+		if p, err := a.Identify(ctx, writerKey); err != nil || p.Role != stationdb.RoleWriter || p.RateLimit != 3 {
+			t.Fatalf("key: %+v %v", p, err)
+		}
+	}
+	if k.lookups != 1 {
+		t.Fatalf("%d lookups, want 1 (cached)", k.lookups)
+	}
+	now = now.Add(CacheTTL + time.Second)
+	a.Identify(ctx, writerKey)
+	if k.lookups != 2 {
+		t.Fatal("cache never expires")
+	}
+	if _, err := a.Identify(ctx, "shk_0123456789abcdef.BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown key: %v", err)
+	}
+	before := k.lookups
+	if _, err := a.Identify(ctx, "' OR 1=1"); !errors.Is(err, ErrInvalid) || k.lookups != before {
+		t.Fatalf("malformed key: %v, looked up: %v", err, k.lookups != before)
+	}
+	if _, err := a.Identify(ctx, ""); !errors.Is(err, ErrMissing) {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	k.clients[writerKey].RevokedAt = &revoked
+	a.Forget("shk_0123456789abcdef")
+	if _, err := a.Identify(ctx, writerKey); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("revoked: %v", err)
+	}
+	k.down = true
+	if _, err := a.Identify(ctx, "shk_fedcba9876543210.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("database down: %v", err)
+	}
+}
+
+func TestRequire(t *testing.T) {
+	t.Parallel()
+	k := &keys{clients: map[string]*stationdb.Client{writerKey: {KeyID: "shk_0123456789abcdef", Role: stationdb.RoleWriter}}}
+	a := New([]string{token}, k)
+	call := func(header, role string) codes.Code {
+		ctx := context.Background()
+		if header != "" {
+			ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", header))
+		}
+		_, err := a.Require(ctx, role)
+		return status.Code(err)
+	}
+	for _, tc := range []struct {
+		header, role string
+		want         codes.Code
+	}{
+		{"", stationdb.RoleWriter, codes.Unauthenticated},
+		{"Bearer " + token, stationdb.RoleAdmin, codes.OK},
+		{"bearer " + token, stationdb.RoleAdmin, codes.OK},
+		{"Bearer " + writerKey, stationdb.RoleWriter, codes.OK},
+		{"Bearer " + writerKey, stationdb.RoleAdmin, codes.PermissionDenied},
+		{"Basic " + token, stationdb.RoleAdmin, codes.Unauthenticated},
+		{"Bearer ", stationdb.RoleAdmin, codes.Unauthenticated},
+		{"Bearer wrong-token-0123456789", stationdb.RoleAdmin, codes.Unauthenticated},
+	} {
+		if got := call(tc.header, tc.role); got != tc.want {
+			t.Errorf("%q for %s: %s, want %s", tc.header, tc.role, got, tc.want)
+		}
+	}
+}
+
+// FuzzCredential: any header is a credential, none, or an error.
+func FuzzCredential(f *testing.F) {
+	for _, s := range []string{"Bearer " + writerKey, "Bearer", "Basic x", "", " Bearer  x ", "Bearer\tx"} {
+		f.Add(s)
+	}
+	a := New([]string{token}, &keys{})
+	f.Fuzz(func(t *testing.T, header string) {
+		cred, err := Credential(header)
+		if err == nil && header != "" && cred == "" {
+			t.Fatalf("%q: no credential and no error", header)
+		}
+		if err == nil && cred != "" {
+			a.Identify(context.Background(), cred)
+		}
+	})
+}

@@ -1,0 +1,100 @@
+package compat
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"shindo.dev/lib/stationdb"
+)
+
+func TestParseReportQuery(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		query string
+		ok    bool
+		check func(stationdb.ReportFilter) bool
+	}{
+		{"", true, func(f stationdb.ReportFilter) bool { return f.Limit == 50 && f.Offset == 0 && f.MinLevel == nil }},
+		{"limit=50&page=3&key=", true, func(f stationdb.ReportFilter) bool { return f.Limit == 50 && f.Offset == 100 }},
+		{"minIntensity=4&maxIntensity=9&minMagnitude=5.5&maxMagnitude=8&minDepth=0&maxDepth=700&startTime=0&endTime=1712102289000&loc=花蓮&city=x", true,
+			func(f stationdb.ReportFilter) bool {
+				return *f.MinLevel == 4 && *f.MaxLevel == 9 && *f.MinMagnitude == 5.5 && *f.MaxDepthKm == 700 && *f.ToMs == 1712102289000
+			}},
+		{"limit=500", true, nil},
+		{"limit=0", false, nil},
+		{"limit=501", false, nil},
+		{"limit=", false, nil},
+		{"limit=1&limit=2", false, nil},
+		{"page=0", false, nil},
+		{"page=202&limit=500", false, nil}, // past MaxOffset
+		{"page=2147483647", false, nil},
+		{"minIntensity=10", false, nil},
+		{"minIntensity=4.5", false, nil},
+		{"minMagnitude=NaN", false, nil},
+		{"minMagnitude=Inf", false, nil},
+		{"maxDepth=-1", false, nil},
+		{"startTime=-5", false, nil},
+		{"startTime=1e12", false, nil},
+		{"minIntensity=5&maxIntensity=4", false, nil},
+		{"minMagnitude=6&maxMagnitude=5", false, nil},
+		{"minDepth=9&maxDepth=8", false, nil},
+		{"startTime=9&endTime=8", false, nil},
+	} {
+		q, _ := url.ParseQuery(tc.query)
+		f, err := ParseReportQuery(q)
+		if (err == nil) != tc.ok || (tc.ok && tc.check != nil && !tc.check(f)) {
+			t.Errorf("%q: %+v %v", tc.query, f, err)
+		}
+	}
+}
+
+// FuzzParseReportQuery: any query is refused or gives a filter the store
+// accepts.
+func FuzzParseReportQuery(f *testing.F) {
+	for _, s := range []string{"", "limit=50&page=1", "limit=20&page=3&minIntensity=3&maxIntensity=7&minMagnitude=4.5",
+		"minDepth=0&maxDepth=700&startTime=1700000000000&endTime=1712102289000&key=", "page=9999999999", "limit=%zz",
+		"minMagnitude=1e308&maxMagnitude=-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		fl, err := ParseReportQuery(q)
+		if err != nil {
+			return
+		}
+		if fl.Limit < 1 || fl.Limit > MaxLimit || fl.Offset < 0 || fl.Offset > stationdb.MaxOffset {
+			t.Fatalf("%q: limit %d offset %d", raw, fl.Limit, fl.Offset)
+		}
+		if fl.MinLevel != nil && (*fl.MinLevel < 0 || *fl.MinLevel > 9) || fl.MaxLevel != nil && (*fl.MaxLevel < 0 || *fl.MaxLevel > 9) {
+			t.Fatalf("%q: levels out of range", raw)
+		}
+		for _, p := range []*float64{fl.MinMagnitude, fl.MaxMagnitude, fl.MinDepthKm, fl.MaxDepthKm} {
+			if p != nil && (*p != *p || *p > 1000 || *p < -5) {
+				t.Fatalf("%q: %v", raw, *p)
+			}
+		}
+	})
+}
+
+func TestRenderEscapesAndNames(t *testing.T) {
+	t.Parallel()
+	r := stationdb.Report{ID: "X", Location: "\"</script>\u2028", Lat: 23.5, Areas: []stationdb.AreaLevel{{Code: 999, Level: 2}}}
+	got := string(AppendReport(nil, &r, []stationdb.StationInfo{{Code: 999, Lat: 1, Lon: 2}, {Code: 999, Lat: 2, Lon: 3}}))
+	want := `{"id":"X","lat":23.5,"lon":0,"loc":"\"\u003c/script\u003e\u2028","depth":0,"mag":0,"int":0,"time":0,"trem":0,"md5":"","list":{"其他":{"int":2,"town":{"999":{"lat":1.5,"lon":2.5,"int":2}}}}}`
+	if got != want {
+		t.Fatalf("\n got %s\nwant %s", got, want)
+	}
+	if s := string(AppendReportList(nil, nil)); s != "[]" {
+		t.Fatal(s)
+	}
+	if s := string(AppendStations(nil, nil)); s != "{}" {
+		t.Fatal(s)
+	}
+	if !strings.Contains(string(AppendReportList(nil, []stationdb.Report{{ID: "a"}, {ID: "b"}})), `"md5":""},{"id":"b"`) {
+		t.Fatal("list items not separated")
+	}
+}

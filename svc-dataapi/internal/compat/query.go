@@ -1,0 +1,109 @@
+package compat
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+
+	"shindo.dev/lib/stationdb"
+)
+
+// Report list defaults and bounds.
+const (
+	DefaultLimit = 50
+	MaxLimit     = stationdb.MaxPage
+)
+
+// ParseReportQuery turns the query of GET /api/v2/eq/report into a
+// filter. Parameters (all optional; unknown ones are ignored):
+//
+//	limit                      reports per page, 1–500 (50)
+//	page                       page number from 1 (1)
+//	minIntensity, maxIntensity highest level, 0–9
+//	minMagnitude, maxMagnitude magnitude, −5–12
+//	minDepth, maxDepth         depth, km, 0–1000
+//	startTime, endTime         origin time, Unix ms
+//
+// A known parameter given twice, empty, malformed or out of range is an
+// error, as is a range whose minimum exceeds its maximum.
+func ParseReportQuery(q url.Values) (stationdb.ReportFilter, error) {
+	f := stationdb.ReportFilter{Limit: DefaultLimit}
+	var errs error
+	one := func(name string) (string, bool) {
+		vs, ok := q[name]
+		switch {
+		case !ok:
+			return "", false
+		case len(vs) != 1:
+			errs = fmt.Errorf("%s: given %d times", name, len(vs))
+			return "", false
+		case vs[0] == "":
+			errs = fmt.Errorf("%s: empty", name)
+			return "", false
+		}
+		return vs[0], true
+	}
+	integer := func(name string, lo, hi int64) *int64 {
+		s, ok := one(name)
+		if !ok || errs != nil {
+			return nil
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < lo || v > hi {
+			errs = fmt.Errorf("%s: an integer from %d to %d", name, lo, hi)
+			return nil
+		}
+		return &v
+	}
+	number := func(name string, lo, hi float64) *float64 {
+		s, ok := one(name)
+		if !ok || errs != nil {
+			return nil
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) || v < lo || v > hi {
+			errs = fmt.Errorf("%s: a number from %g to %g", name, lo, hi)
+			return nil
+		}
+		return &v
+	}
+	level := func(name string) *int {
+		v := integer(name, 0, stationdb.MaxLevel)
+		if v == nil {
+			return nil
+		}
+		l := int(*v)
+		return &l
+	}
+
+	if v := integer("limit", 1, MaxLimit); v != nil {
+		f.Limit = int(*v)
+	}
+	page := integer("page", 1, math.MaxInt32)
+	f.MinLevel, f.MaxLevel = level("minIntensity"), level("maxIntensity")
+	f.MinMagnitude, f.MaxMagnitude = number("minMagnitude", -5, 12), number("maxMagnitude", -5, 12)
+	f.MinDepthKm, f.MaxDepthKm = number("minDepth", 0, 1000), number("maxDepth", 0, 1000)
+	f.FromMs, f.ToMs = integer("startTime", 0, stationdb.MaxTimeMs), integer("endTime", 0, stationdb.MaxTimeMs)
+	if errs != nil {
+		return stationdb.ReportFilter{}, errs
+	}
+	if page != nil {
+		offset := (*page - 1) * int64(f.Limit)
+		if offset > stationdb.MaxOffset {
+			return stationdb.ReportFilter{}, fmt.Errorf("page: at most %d reports deep", stationdb.MaxOffset)
+		}
+		f.Offset = int(offset)
+	}
+	switch {
+	case f.MinLevel != nil && f.MaxLevel != nil && *f.MinLevel > *f.MaxLevel:
+		return stationdb.ReportFilter{}, fmt.Errorf("minIntensity above maxIntensity")
+	case f.MinMagnitude != nil && f.MaxMagnitude != nil && *f.MinMagnitude > *f.MaxMagnitude:
+		return stationdb.ReportFilter{}, fmt.Errorf("minMagnitude above maxMagnitude")
+	case f.MinDepthKm != nil && f.MaxDepthKm != nil && *f.MinDepthKm > *f.MaxDepthKm:
+		return stationdb.ReportFilter{}, fmt.Errorf("minDepth above maxDepth")
+	case f.FromMs != nil && f.ToMs != nil && *f.FromMs > *f.ToMs:
+		return stationdb.ReportFilter{}, fmt.Errorf("startTime after endTime")
+	}
+	return f, nil
+}

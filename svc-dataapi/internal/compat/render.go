@@ -1,0 +1,179 @@
+package compat
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+
+	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/township"
+	"shindo.dev/svc-dataapi/internal/towns"
+)
+
+// AppendReportList appends the body of GET /api/v2/eq/report.
+func AppendReportList(b []byte, list []stationdb.Report) []byte {
+	b = append(b, '[')
+	for i := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendSummary(b, &list[i])
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendSummary appends a report's fields, leaving its object open.
+func appendSummary(b []byte, r *stationdb.Report) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, r.ID)
+	b = append(b, `,"lat":`...)
+	b = appendFloat(b, r.Lat)
+	b = append(b, `,"lon":`...)
+	b = appendFloat(b, r.Lon)
+	b = append(b, `,"loc":`...)
+	b = appendString(b, r.Location)
+	b = append(b, `,"depth":`...)
+	b = appendFloat(b, r.DepthKm)
+	b = append(b, `,"mag":`...)
+	b = appendFloat(b, r.Magnitude)
+	b = append(b, `,"int":`...)
+	b = strconv.AppendInt(b, int64(r.MaxLevel), 10)
+	b = append(b, `,"time":`...)
+	b = strconv.AppendInt(b, r.TimeMs, 10)
+	b = append(b, `,"trem":`...)
+	b = strconv.AppendInt(b, r.TremMs, 10)
+	b = append(b, `,"md5":`...)
+	return appendString(b, r.MD5)
+}
+
+// AppendReport appends the body of GET /api/v2/eq/report/{id}: the
+// summary fields and "list", the areas grouped by county (in order of
+// their lowest code) and township (by code). stations place townships
+// lib/township has no seat for.
+func AppendReport(b []byte, r *stationdb.Report, stations []stationdb.StationInfo) []byte {
+	b = appendSummary(b, r)
+	b = append(b, `,"list":{`...)
+	type town struct {
+		name     string
+		lat, lon float64
+		level    int
+	}
+	type county struct {
+		name  string
+		level int
+		towns []town
+	}
+	var counties []*county
+	byName := map[string]*county{}
+	for _, a := range r.Areas { // ordered by code
+		cn, tn := towns.Names(a.Code)
+		c := byName[cn]
+		if c == nil {
+			c = &county{name: cn}
+			byName[cn] = c
+			counties = append(counties, c)
+		}
+		lat, lon := Place(a.Code, stations)
+		c.towns = append(c.towns, town{name: tn, lat: lat, lon: lon, level: a.Level})
+		c.level = max(c.level, a.Level)
+	}
+	for i, c := range counties {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, c.name)
+		b = append(b, `:{"int":`...)
+		b = strconv.AppendInt(b, int64(c.level), 10)
+		b = append(b, `,"town":{`...)
+		for j, t := range c.towns {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, t.name)
+			b = append(b, `:{"lat":`...)
+			b = appendFloat(b, t.lat)
+			b = append(b, `,"lon":`...)
+			b = appendFloat(b, t.lon)
+			b = append(b, `,"int":`...)
+			b = strconv.AppendInt(b, int64(t.level), 10)
+			b = append(b, '}')
+		}
+		b = append(b, "}}"...)
+	}
+	return append(b, "}}"...)
+}
+
+// taiwan is the clients' time zone (no daylight saving since 1979).
+var taiwan = time.FixedZone("Asia/Taipei", 8*3600)
+
+// AppendStations appends the body of GET /api/v1/trem/station, stations
+// in the order given (by ID).
+func AppendStations(b []byte, list []stationdb.StationInfo) []byte {
+	b = append(b, '{')
+	for i := range list {
+		st := &list[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, st.ID)
+		b = append(b, `:{"net":`...)
+		b = appendString(b, st.Net)
+		b = append(b, `,"info":[{"code":`...)
+		b = strconv.AppendUint(b, uint64(st.Code), 10)
+		b = append(b, `,"lat":`...)
+		b = appendFloat(b, st.Lat)
+		b = append(b, `,"lon":`...)
+		b = appendFloat(b, st.Lon)
+		b = append(b, `,"time":"`...)
+		b = st.CreatedAt.In(taiwan).AppendFormat(b, "2006-01-02")
+		b = append(b, `"}],"work":`...)
+		b = strconv.AppendBool(b, st.Active)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// Place returns a township's position: its seat if lib/township knows it,
+// else the mean position of the stations with its code, else 0, 0.
+func Place(code uint32, stations []stationdb.StationInfo) (lat, lon float64) {
+	if t, ok := township.Lookup(code); ok {
+		return t.Lat, t.Lon
+	}
+	n := 0
+	for _, st := range stations {
+		if st.Code == code {
+			lat, lon, n = lat+st.Lat, lon+st.Lon, n+1
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return math.Round(lat/float64(n)*1000) / 1000, math.Round(lon/float64(n)*1000) / 1000
+}
+
+// needStations reports whether some area has no seat in lib/township.
+func needStations(areas []stationdb.AreaLevel) bool {
+	for _, a := range areas {
+		if _, ok := township.Lookup(a.Code); !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// appendString writes s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// appendFloat writes f in its shortest exact decimal form; NaN and
+// infinities, which JSON cannot carry, as 0.
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) || f == 0 {
+		return append(b, '0')
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}

@@ -1,0 +1,343 @@
+// Package detectsync keeps the metadata database's detections and reports
+// up to date from the core's NATS server: it consumes the JetStream stream
+// DETECTIONS (every detection update svc-rts publishes) with a durable
+// consumer, upserts each detection (a newer serial wins), and turns every
+// final detection into an earthquake report.
+//
+// Both cores' data APIs do this against the one database, each from its
+// own core's stream, in any order and any number of times: a report's ID
+// is derived from its detection's ID alone, detections are upserted by
+// serial, and reports are merged (stationdb.MergeDetectionReport), so the
+// result is the same whoever writes first.
+//
+// A detection does not carry per-area intensities; the reports get them
+// from the core's snapshots (shindo.rts.<site>.snapshot, plain NATS): the
+// highest level of each township over the detection's span, from its first
+// trigger to its end. Snapshots are not stored, so a data API that was
+// down during an event contributes no areas; the other core's data API
+// does, and merging keeps the union. Areas lit by another event at the
+// same time are included.
+package detectsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/stationdb"
+	"shindo.dev/svc-dataapi/internal/towns"
+)
+
+// Names on the NATS server, as svc-rts publishes them.
+const (
+	StreamName = "DETECTIONS"
+	// Durable is the consumer's name: every data API of a core shares it.
+	Durable = "shindo-dataapi"
+)
+
+// SnapshotSubject is the subject of a site's snapshots.
+func SnapshotSubject(site string) string { return "shindo.rts." + site + ".snapshot" }
+
+// areaHistory is how long snapshots' areas are kept: longer than a
+// detection can last (svc-rts ends one 5 minutes after its first trigger
+// at the latest) plus the time its final update may take to arrive.
+const areaHistory = 15 * time.Minute
+
+// Store is what the consumer needs of the metadata database
+// (stationdb.Store).
+type Store interface {
+	UpsertDetection(ctx context.Context, d stationdb.Detection) (bool, error)
+	MergeDetectionReport(ctx context.Context, r stationdb.Report) (*stationdb.Report, bool, error)
+}
+
+// Syncer consumes detections into the database.
+type Syncer struct {
+	nc      *nats.Conn
+	site    string
+	store   Store
+	log     *slog.Logger
+	timeout time.Duration
+
+	areas areaLog
+
+	handled *prometheus.CounterVec
+}
+
+// New returns a syncer for site's NATS connection nc. timeout bounds each
+// database write.
+func New(nc *nats.Conn, site string, store Store, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) *Syncer {
+	s := &Syncer{nc: nc, site: site, store: store, log: log, timeout: timeout,
+		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shindo_dataapi_detection_updates_total",
+			Help: "Detection updates consumed from JetStream, by result (applied, stale, report, malformed, retry, conflict).",
+		}, []string{"result"})}
+	reg.MustRegister(s.handled)
+	return s
+}
+
+// Run consumes until ctx ends. It waits for the stream to exist (svc-rts
+// creates it) and retries after NATS or database failures; it returns nil
+// when ctx ends.
+func (s *Syncer) Run(ctx context.Context) error {
+	sub, err := s.nc.Subscribe(SnapshotSubject(s.site), s.snapshot)
+	if err != nil {
+		return fmt.Errorf("subscribe to snapshots: %w", err)
+	}
+	defer sub.Unsubscribe()
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	backoff := 200 * time.Millisecond
+	for {
+		err := s.consume(ctx, js)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("detection consumer stopped, retrying", slog.Duration("after", backoff), slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (s *Syncer) consume(ctx context.Context, js jetstream.JetStream) error {
+	stream, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", StreamName, err)
+	}
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       Durable,
+		Description:   "svc-dataapi: detections and reports into the metadata database",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 256,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", Durable, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return ctx.Err()
+			}
+			return err
+		}
+		s.handle(ctx, msg)
+	}
+}
+
+// handle applies one detection update and acknowledges it, or asks for it
+// again later when the database is unavailable.
+func (s *Syncer) handle(ctx context.Context, msg jetstream.Msg) {
+	var pd rtsv1.Detection
+	if err := proto.Unmarshal(msg.Data(), &pd); err != nil || pd.GetId() == "" {
+		s.handled.WithLabelValues("malformed").Inc()
+		s.log.Warn("malformed detection dropped", slog.String("subject", msg.Subject()), slog.Any("error", err))
+		msg.Term()
+		return
+	}
+	d := FromProto(&pd)
+	result, err := s.apply(ctx, d)
+	switch {
+	case errors.Is(err, stationdb.ErrInvalid):
+		s.handled.WithLabelValues("malformed").Inc()
+		s.log.Warn("invalid detection dropped", slog.String("id", d.ID), slog.Any("error", err))
+		msg.Term()
+	case errors.Is(err, stationdb.ErrConflict):
+		s.handled.WithLabelValues("conflict").Inc()
+		s.log.Error("report of detection conflicts with another report", slog.String("id", d.ID), slog.Any("error", err))
+		msg.Ack()
+	case err != nil:
+		s.handled.WithLabelValues("retry").Inc()
+		if ctx.Err() == nil {
+			s.log.Warn("detection not stored, will retry", slog.String("id", d.ID), slog.Any("error", err))
+		}
+		msg.NakWithDelay(time.Second)
+	default:
+		s.handled.WithLabelValues(result).Inc()
+		msg.Ack()
+	}
+}
+
+func (s *Syncer) apply(ctx context.Context, d stationdb.Detection) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	applied, err := s.store.UpsertDetection(ctx, d)
+	if err != nil {
+		return "", err
+	}
+	result := "stale"
+	if applied {
+		result = "applied"
+	}
+	if !d.Final {
+		return result, nil
+	}
+	// Also for a stale final update: the report may not have been written
+	// when the detection was (a crash in between), and merging is
+	// idempotent.
+	r := ReportOf(d, s.areas.max(d.FirstTriggerMs, d.UpdatedMs))
+	if _, changed, err := s.store.MergeDetectionReport(ctx, r); err != nil {
+		return "", err
+	} else if changed {
+		result = "report"
+	}
+	return result, nil
+}
+
+// snapshot records a snapshot's areas.
+func (s *Syncer) snapshot(m *nats.Msg) {
+	var snap rtsv1.Snapshot
+	if err := proto.Unmarshal(m.Data, &snap); err != nil {
+		return
+	}
+	if len(snap.GetAreas()) == 0 {
+		return
+	}
+	areas := make([]stationdb.AreaLevel, 0, len(snap.GetAreas()))
+	for _, a := range snap.GetAreas() {
+		if a.GetLevel() <= stationdb.MaxLevel {
+			areas = append(areas, stationdb.AreaLevel{Code: a.GetCode(), Level: int(a.GetLevel())})
+		}
+	}
+	s.areas.add(snap.GetTimeMs(), areas)
+}
+
+// FromProto converts a published detection.
+func FromProto(p *rtsv1.Detection) stationdb.Detection {
+	return stationdb.Detection{
+		ID: p.GetId(), Serial: p.GetSerial(), Final: p.GetFinal(), OriginTimeMs: p.GetOriginTimeMs(),
+		Lat: p.GetLat(), Lon: p.GetLon(), DepthKm: p.GetDepthKm(), Magnitude: p.GetMagnitude(),
+		Location: p.GetLocation(), LocationCode: p.GetLocationCode(), MaxLevel: int(p.GetMaxLevel()),
+		FirstTriggerMs: p.GetFirstTriggerMs(), UpdatedMs: p.GetUpdatedMs(), Stations: p.GetStations(),
+	}
+}
+
+// taiwan is Taiwan's time zone, in which report IDs are written.
+var taiwan = time.FixedZone("Asia/Taipei", 8*3600)
+
+// ReportID derives a report's ID from its detection's, in the form the
+// clients of the compatible routes know from the Central Weather
+// Administration's reports — "<ROC year>000-<YYYY>-<MMDD>-<hhmmss>" of the
+// event in Taiwan time, where the "000" serial marks a report without an
+// official number — followed by "-<box>", the rest of the detection ID,
+// so that two detections starting in the same second stay apart. A
+// detection ID not of the form "<ms>-<box>" gives "det-<ID>".
+func ReportID(detectionID string) string {
+	ms, box, ok := strings.Cut(detectionID, "-")
+	t, err := strconv.ParseInt(ms, 10, 64)
+	if ok && err == nil && t >= 0 && t <= stationdb.MaxTimeMs && box != "" {
+		id := time.UnixMilli(t).In(taiwan).Format("2006-0102-150405")
+		roc := time.UnixMilli(t).In(taiwan).Year() - 1911
+		id = fmt.Sprintf("%03d000-%s-%s", max(roc, 0), id, box)
+		if stationdb.CheckReportID(id) == nil {
+			return id
+		}
+	}
+	id := "det-" + detectionID
+	if stationdb.CheckReportID(id) == nil {
+		return id
+	}
+	return fmt.Sprintf("det-%x", detectionID)[:min(64, 4+2*len(detectionID))]
+}
+
+// ReportOf derives the report of a final detection with the given areas:
+// the detection's estimates rounded as reports print them (position to
+// 0.01°, depth and magnitude to 0.1), its location as county and township
+// in Chinese when the code has a name, and its first trigger as "trem".
+func ReportOf(d stationdb.Detection, areas []stationdb.AreaLevel) stationdb.Report {
+	loc := d.Location
+	if county, town := towns.Names(d.LocationCode); county != towns.Other {
+		loc = county + town
+	}
+	r := stationdb.Report{
+		ID: ReportID(d.ID), TimeMs: d.OriginTimeMs, Lat: round(d.Lat, 2), Lon: round(d.Lon, 2),
+		DepthKm: math.Max(0, round(d.DepthKm, 1)), Magnitude: round(d.Magnitude, 1), Location: loc,
+		MaxLevel: d.MaxLevel, Areas: areas, SourceDetectionID: d.ID, TremMs: max(d.FirstTriggerMs, 0),
+	}
+	for _, a := range areas {
+		r.MaxLevel = max(r.MaxLevel, a.Level)
+	}
+	return r
+}
+
+func round(f float64, places int) float64 {
+	p := math.Pow10(places)
+	return math.Round(f*p) / p
+}
+
+// areaLog keeps recent snapshots' per-township levels.
+type areaLog struct {
+	mu      sync.Mutex
+	entries []tickAreas // in arrival order
+	latest  int64
+}
+
+type tickAreas struct {
+	timeMs int64
+	areas  []stationdb.AreaLevel
+}
+
+func (l *areaLog) add(timeMs int64, areas []stationdb.AreaLevel) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.latest = max(l.latest, timeMs)
+	cut := l.latest - areaHistory.Milliseconds()
+	kept := l.entries[:0]
+	for _, e := range l.entries {
+		if e.timeMs >= cut {
+			kept = append(kept, e)
+		}
+	}
+	l.entries = append(kept, tickAreas{timeMs, areas})
+}
+
+// max returns the highest level of each township over [from, to], ordered
+// by code.
+func (l *areaLog) max(from, to int64) []stationdb.AreaLevel {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	levels := map[uint32]int{}
+	for _, e := range l.entries {
+		if e.timeMs < from || e.timeMs > to {
+			continue
+		}
+		for _, a := range e.areas {
+			if l, ok := levels[a.Code]; !ok || a.Level > l {
+				levels[a.Code] = a.Level
+			}
+		}
+	}
+	out := make([]stationdb.AreaLevel, 0, len(levels))
+	for code, level := range levels {
+		out = append(out, stationdb.AreaLevel{Code: code, Level: level})
+	}
+	slices.SortFunc(out, func(a, b stationdb.AreaLevel) int { return int(a.Code) - int(b.Code) })
+	return out
+}

@@ -1,0 +1,49 @@
+package detectsync
+
+import (
+	"fmt"
+	"testing"
+
+	"shindo.dev/lib/stationdb"
+)
+
+func TestReportID(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]string{
+		"1712102289000-18": "113000-2024-0403-075809-18", // 07:58:09 in Taiwan
+		"1712102289500-x":  "113000-2024-0403-075809-x",
+		"0-3":              "059000-1970-0101-080000-3",
+		"abc":              "det-abc",
+		"12-a b":           "det-" + fmt.Sprintf("%x", "12-a b"),
+	} {
+		got := ReportID(id)
+		if got != want || stationdb.CheckReportID(got) != nil {
+			t.Errorf("ReportID(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+func TestReportOfAndAreas(t *testing.T) {
+	t.Parallel()
+	var l areaLog
+	l.add(1000, []stationdb.AreaLevel{{Code: 970, Level: 3}})
+	l.add(1500, []stationdb.AreaLevel{{Code: 970, Level: 5}, {Code: 100, Level: 2}})
+	l.add(9000, []stationdb.AreaLevel{{Code: 260, Level: 9}})
+	areas := l.max(1000, 2000)
+	if fmt.Sprint(areas) != "[{100 2} {970 5}]" {
+		t.Fatalf("areas %v", areas)
+	}
+	r := ReportOf(stationdb.Detection{ID: "1712102289000-18", OriginTimeMs: 1712102281000, Lat: 23.7749, Lon: 121.6651,
+		DepthKm: 10.04, Magnitude: 6.25, Location: "Hualien City", LocationCode: 970, MaxLevel: 4, FirstTriggerMs: 1712102289000}, areas)
+	if r.Lat != 23.77 || r.Lon != 121.67 || r.DepthKm != 10 || r.Magnitude != 6.3 || r.Location != "花蓮縣花蓮市" ||
+		r.MaxLevel != 5 || r.TremMs != 1712102289000 || r.SourceDetectionID != "1712102289000-18" {
+		t.Fatalf("%+v", r)
+	}
+	if r := ReportOf(stationdb.Detection{ID: "1-2", LocationCode: 12345, Location: "Sea"}, nil); r.Location != "Sea" {
+		t.Fatalf("unknown code: %q", r.Location)
+	}
+	l.add(9000+areaHistory.Milliseconds(), nil)
+	if len(l.entries) != 2 {
+		t.Fatalf("%d entries kept past the history", len(l.entries))
+	}
+}
