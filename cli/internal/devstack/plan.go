@@ -283,8 +283,11 @@ func (p *plan) checkBinaries() error {
 	return nil
 }
 
-// checkPorts fails on the first busy port, naming what it is for.
+// checkPorts names every busy port and what it is for in one error, so a
+// user sees the whole conflict at once rather than one port per attempt.
 func (p *plan) checkPorts() error {
+	var busy []string
+	var cause error
 	for _, pt := range p.ports {
 		addr := hostPort(p.cfg.Host, pt.n)
 		var err error
@@ -300,10 +303,16 @@ func (p *plan) checkPorts() error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("port %d (%s) is not free: %w; stop what uses it or choose another -port-base", pt.n, pt.what, errors.Unwrap(err))
+			busy = append(busy, fmt.Sprintf("port %d (%s) is not free", pt.n, pt.what))
+			if cause == nil {
+				cause = errors.Unwrap(err)
+			}
 		}
 	}
-	return nil
+	if len(busy) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %w; stop what uses them or choose another -port-base", strings.Join(busy, ", "), cause)
 }
 
 // endpoints is the document written to endpoints.json: for each site by
