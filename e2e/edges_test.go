@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,7 +86,9 @@ func fault(t *testing.T, d *dev, args ...string) {
 //     restarts;
 //   - a client of KHH-1 away for 30 s, across all this, reconnects with
 //     Last-Event-ID and gets exactly the events it missed, identical to
-//     what a client that stayed connected received;
+//     what a client that stayed connected received — among them an
+//     earthquake report posted meanwhile, which both edges announce in
+//     the event of the same tick;
 //   - a station's live waveform at TPE-1 carries on without a gap.
 func TestEdgesRideOutCoreLoss(t *testing.T) {
 	d := startDev(t, "-stations", "5")
@@ -96,9 +101,10 @@ func TestEdgesRideOutCoreLoss(t *testing.T) {
 
 	watcher := collect(openSSE(ctx, t, tpe+"/v1/stream?topics=rts"))
 	wave := collect(openSSE(ctx, t, tpe+"/v1/stream/waveform?station="+d.stations[0].ID))
-	stayer := collect(openSSE(ctx, t, khh+"/v1/stream?topics=rts,eew"))
+	stayer := collect(openSSE(ctx, t, khh+"/v1/stream?topics=rts,eew,report"))
+	tpeReports := collect(openSSE(ctx, t, tpe+"/v1/stream?topics=report"))
 	awayCtx, leave := context.WithCancel(ctx)
-	away := collect(openSSE(awayCtx, t, khh+"/v1/stream?topics=rts,eew"))
+	away := collect(openSSE(awayCtx, t, khh+"/v1/stream?topics=rts,eew,report"))
 	lastSeen := away.waitLast(t, 6)
 	leave()
 	leftAt := time.Now()
@@ -175,9 +181,28 @@ func TestEdgesRideOutCoreLoss(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	// An earthquake report, posted while the client is away, reaches
+	// both edges' report topic in the event of the same tick.
+	reportID := postReport(t, d, tpe)
+	reportEvent := func(c *collector) sseEvent {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			for _, ev := range c.snapshot() {
+				if strings.HasSuffix(ev.id, "-2") && strings.Contains(ev.data, `"id":"`+reportID+`"`) {
+					return ev
+				}
+			}
+		}
+		t.Fatalf("report %s not announced within 20s", reportID)
+		return sseEvent{}
+	}
+	if a, b := reportEvent(stayer), reportEvent(tpeReports); a.id != b.id || a.data != b.data {
+		t.Fatalf("report announced as %s %s at KHH-1, %s %s at TPE-1", a.id, a.data, b.id, b.data)
+	}
+
 	// The away client comes back after 30 s.
 	time.Sleep(time.Until(leftAt.Add(30 * time.Second)))
-	back := collect(openSSE(ctx, t, khh+"/v1/stream?topics=rts,eew&last_event_id="+lastSeen))
+	back := collect(openSSE(ctx, t, khh+"/v1/stream?topics=rts,eew,report&last_event_id="+lastSeen))
 	target := stayer.waitLast(t, 1)
 	deadline = time.Now().Add(10 * time.Second)
 	for {
@@ -212,5 +237,34 @@ func TestEdgesRideOutCoreLoss(t *testing.T) {
 			t.Fatalf("replayed event %d: id %s (%d bytes), want id %s (%d bytes)", i, got[i].id, len(got[i].data), w.id, len(w.data))
 		}
 	}
+	if !slices.ContainsFunc(want, func(ev sseEvent) bool { return strings.Contains(ev.data, reportID) }) {
+		t.Fatal("the report is not among the replayed events")
+	}
 	t.Logf("replayed %d events after a %s disconnect", len(want), time.Since(leftAt).Round(time.Second))
+}
+
+// postReport posts an earthquake report through an edge's data API with
+// the dev topology's admin token and returns its ID.
+func postReport(t *testing.T, d *dev, edge string) string {
+	t.Helper()
+	token, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("e2e-%d", time.Now().UnixNano())
+	body := fmt.Sprintf(`{"id":%q,"time_ms":%d,"lat":23.9,"lon":121.6,"depth_km":15,"magnitude":6.1,`+
+		`"location":"Hualien County","max_level":6,"areas":[{"code":970,"level":6},{"code":260,"level":4}]}`, id, time.Now().UnixMilli())
+	req, _ := http.NewRequest(http.MethodPost, edge+"/v1/reports", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("post report: %d %s", resp.StatusCode, b)
+	}
+	return id
 }

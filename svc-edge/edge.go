@@ -5,6 +5,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +13,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +60,8 @@ type Config struct {
 	EjectAfter       int           `conf:"api-eject-after" default:"3" help:"consecutive failed requests or probes that eject a core"`
 	ReadmitAfter     int           `conf:"api-readmit-after" default:"2" help:"consecutive passing probes that readmit an ejected core"`
 	ProbeInterval    time.Duration `conf:"api-probe-interval" default:"1s" help:"interval of the health probes of the cores' data APIs"`
+	ReportPoll       time.Duration `conf:"report-poll" default:"2s" help:"interval at which the cores' newest earthquake reports are read for the report topic (needs data-api)"`
+	ReportDelay      time.Duration `conf:"report-delay" default:"5s" help:"how long after a report changed it is announced on the report topic: the same tick at every edge (at least twice report-poll)"`
 
 	Waveform         []string `conf:"waveform" help:"svc-waveform gRPC addresses of the cores, comma-separated; empty serves no live waveforms"`
 	WaveformStations int      `conf:"waveform-max-stations" default:"2000" help:"most stations whose live waveforms are streamed at once"`
@@ -118,6 +123,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.DataAPI) > 0 {
 		errs = append(errs, c.routeOptions().Validate())
+	}
+	if c.ReportPoll < 100*time.Millisecond || c.ReportPoll > time.Minute || c.ReportDelay < 2*c.ReportPoll || c.ReportDelay > 10*time.Minute {
+		errs = append(errs, errors.New("report-poll: 100ms to 1m; report-delay: twice report-poll to 10m"))
 	}
 	for _, e := range c.Entrances {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -183,6 +191,11 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		mux.Handle("/v1/", api)
 		mux.Handle("/api/", api)
 		mux.Handle("GET /openapi.json", api)
+
+		reports := newReportFeed(bal, cfg.ReportPoll, cfg.ReportDelay, cfg.History/2, st.queueReports, svc.Logger())
+		svc.Metrics().MustRegister(reports.collectors()...)
+		svc.Go("report feed", service.ComponentFunc(reports.Run))
+		st.reports = true
 	}
 	if len(cfg.Waveform) > 0 {
 		ws, err := waveforms(ctx, svc, cfg, st, bal)
@@ -247,8 +260,9 @@ func waveforms(ctx context.Context, svc *service.Service, cfg Config, st *stream
 
 // Topics of the edge's streams, with their index in event IDs.
 const (
-	topicRTS = "rts"
-	topicEEW = "eew"
+	topicRTS    = "rts"
+	topicEEW    = "eew"
+	topicReport = "report"
 )
 
 // topicNotify is a client's own notifications (/v1/stream with client=);
@@ -256,23 +270,33 @@ const (
 // position as their ID.
 const topicNotify = "notify"
 
-var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1}
+var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1, topicReport: 2}
 
 // streams hold the edge's events: one hub, every event tagged with its
 // topic and an ID from its data (the tick), kept for the SSE history. The
 // RTS topic gets one event per tick; the EEW topic one per change of the
 // alert list (an alert appears, gets a new serial, or leaves), never per
 // tick, deduplicated by detection ID and serial across switches of core
-// (package eew). The compatible routes and /v1/stream serve from it.
+// (package eew). The report topic gets one event per batch of new or
+// revised earthquake reports, at a tick chosen from their data (reportFeed). The compatible routes and
+// /v1/stream serve from it.
 type streams struct {
-	hub        *sse.Hub
-	feed       *eew.Feed
-	info       *sse.Event
-	perAddr    *addrLimit
-	notify     *notify.Service // nil: this edge serves no notifications
-	latestTick atomic.Int64
-	ticks      prometheus.Counter
-	alerts     prometheus.Counter
+	hub     *sse.Hub
+	feed    *eew.Feed
+	info    *sse.Event
+	perAddr *addrLimit
+	notify  *notify.Service // nil: this edge serves no notifications
+	reports bool            // the report topic is fed
+
+	// publishing guards the reports waiting for their tick, queued by the
+	// report feed's goroutine and published by the source's.
+	publishing     sync.Mutex
+	pendingReports map[string]pendingReport
+
+	latestTick   atomic.Int64
+	ticks        prometheus.Counter
+	alerts       prometheus.Counter
+	reportEvents prometheus.Counter
 }
 
 func newStreams(site string, opts sse.Options, maxPerAddr int) (*streams, error) {
@@ -287,12 +311,15 @@ func newStreams(site string, opts sse.Options, maxPerAddr int) (*streams, error)
 		perAddr: newAddrLimit(maxPerAddr),
 		ticks:   prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_rts_ticks_total", Help: "RTS snapshots served."}),
 		alerts:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_eew_updates_total", Help: "Changes of the EEW alert list served."}),
+		reportEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shindo_edge_report_events_total", Help: "Events of the report topic served."}),
+		pendingReports: map[string]pendingReport{},
 	}, nil
 }
 
 func (s *streams) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		s.ticks, s.alerts,
+		s.ticks, s.alerts, s.reportEvents,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shindo_edge_sse_clients", Help: "Connected SSE clients.",
 		}, func() float64 { n, _ := s.hub.Stats(); return float64(n) }),
@@ -306,6 +333,8 @@ func (s *streams) collectors() []prometheus.Collector {
 // goroutine at a time).
 func (s *streams) serve(snap *rtsv1.Snapshot) {
 	t := snap.GetTimeMs()
+	s.publishing.Lock()
+	defer s.publishing.Unlock()
 	s.latestTick.Store(t)
 	s.hub.Publish(sse.NewEventID(topicRTS, sse.ID(t, topicIndex[topicRTS]), "", compat.RTS(snap)))
 	s.ticks.Inc()
@@ -313,6 +342,47 @@ func (s *streams) serve(snap *rtsv1.Snapshot) {
 		s.hub.Publish(sse.NewEventID(topicEEW, sse.ID(t, topicIndex[topicEEW]), "", compat.EEW(alerts)))
 		s.alerts.Inc()
 	}
+	s.publishReportsLocked(t)
+}
+
+// queueReports holds reports for their ticks (reportFeed); a report
+// queued again before its tick is replaced by the newer version.
+func (s *streams) queueReports(rs []pendingReport) {
+	s.publishing.Lock()
+	defer s.publishing.Unlock()
+	for _, r := range rs {
+		s.pendingReports[r.id] = r
+	}
+}
+
+// publishReportsLocked publishes the reports due by tick t as one event of
+// the report topic, a JSON array of reports ordered by due tick and ID,
+// with the ID of tick t: after the tick's snapshot and alerts, before the
+// next tick. s.publishing is held.
+func (s *streams) publishReportsLocked(t int64) {
+	var due []pendingReport
+	for id, r := range s.pendingReports {
+		if r.due <= t {
+			due = append(due, r)
+			delete(s.pendingReports, id)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	slices.SortFunc(due, func(a, b pendingReport) int {
+		return cmp.Or(cmp.Compare(a.due, b.due), strings.Compare(a.id, b.id))
+	})
+	data := []byte{'['}
+	for i, r := range due {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, r.data...)
+	}
+	data = append(data, ']')
+	s.hub.Publish(sse.NewEventID(topicReport, sse.ID(t, topicIndex[topicReport]), "", data))
+	s.reportEvents.Inc()
 }
 
 // register adds the compatible routes of SPEC §7 — GET /api/v2/trem/rts and
@@ -360,7 +430,7 @@ func (s *streams) compat(topic string) http.HandlerFunc {
 	}
 }
 
-// stream serves GET /v1/stream?topics=rts,eew: every event with its id,
+// stream serves GET /v1/stream?topics=rts,eew,report,notify: every event with its id,
 // resuming after Last-Event-ID (header, or last_event_id for clients that
 // cannot set headers) from the history.
 func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
@@ -374,15 +444,18 @@ func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 			continue
 		case part == topicNotify:
 			notifications = true
+		case part == topicReport && !s.reports:
+			writeError(w, http.StatusBadRequest, "topic report: this edge serves no reports (it has no data API)")
+			return
 		case !public:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts, eew and notify", part))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts, eew, report and notify", part))
 			return
 		default:
 			want[part] = true
 		}
 	}
 	if len(want) == 0 && !notifications {
-		writeError(w, http.StatusBadRequest, "topics: give one or more of rts, eew, notify (comma-separated)")
+		writeError(w, http.StatusBadRequest, "topics: give one or more of rts, eew, report, notify (comma-separated)")
 		return
 	}
 	compress := q.Get("compress") == "1"
