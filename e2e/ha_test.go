@@ -13,8 +13,9 @@ import (
 	"time"
 )
 
-// writer creates stations through the data API as fast as it gets answers,
-// remembering every one whose POST succeeded: those are acknowledged writes.
+// writer posts earthquake reports through the data API as fast as it gets
+// answers, remembering every one whose POST succeeded: those are
+// acknowledged writes.
 type writer struct {
 	t     *testing.T
 	api   string
@@ -29,10 +30,11 @@ type writer struct {
 func (w *writer) run(ctx context.Context) {
 	client := &http.Client{Timeout: 3 * time.Second}
 	for n := 0; ctx.Err() == nil; n++ {
-		id := fmt.Sprintf("HA%05d", n)
-		body := fmt.Sprintf(`{"id":%q,"name":"HA test %d","net":"HA","lat":23.5,"lon":121.0,"code":100}`, id, n)
+		id := fmt.Sprintf("ha-%05d", n)
+		body := fmt.Sprintf(`{"id":%q,"time_ms":%d,"lat":23.8,"lon":121.6,"depth_km":12,"magnitude":5.1,`+
+			`"location":"HA test %d","max_level":4,"areas":[{"code":970,"level":4}]}`, id, time.Now().UnixMilli(), n)
 		sent := time.Now()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.api+"/v1/stations", strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.api+"/v1/reports", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+w.token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
@@ -96,8 +98,8 @@ func leader(t *testing.T, rest string) (string, bool) {
 
 // TestMetadataFailover is the HA tier: `shindo dev --ha` (Patroni in
 // synchronous mode with a PostgreSQL member at each core, etcd at three
-// sites, HAProxy at each core) while a writer creates stations through the
-// data API without pause:
+// sites, HAProxy at each core) while a writer posts earthquake reports
+// through the data API without pause:
 //   - kill -9 of the primary (Patroni and its PostgreSQL): writes resume
 //     within 30 s, and every write acknowledged before, during and after is
 //     there;
@@ -164,25 +166,24 @@ func TestMetadataFailover(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 
 	// Every acknowledged write is there.
-	code, body := httpGet(t, api+"/v1/stations?net=HA")
-	if code != http.StatusOK {
-		t.Fatalf("list: %d %s", code, body)
-	}
-	var list struct {
-		Stations []struct{ ID string }
-	}
-	if err := json.Unmarshal([]byte(body), &list); err != nil {
-		t.Fatal(err)
-	}
-	have := map[string]bool{}
-	for _, s := range list.Stations {
-		have[s.ID] = true
-	}
+	client := &http.Client{Timeout: 5 * time.Second}
 	acked := w.ackedIDs()
 	for _, id := range acked {
-		if !have[id] {
-			t.Errorf("acknowledged write %s lost", id)
+		req, _ := http.NewRequest(http.MethodGet, api+"/v1/reports/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+w.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("get report %s: %v", id, err)
+		}
+		var doc struct{ Report struct{ ID string } }
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil || doc.Report.ID != id {
+			t.Errorf("acknowledged report %s lost: status %d, decoded %q (%v)", id, resp.StatusCode, doc.Report.ID, err)
 		}
 	}
-	t.Logf("%d writes acknowledged, all present; %d failed during the failovers", len(acked), w.fails)
+	if len(acked) == 0 {
+		t.Fatal("no write was acknowledged")
+	}
+	t.Logf("%d reports acknowledged, all present; %d posts failed during the failovers", len(acked), w.fails)
 }
