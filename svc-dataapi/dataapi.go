@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
@@ -63,6 +64,7 @@ type Config struct {
 	AdminTokens []string      `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
 	NATS        string        `conf:"nats" help:"this core's NATS server URL: detections are consumed from its DETECTIONS stream into the database (needs -database-url); empty: off"`
 	DBTimeout   time.Duration `conf:"db-timeout" default:"5s" help:"upper bound on a request's database work; past it the request gets 503"`
+	ReadDBURL   string        `conf:"read-database-url" secret:"true" help:"this core's own PostgreSQL member (postgres://…), standby or primary, for reads; one it cannot serve goes to -database-url; empty: reads go to -database-url"`
 
 	RateLimitAddr  float64  `conf:"rate-limit-ip" default:"50" help:"requests per second per client address without a key (0: unlimited)"`
 	RateBurstAddr  int      `conf:"rate-burst-ip" default:"200" help:"burst per client address"`
@@ -101,6 +103,13 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("nats %q: want nats://host:port", c.NATS))
 		} else if c.DatabaseURL == "" {
 			errs = append(errs, errors.New("nats: detections go to the metadata database; give -database-url too"))
+		}
+	}
+	if c.ReadDBURL != "" {
+		if _, err := pgxpool.ParseConfig(c.ReadDBURL); err != nil {
+			errs = append(errs, errors.New("read-database-url: want postgres://user@host:port/database"))
+		} else if c.DatabaseURL == "" {
+			errs = append(errs, errors.New("read-database-url: reads of the metadata database; give -database-url (for writes) too"))
 		}
 	}
 	if c.DBTimeout <= 0 || c.DBTimeout > time.Minute {
@@ -211,6 +220,16 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	)
 	if reg.Pool != nil {
 		store := stationdb.NewStore(reg.Pool)
+		if cfg.ReadDBURL != "" {
+			// Connects on first use: a local member that is down at start
+			// only sends the reads to the primary.
+			local, err := pgxpool.New(ctx, cfg.ReadDBURL)
+			if err != nil {
+				return nil, fmt.Errorf("read-database-url: %w", err)
+			}
+			svc.OnShutdown("local database member", func(context.Context) error { local.Close(); return nil })
+			store = stationdb.NewReplicatedStore(reg.Pool, local)
+		}
 		admin, keys, reportStore, clientStore, compatStore = store, store, store, store, store
 		versions = func(ctx context.Context) (httpapi.Versions, error) {
 			ctx, cancel := context.WithTimeout(ctx, cfg.DBTimeout)

@@ -97,7 +97,7 @@ func scanDetection(row pgx.Row, d *Detection) error {
 // there is none.
 func (s *Store) GetDetection(ctx context.Context, id string) (*Detection, error) {
 	var d Detection
-	err := scanDetection(s.pool.QueryRow(ctx, `SELECT `+detectionColumns+` FROM detections WHERE id = $1`, id), &d)
+	err := scanDetection(s.reader().QueryRow(ctx, `SELECT `+detectionColumns+` FROM detections WHERE id = $1`, id), &d)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get detection %q: %w: no detection %q", id, ErrNotFound, id)
 	}
@@ -131,7 +131,7 @@ func (s *Store) ListDetections(ctx context.Context, f DetectionFilter) ([]Detect
 	if f.After != nil {
 		afterTime, afterID = &f.After.FirstTriggerMs, &f.After.ID
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+detectionColumns+` FROM detections
+	rows, err := s.reader().Query(ctx, `SELECT `+detectionColumns+` FROM detections
 		WHERE (NOT $1::bool OR NOT final)
 		  AND ($2::bigint IS NULL OR first_trigger_ms >= $2)
 		  AND ($3::bigint IS NULL OR (first_trigger_ms, id) < ($3, $4::text))

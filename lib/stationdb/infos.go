@@ -22,7 +22,7 @@ type StationInfo struct {
 // StationInfos returns every station, retired ones too, ordered by ID,
 // with the time it was provisioned (never its keys).
 func (s *Store) StationInfos(ctx context.Context) ([]StationInfo, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, net, lat, lon, code, active, created_at FROM stations ORDER BY id`)
+	rows, err := s.reader().Query(ctx, `SELECT id, net, lat, lon, code, active, created_at FROM stations ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("station infos: %w", translate(err))
 	}

@@ -318,7 +318,7 @@ func writeAreas(ctx context.Context, tx pgx.Tx, id string, areas, old []AreaLeve
 // GetReport returns the report with id and its areas; ErrNotFound if
 // there is none.
 func (s *Store) GetReport(ctx context.Context, id string) (*Report, error) {
-	r, err := readReport(ctx, s.pool, id)
+	r, err := readReport(ctx, s.reader(), id)
 	if err != nil {
 		return nil, fmt.Errorf("get report %q: %w", id, translate(err))
 	}
@@ -411,7 +411,7 @@ func (s *Store) ListReports(ctx context.Context, f ReportFilter) ([]Report, erro
 		afterTime, afterID = &f.After.TimeMs, &f.After.ID
 	}
 	// One static statement: every filter is a parameter, NULL when unused.
-	rows, err := s.pool.Query(ctx, `SELECT `+reportColumns+` FROM reports
+	rows, err := s.reader().Query(ctx, `SELECT `+reportColumns+` FROM reports
 		WHERE ($1::bigint IS NULL OR time_ms >= $1)
 		  AND ($2::bigint IS NULL OR time_ms <= $2)
 		  AND ($3::float8 IS NULL OR magnitude >= $3)
@@ -452,7 +452,7 @@ type Versions struct {
 // DataVersions reads the version counters, in one statement.
 func (s *Store) DataVersions(ctx context.Context) (Versions, error) {
 	var v Versions
-	err := s.pool.QueryRow(ctx, `SELECT
+	err := s.reader().QueryRow(ctx, `SELECT
 		coalesce(max(version) FILTER (WHERE name = 'reports'), 0),
 		coalesce(max(version) FILTER (WHERE name = 'detections'), 0),
 		coalesce(max(version) FILTER (WHERE name = 'stations'), 0)

@@ -33,7 +33,8 @@ const (
 // Store reads and changes the station registry in PostgreSQL. It is safe
 // for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool // writes, and reads without a replica
+	reads rowQuerier    // reads, if replicated (NewReplicatedStore)
 }
 
 // NewStore returns a Store on pool, whose database Migrate has brought up
@@ -102,7 +103,7 @@ func (s *Store) CreateStation(ctx context.Context, ns NewStation) (*registry.Sta
 // GetStation returns the station with id, retired or not, with its current
 // key and the previous keys still accepted now.
 func (s *Store) GetStation(ctx context.Context, id string) (*registry.Station, error) {
-	list, err := readStations(ctx, s.pool, "s.id = $1", id)
+	list, err := readStations(ctx, s.reader(), "s.id = $1", id)
 	if err != nil {
 		return nil, fmt.Errorf("get station %q: %w", id, err)
 	}
@@ -115,7 +116,7 @@ func (s *Store) GetStation(ctx context.Context, id string) (*registry.Station, e
 // ListStations returns the stations f selects, ordered by ID, each as
 // GetStation returns it.
 func (s *Store) ListStations(ctx context.Context, f Filter) ([]*registry.Station, error) {
-	list, err := readStations(ctx, s.pool, "($1 = '' OR s.net = $1) AND ($2 OR s.active)", f.Net, f.IncludeRetired)
+	list, err := readStations(ctx, s.reader(), "($1 = '' OR s.net = $1) AND ($2 OR s.active)", f.Net, f.IncludeRetired)
 	if err != nil {
 		return nil, fmt.Errorf("list stations: %w", err)
 	}

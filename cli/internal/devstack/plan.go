@@ -200,6 +200,11 @@ func newPlan(cfg Config) *plan {
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC),
 			"-waveform-api", "http://"+addr(c, waveformHTTP), "-nats", natsURL(c))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
+		if cfg.HA {
+			// Reads at the core's own member, a standby or the primary.
+			data.args = append(data.args, "-read-database-url",
+				fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", addr(c, postgresPort), dbName))
+		}
 		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
 			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", dbURL(c),
