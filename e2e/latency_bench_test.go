@@ -12,8 +12,8 @@ import (
 )
 
 // BenchmarkSliceLatency measures station send → SSE receive through the
-// slice (ingest → rts → edge, separate processes) while a simulated fleet
-// of N stations loads it: a probe station sends one frame per tick with a
+// whole topology of shindo dev (both cores, both edges, separate
+// processes) while a simulated fleet of N stations loads it: a probe station sends one frame per tick with a
 // unique PGA and the time until that value arrives on the edge's SSE stream
 // is recorded. Run with -benchtime 1x; each run takes `ticks` samples.
 //

@@ -71,6 +71,7 @@ type member struct {
 	ew     [measure.FrameSamples]float64
 	ud     [measure.FrameSamples]float64
 	outbox []outgoing // prepared datagrams of the current round
+	sensor int        // where its sensor frames start (after the intensity frames)
 }
 
 type outgoing struct {
@@ -108,7 +109,11 @@ func Run(ctx context.Context, opts Options) error {
 
 	// A phase gives each worker its share of the stations and waits for
 	// all, so no station is worked on twice at once. When sending, each
-	// worker batches its datagrams per uplink into sendmmsg calls.
+	// worker batches its datagrams per uplink into sendmmsg calls: first
+	// every station's intensity frame, then the sensor frames. The cores'
+	// ticks wait for the intensity frames alone; sent first, they are not
+	// queued at the cores behind the larger sensor frames of the stations
+	// before them.
 	chunks := make([][]*member, opts.Workers)
 	for i, m := range members {
 		chunks[i%opts.Workers] = append(chunks[i%opts.Workers], m)
@@ -127,12 +132,7 @@ func Run(ctx context.Context, opts Options) error {
 				for _, u := range opts.Uplinks {
 					batches[u] = u.NewBatch()
 				}
-				for _, m := range chunk {
-					m.transmit(batches)
-				}
-				for _, b := range batches {
-					b.Flush()
-				}
+				transmit(chunk, batches)
 			})
 		}
 		wg.Wait()
@@ -166,7 +166,7 @@ func Run(ctx context.Context, opts Options) error {
 // prepare measures the station's interval ending at its next boundary and
 // signs its packets, stamped with that boundary as their send time.
 func (m *member) prepare(opts Options) {
-	m.outbox = m.outbox[:0]
+	m.outbox, m.sensor = m.outbox[:0], 0
 	first := m.pipe.NextSampleMs()
 	m.ground.Fill(first, m.ns[:], m.ew[:], m.ud[:])
 	done := false
@@ -178,10 +178,10 @@ func (m *member) prepare(opts Options) {
 	}
 	in, sf := m.pipe.Intensity(), m.pipe.Sensor()
 	sendAt := in.WindowEndMs
-	// Intensity first: it is what the cores' ticks wait for.
 	m.seal(opts, sendAt, &stationv1.Packet{Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{
 		WindowEndMs: in.WindowEndMs, Intensity: in.Intensity, PgaGal: in.PGAGal, PgvCms: in.PGVCms,
 	}}})
+	m.sensor = len(m.outbox)
 	m.seal(opts, sendAt, &stationv1.Packet{Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{
 		FirstSampleMs: sf.FirstSampleMs, RateHz: sf.RateHz, ScaleGal: sf.ScaleGal,
 		Ns: sf.NS, Ew: sf.EW, Ud: sf.UD,
@@ -203,10 +203,22 @@ func (m *member) seal(opts Options, sendAtMs int64, p *stationv1.Packet) {
 	}
 }
 
-// transmit sends the prepared packets, each on its uplink, UDP datagrams
-// into that uplink's batch.
-func (m *member) transmit(batches map[*uplink.Uplink]*uplink.Batch) {
-	for _, o := range m.outbox {
-		o.link.TransmitVia(batches[o.link.Uplink()], o.seq, o.datagram)
+// transmit sends the members' prepared packets, each on its uplink, UDP
+// datagrams into that uplink's batch: every intensity frame, then every
+// sensor frame.
+func transmit(members []*member, batches map[*uplink.Uplink]*uplink.Batch) {
+	send := func(out []outgoing) {
+		for _, o := range out {
+			o.link.TransmitVia(batches[o.link.Uplink()], o.seq, o.datagram)
+		}
+	}
+	for _, m := range members {
+		send(m.outbox[:m.sensor])
+	}
+	for _, m := range members {
+		send(m.outbox[m.sensor:])
+	}
+	for _, b := range batches {
+		b.Flush()
 	}
 }

@@ -78,10 +78,11 @@ func (c *collector) snapshot() ([]*stationv1.Packet, int) {
 	return append([]*stationv1.Packet(nil), c.packets...), c.bad
 }
 
-func TestFleetSendsBothFramesOnEveryUplink(t *testing.T) {
-	t.Parallel()
-	primary, backup := newCollector(t), newCollector(t)
-	var ups []*uplink.Uplink
+// runFleet runs a fleet of stations with the given workers against two
+// collectors until each has at least n packets.
+func runFleet(t *testing.T, stations []Station, workers, n int) (primary, backup *collector, ups []*uplink.Uplink) {
+	t.Helper()
+	primary, backup = newCollector(t), newCollector(t)
 	for _, c := range []*collector{primary, backup} {
 		u, err := uplink.Dial(uplink.Config{Name: "u", UDP: c.conn.LocalAddr().String(), AckTimeout: 100 * time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
@@ -94,21 +95,19 @@ func TestFleetSendsBothFramesOnEveryUplink(t *testing.T) {
 	for _, u := range ups {
 		go u.Run(ctx)
 	}
-	stations := []Station{{ID: "A", Key: testKey, KeyID: 1}, {ID: "B", Key: testKey, KeyID: 1}}
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{
-			Stations: stations, Uplinks: ups, Workers: 2,
+			Stations: stations, Uplinks: ups, Workers: workers,
 			Ground: func(Station, time.Time) Ground { return flat{2} },
 			Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 	}()
-	// Three intervals: 2 stations × 2 packets × 3 on each uplink.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		p, _ := primary.snapshot()
 		b, _ := backup.snapshot()
-		if len(p) >= 12 && len(b) >= 12 {
+		if len(p) >= n && len(b) >= n {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -120,6 +119,14 @@ func TestFleetSendsBothFramesOnEveryUplink(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	return primary, backup, ups
+}
+
+func TestFleetSendsBothFramesOnEveryUplink(t *testing.T) {
+	t.Parallel()
+	// Three intervals: 2 stations × 2 packets × 3 on each uplink.
+	stations := []Station{{ID: "A", Key: testKey, KeyID: 1}, {ID: "B", Key: testKey, KeyID: 1}}
+	primary, backup, ups := runFleet(t, stations, 2, 12)
 	p, bad := primary.snapshot()
 	b, _ := backup.snapshot()
 	if bad != 0 {
@@ -158,6 +165,42 @@ func TestFleetSendsBothFramesOnEveryUplink(t *testing.T) {
 	}
 	if s := ups[0].Stats(); s.Acked == 0 {
 		t.Fatalf("primary never acked: %+v", s)
+	}
+}
+
+// TestFleetSendsIntensityFirst: in each round a worker sends every
+// station's intensity frame before any sensor frame — the cores' ticks wait
+// for the intensity frames only.
+func TestFleetSendsIntensityFirst(t *testing.T) {
+	t.Parallel()
+	stations := []Station{{ID: "A", Key: testKey, KeyID: 1}, {ID: "B", Key: testKey, KeyID: 1}, {ID: "C", Key: testKey, KeyID: 1}}
+	primary, _, _ := runFleet(t, stations, 1, 18)
+	p, _ := primary.snapshot()
+	rounds := map[int64]string{}
+	var order []int64
+	for _, pk := range p {
+		at := pk.GetSentAtMs()
+		if _, ok := rounds[at]; !ok {
+			order = append(order, at)
+		}
+		switch pk.GetBody().(type) {
+		case *stationv1.Packet_Intensity:
+			rounds[at] += "I"
+		case *stationv1.Packet_Sensor:
+			rounds[at] += "S"
+		}
+	}
+	complete := 0
+	for _, at := range order {
+		if got := rounds[at]; len(got) == 6 {
+			complete++
+			if got != "IIISSS" {
+				t.Errorf("round %d sent %s, want IIISSS", at, got)
+			}
+		}
+	}
+	if complete == 0 {
+		t.Fatalf("no complete round in %v", rounds)
 	}
 }
 
@@ -212,12 +255,7 @@ func BenchmarkRound(b *testing.B) {
 					m.prepare(opts)
 				}
 				t1 := time.Now()
-				for _, m := range members {
-					m.transmit(batches)
-				}
-				for _, bt := range batches {
-					bt.Flush()
-				}
+				transmit(members, batches)
 				prepare, send = prepare+t1.Sub(t0), send+time.Since(t1)
 			}
 			perStation := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*n) / 1000 }
