@@ -44,6 +44,7 @@ const Name = "shindo-edge"
 type Config struct {
 	service.Common
 	HTTPAddr     string        `conf:"http-addr" help:"public HTTP listen address (SSE and compatible routes)"`
+	HTTPShared   bool          `conf:"http-reuse-port" help:"let several edge processes listen on http-addr together (SO_REUSEPORT), the kernel spreading connections across them: for more clients than one process may hold descriptors"`
 	RTS          []string      `conf:"rts" help:"svc-rts gRPC addresses of the cores, comma-separated, preferred first"`
 	Retry        time.Duration `conf:"sse-retry" default:"3s" help:"reconnect delay announced to SSE clients"`
 	KeepAlive    time.Duration `conf:"sse-keepalive" default:"15s" help:"interval of SSE keep-alive comments"`
@@ -221,7 +222,14 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	mux.HandleFunc("GET /v1/time", serveTime)
 	st.register(mux)
 	registerDashboard(mux, cfg.Site, cfg.Entrances)
-	_, err = svc.Listen("edge http", cfg.HTTPAddr, allowCrossOrigin(mux))
+	listen := svc.Listen
+	if cfg.HTTPShared {
+		// Each process is a whole edge: it subscribes to the cores itself
+		// and, event IDs coming from the data, serves the same stream, so
+		// a client may reconnect to any of them and resume.
+		listen = svc.ListenShared
+	}
+	_, err = listen("edge http", cfg.HTTPAddr, allowCrossOrigin(mux))
 	svc.AddReadiness("rts source", func(context.Context) error {
 		if st.hub.Latest(topicRTS) == nil {
 			return errors.New("no snapshot received yet")

@@ -31,6 +31,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -251,7 +253,29 @@ func (s *Service) SetServingStatus(svc string, serving bool) {
 // Listen binds an extra HTTP listener (public API, SSE, WebSocket) that is
 // served by Run and shut down in order. The handler is wrapped in otelhttp.
 func (s *Service) Listen(name, addr string, h http.Handler) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
+	return s.listen(name, addr, h, net.ListenConfig{})
+}
+
+// ListenShared is Listen on an address several processes may listen on at
+// once (SO_REUSEPORT): the kernel spreads new connections across them.
+// It is how one site runs more connections than one process may hold
+// descriptors.
+func (s *Service) ListenShared(name, addr string, h http.Handler) (net.Addr, error) {
+	return s.listen(name, addr, h, net.ListenConfig{Control: reusePort})
+}
+
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+func (s *Service) listen(name, addr string, h http.Handler, lc net.ListenConfig) (net.Addr, error) {
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s %s: %w", name, addr, err)
 	}

@@ -261,3 +261,56 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
+
+// TestListenShared: two services listen on one address with ListenShared
+// and both are served; a plain Listen on it is refused.
+func TestListenShared(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := "127.0.0.1:0"
+	var served [2]int
+	var mu sync.Mutex
+	for i := range 2 {
+		svc, err := New(ctx, "shindo-test", testCommon(), &struct{}{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := svc.ListenShared("public", addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			mu.Lock()
+			served[i]++
+			mu.Unlock()
+			w.Header().Set("Connection", "close")
+		}))
+		if err != nil {
+			t.Fatalf("service %d: %v", i, err)
+		}
+		addr = a.String()
+		go svc.Run(ctx)
+	}
+	other, err := New(ctx, "shindo-test", testCommon(), &struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Listen("public", addr, http.NotFoundHandler()); err == nil {
+		t.Fatal("a plain listener shares the address")
+	}
+	// New connections are spread over both by the hash of their ports.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for n := 0; ; n++ {
+		mu.Lock()
+		both := served[0] > 0 && served[1] > 0
+		mu.Unlock()
+		if both {
+			break
+		}
+		if n == 200 {
+			t.Fatalf("after 200 connections, served %v", served)
+		}
+		resp, err := client.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+}
