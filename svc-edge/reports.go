@@ -116,6 +116,31 @@ type reportHead struct {
 	ID        string `json:"id"`
 	MD5       string `json:"md5"`
 	UpdatedMs string `json:"updated_ms"`
+	updated   int64  // UpdatedMs read
+}
+
+// parseReportPage reads a page of GET /v1/reports: every report as given,
+// and what the feed needs of each. A report without an ID or a readable
+// updated_ms fails the page.
+func parseReportPage(body []byte) ([]json.RawMessage, []reportHead, error) {
+	var page struct {
+		Reports []json.RawMessage `json:"reports"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, nil, fmt.Errorf("report list: %w", err)
+	}
+	heads := make([]reportHead, len(page.Reports))
+	for i, it := range page.Reports {
+		h := &heads[i]
+		err := json.Unmarshal(it, h)
+		if err == nil {
+			h.updated, err = strconv.ParseInt(h.UpdatedMs, 10, 64)
+		}
+		if err != nil || h.ID == "" || h.updated < 0 {
+			return nil, nil, fmt.Errorf("report list: item %d: want id and updated_ms", i)
+		}
+	}
+	return page.Reports, heads, nil
 }
 
 // poll reads the newest page once and queues what changed.
@@ -162,33 +187,19 @@ func (f *reportFeed) read(ctx context.Context, now time.Time) ([]pendingReport, 
 	if len(body) > maxReportBody {
 		return nil, errors.New("report list: answer too large")
 	}
-	var page struct {
-		Reports []json.RawMessage `json:"reports"`
+	items, heads, err := parseReportPage(body)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(body, &page); err != nil {
-		return nil, fmt.Errorf("report list: %w", err)
-	}
-	heads := make([]reportHead, len(page.Reports))
-	updated := make([]int64, len(page.Reports))
-	for i, it := range page.Reports {
-		err := json.Unmarshal(it, &heads[i])
-		if err == nil {
-			updated[i], err = strconv.ParseInt(heads[i].UpdatedMs, 10, 64)
-		}
-		if err != nil || heads[i].ID == "" {
-			return nil, fmt.Errorf("report list: item %d: want id and updated_ms", i)
-		}
-	}
-
 	var changed []pendingReport
 	for i, h := range heads {
 		if md5, ok := f.seen[h.ID]; ok && md5 == h.MD5 {
 			continue
 		}
-		if !f.primed && now.Sub(time.UnixMilli(updated[i])) > f.delay+f.recent {
+		if !f.primed && now.Sub(time.UnixMilli(h.updated)) > f.delay+f.recent {
 			continue
 		}
-		changed = append(changed, pendingReport{due: dueTick(updated[i], f.delay), id: h.ID, data: page.Reports[i]})
+		changed = append(changed, pendingReport{due: dueTick(h.updated, f.delay), id: h.ID, data: items[i]})
 	}
 	f.primed = true
 	// A core whose database member lags a moment may answer without the

@@ -233,3 +233,28 @@ func TestReportTopic(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseReportPage: any answer is read or refused, never a panic; what
+// is read has an ID and an update time for every report.
+func FuzzParseReportPage(f *testing.F) {
+	f.Add([]byte(`{"reports":[` + report("A", "a", 1) + `],"next_page_token":""}`))
+	f.Add([]byte(`{"reports":[]}`))
+	f.Add([]byte(`{"reports":[{"id":"A","updated_ms":"-1"}]}`))
+	f.Add([]byte(`{"reports":[{"id":"A","updated_ms":1}]}`))
+	f.Add([]byte(`{"reports":null}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		items, heads, err := parseReportPage(body)
+		if err != nil {
+			return
+		}
+		if len(items) != len(heads) {
+			t.Fatalf("%d items, %d heads", len(items), len(heads))
+		}
+		for _, h := range heads {
+			if h.ID == "" || h.updated < 0 {
+				t.Fatalf("head %+v", h)
+			}
+		}
+	})
+}
