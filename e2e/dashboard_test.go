@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,19 +35,20 @@ func chromiumPath(t *testing.T) string {
 
 // pageState is what the dashboard exposes as window.shindo.
 type pageState struct {
-	Stations    int      `json:"stations"`
-	Online      int      `json:"online"`
-	LastTick    int64    `json:"lastTick"`
-	Ticks       int      `json:"ticks"`
-	MissedTicks int      `json:"missedTicks"`
-	Entrance    string   `json:"entrance"`
-	EntranceURL string   `json:"entranceURL"`
-	Connected   bool     `json:"connected"`
-	Switches    int      `json:"switches"`
-	APIBase     string   `json:"apiBase"`
-	Selected    string   `json:"selected"`
-	Frames      int      `json:"frames"`
-	Log         []string `json:"log"`
+	Stations    int                   `json:"stations"`
+	Online      int                   `json:"online"`
+	LastTick    int64                 `json:"lastTick"`
+	Ticks       int                   `json:"ticks"`
+	MissedTicks int                   `json:"missedTicks"`
+	Entrance    string                `json:"entrance"`
+	EntranceURL string                `json:"entranceURL"`
+	Connected   bool                  `json:"connected"`
+	Switches    int                   `json:"switches"`
+	APIBase     string                `json:"apiBase"`
+	Selected    string                `json:"selected"`
+	Reports     []struct{ ID string } `json:"reports"`
+	Frames      int                   `json:"frames"`
+	Log         []string              `json:"log"`
 	Waveform    struct {
 		Station  string `json:"station"`
 		Chunks   int    `json:"chunks"`
@@ -61,7 +63,7 @@ const pageStateJS = `(() => {
 	return {stations: s.stations, online: s.online, lastTick: s.lastTick, ticks: s.ticks,
 		missedTicks: s.missedTicks, entrance: s.entrance, entranceURL: s.entranceURL,
 		connected: s.connected, switches: s.switches, apiBase: s.apiBase, selected: s.selected || "",
-		frames: s.frames, log: s.log, waveform: s.waveform};
+		frames: s.frames, log: s.log, waveform: s.waveform, reports: s.reports};
 })()`
 
 // browserPage is one tab of a headless Chromium.
@@ -212,6 +214,13 @@ func TestDashboard(t *testing.T) {
 		return s.Selected != "" && s.Waveform.Station == s.Selected && s.Waveform.Samples >= 50
 	})
 	t.Logf("clicked %s at (%.0f, %.0f): %s selected, %d chunks", station, pos.X, pos.Y, s.Selected, s.Waveform.Chunks)
+
+	// An earthquake report posted now appears in the list, announced by
+	// the stream's report topic.
+	reportID := postReport(t, d, tpe)
+	p.waitFor(t, "the posted report listed", 20*time.Second, func(s pageState) bool {
+		return slices.ContainsFunc(s.Reports, func(r struct{ ID string }) bool { return r.ID == reportID })
+	})
 
 	// Kill the page's edge.
 	before := p.state(t)

@@ -1,10 +1,11 @@
 // The dashboard: wires the live stream, the data API and the views.
 //
 // Everything comes from the edge that served the page or, after the stream
-// switched entrance, from the next one: the RTS and EEW events over one
-// stream (/v1/stream?topics=rts,eew), a chosen station's waveform over
-// another (/v1/stream/waveform), stations and links from the routed data
-// API, and each edge's own state from its /v1/edge/status. Events only
+// switched entrance, from the next one: the RTS, EEW and report events over
+// one stream (/v1/stream?topics=rts,eew,report), a chosen station's
+// waveform over another (/v1/stream/waveform), stations, links and the
+// latest reports from the routed data API, and each edge's own state from
+// its /v1/edge/status. Events only
 // update state; the views are redrawn at most once per animation frame.
 //
 // window.shindo exposes what the page shows, for tests and debugging.
@@ -66,6 +67,7 @@ const state = {
   entrance: "", // site named by the stream's info event
   streamState: { connected: false, failures: 0, switches: 0 },
   alerts: new Map(), // detection ID → {alert, active, seen}
+  reports: new Map(), // report ID → report (/v1/reports JSON), the newest few
   edges: new Map(), // entrance URL → {status, error, at}
   links: [],
   linksAt: 0,
@@ -83,7 +85,7 @@ function log(msg) {
 }
 
 // Rendering: events mark what changed; one animation frame redraws it.
-const render = { header: true, detections: true, station: true, areas: true, sites: true, log: true };
+const render = { header: true, detections: true, reports: true, station: true, areas: true, sites: true, log: true };
 let frame = 0;
 function schedule() {
   if (!frame) frame = requestAnimationFrame(draw);
@@ -93,6 +95,7 @@ function draw() {
   frame = 0;
   if (render.header) renderHeader();
   if (render.detections) renderDetections();
+  if (render.reports) renderReports();
   if (render.station) renderStation();
   if (render.areas) renderAreas();
   if (render.sites) renderSites();
@@ -202,9 +205,30 @@ function onEEW(alerts) {
   schedule();
 }
 
+// Reports: the newest from the data API at start, then each new or revised
+// one as the report topic announces it.
+const REPORTS_SHOWN = 5;
+function onReports(list) {
+  if (!Array.isArray(list)) return;
+  for (const r of list) {
+    if (r && typeof r.id === "string") state.reports.set(r.id, r);
+  }
+  const ids = [...state.reports.keys()].sort((x, y) => Number(state.reports.get(y).time_ms) - Number(state.reports.get(x).time_ms));
+  for (const id of ids.slice(REPORTS_SHOWN)) state.reports.delete(id);
+  render.reports = true;
+  schedule();
+}
+
+function loadReports() {
+  api
+    .get(`/v1/reports?page_size=${REPORTS_SHOWN}`)
+    .then((body) => onReports(body.reports))
+    .catch((err) => log(`reports: ${err.message}`));
+}
+
 const stream = new Stream({
   entrances: state.entrances,
-  path: "/v1/stream?topics=rts,eew",
+  path: "/v1/stream?topics=rts,eew,report",
   onEvent(ev) {
     if (ev.event === "info") {
       try {
@@ -218,6 +242,7 @@ const stream = new Stream({
     }
     if (ev.event === "gap") {
       log(`gap in the stream at ${ev.base}: some events were older than the edge's history`);
+      loadReports(); // what the report topic may have announced meanwhile
       return;
     }
     if (ev.event !== "message") return;
@@ -227,10 +252,11 @@ const stream = new Stream({
     } catch {
       return;
     }
-    // The topic is the event ID's suffix: -0 rts, -1 eew.
+    // The topic is the event ID's suffix: -0 rts, -1 eew, -2 report.
     const topic = ev.id.slice(ev.id.lastIndexOf("-") + 1);
     if (topic === "0") onRTS(data);
     else if (topic === "1") onEEW(data);
+    else if (topic === "2") onReports(data);
   },
   onState(s) {
     state.streamState = s;
@@ -362,6 +388,30 @@ function renderDetections() {
         h("div", { class: "dim small" },
           `${taiwanDateTime(Number(eq.time ?? a.time ?? 0))} · depth ${num(eq.depth, 0)} km · ` +
           `${num(eq.lat, 2)}°N ${num(eq.lon, 2)}°E · #${a.serial} · ${a.id}`));
+    }),
+  );
+}
+
+function renderReports() {
+  const box = $("reports");
+  const list = [...state.reports.values()].sort((a, b) => Number(b.time_ms) - Number(a.time_ms));
+  if (list.length === 0) {
+    box.className = "empty";
+    box.replaceChildren("No report.");
+    return;
+  }
+  box.className = "";
+  box.replaceChildren(
+    ...list.map((r) => {
+      const max = Math.max(0, Math.min(9, Number(r.max_level) || 0));
+      return h("div", { class: "report", "data-id": r.id },
+        h("div", { class: "head" },
+          h("span", { class: "mag" }, `M${num(r.magnitude, 1)}`),
+          chip(max),
+          h("span", {}, r.location || "—")),
+        h("div", { class: "dim small" },
+          `${taiwanDateTime(Number(r.time_ms))} · depth ${num(r.depth_km, 0)} km · ` +
+          `${num(r.lat, 2)}°N ${num(r.lon, 2)}°E · ${r.id}`));
     }),
   );
 }
@@ -513,6 +563,7 @@ function every(ms, fn) {
 renderLegend();
 log(`page from ${state.site || location.host}; entrances ${state.entrances.join(", ")}`);
 stream.start();
+loadReports();
 // Stations: every 5 s until the first answer, then every minute.
 every(5000, () => (!state.stationsLoaded || Date.now() - stationsAt >= 60000 ? loadStations() : null));
 every(2000, pollEdges);
@@ -535,6 +586,7 @@ window.shindo = {
   get switches() { return stream.switches; },
   get apiBase() { return api.base; },
   get detections() { return [...state.alerts.values()].map((r) => ({ ...r.alert, active: r.active })); },
+  get reports() { return [...state.reports.values()]; },
   get selected() { return state.selected; },
   get waveform() { return { station: wave.station, chunks: wave.received, samples: wave.drawn, lastTime: wave.lastTime }; },
   get log() { return state.log.map((e) => e.msg); },
