@@ -311,7 +311,8 @@ func TestStationCommand(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"`+st.ID+`"`) {
 		t.Fatalf("station missing from RTS: %d %s", code, body)
 	}
-	// Each core reports the link's quality through its data API.
+	// Each core's data API reports the quality of both of the station's
+	// links: the one to itself and the one to the other core.
 	for _, site := range []string{"TNN-1", "TYO-1"} {
 		code, body := httpGet(t, d.endpoints.get(t, site, "dataapi", "http")+"/v1/links?station_id="+st.ID)
 		var links struct {
@@ -324,12 +325,14 @@ func TestStationCommand(t *testing.T) {
 				LastSeen       string  `json:"last_seen_ms"`
 			} `json:"links"`
 		}
-		if err := json.Unmarshal([]byte(body), &links); code != 200 || err != nil || len(links.Links) != 1 {
+		if err := json.Unmarshal([]byte(body), &links); code != 200 || err != nil || len(links.Links) != 2 {
 			t.Fatalf("%s /v1/links: %d %s %v", site, code, body, err)
 		}
-		l := links.Links[0]
-		if l.StationID != st.ID || l.Site != site || l.Transport != "TRANSPORT_UDP" || l.SRTT <= 0 || l.RecentAccepted == "0" {
-			t.Fatalf("%s link %+v", site, l)
+		for i, core := range []string{"TNN-1", "TYO-1"} {
+			l := links.Links[i]
+			if l.StationID != st.ID || l.Site != core || l.Transport != "TRANSPORT_UDP" || l.SRTT <= 0 || l.RecentAccepted == "0" {
+				t.Fatalf("%s: link %d %+v, want the station's link to %s", site, i, l, core)
+			}
 		}
 	}
 

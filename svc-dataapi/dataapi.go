@@ -46,6 +46,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/compat"
 	"shindo.dev/svc-dataapi/internal/detectsync"
 	"shindo.dev/svc-dataapi/internal/httpapi"
+	"shindo.dev/svc-dataapi/internal/links"
 	"shindo.dev/svc-dataapi/internal/ratelimit"
 	"shindo.dev/svc-dataapi/internal/reports"
 	"shindo.dev/svc-dataapi/internal/stations"
@@ -60,6 +61,7 @@ type Config struct {
 	stationsource.Config
 	HTTPAddr    string        `conf:"http-addr" help:"REST listen address"`
 	Ingest      string        `conf:"ingest" help:"svc-ingest gRPC address of this core, for /v1/links; empty: links not served"`
+	PeerIngest  []string      `conf:"peer-ingest" help:"svc-ingest gRPC addresses of the other cores, comma-separated: /v1/links adds the links they see (each left out if it does not answer within 1s)"`
 	WaveformAPI string        `conf:"waveform-api" help:"svc-waveform HTTP base URL of this core (http://host:port), for /v1/waveforms/…; empty: waveforms not served"`
 	AdminTokens []string      `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
 	NATS        string        `conf:"nats" help:"this core's NATS server URL: detections are consumed from its DETECTIONS stream into the database (needs -database-url); empty: off"`
@@ -103,6 +105,14 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("nats %q: want nats://host:port", c.NATS))
 		} else if c.DatabaseURL == "" {
 			errs = append(errs, errors.New("nats: detections go to the metadata database; give -database-url too"))
+		}
+	}
+	if len(c.PeerIngest) > 0 && c.Ingest == "" {
+		errs = append(errs, errors.New("peer-ingest: the other cores' links join this core's; give -ingest too"))
+	}
+	for _, a := range append([]string{c.Ingest}, c.PeerIngest...) {
+		if _, _, err := net.SplitHostPort(a); a != "" && err != nil {
+			errs = append(errs, fmt.Errorf("ingest address %q: want host:port", a))
 		}
 	}
 	if c.ReadDBURL != "" {
@@ -270,15 +280,32 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		return nil, fmt.Errorf("register gateway: %w", err)
 	}
 	if cfg.Ingest != "" {
-		// Link quality lives in ingest; the gateway forwards to it. The
-		// connection is made lazily, so ingest may start after us.
-		conn, err := grpc.NewClient(cfg.Ingest, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
-		if err != nil {
-			return nil, fmt.Errorf("ingest %s: %w", cfg.Ingest, err)
+		// Link quality lives in each core's ingest; /v1/links merges this
+		// core's with the other cores'. Connections are made lazily, so
+		// ingest may start after us.
+		dial := func(target string) (ingestv1.IngestServiceClient, error) {
+			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+			if err != nil {
+				return nil, fmt.Errorf("ingest %s: %w", target, err)
+			}
+			svc.OnShutdown("ingest connection "+target, func(context.Context) error { return conn.Close() })
+			return ingestv1.NewIngestServiceClient(conn), nil
 		}
-		svc.OnShutdown("ingest connection", func(context.Context) error { return conn.Close() })
-		if err := ingestv1.RegisterIngestServiceHandlerClient(ctx, gw, ingestv1.NewIngestServiceClient(conn)); err != nil {
+		own, err := dial(cfg.Ingest)
+		if err != nil {
+			return nil, err
+		}
+		var peers []ingestv1.IngestServiceClient
+		for _, target := range cfg.PeerIngest {
+			p, err := dial(target)
+			if err != nil {
+				return nil, err
+			}
+			peers = append(peers, p)
+		}
+		merged := links.New(own, peers, time.Second, log)
+		if err := ingestv1.RegisterIngestServiceHandlerServer(ctx, gw, merged); err != nil {
 			return nil, fmt.Errorf("register links gateway: %w", err)
 		}
 	}

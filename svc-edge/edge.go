@@ -587,7 +587,7 @@ func (s *statusServer) GetStatus(context.Context, *edgev1.GetStatusRequest) (*ed
 	clients, _ := s.hub.Stats()
 	resp := &edgev1.GetStatusResponse{Site: s.site, SseClients: uint32(clients), LatestTickMs: s.latest()}
 	for _, c := range s.sel.Status() {
-		resp.Sources = append(resp.Sources, &edgev1.Source{Target: c.Target, Connected: c.Connected, Serving: c.Serving, Snapshots: c.Snapshots})
+		resp.Sources = append(resp.Sources, &edgev1.Source{Target: c.Target, Site: c.Site, Connected: c.Connected, Serving: c.Serving, Snapshots: c.Snapshots})
 	}
 	return resp, nil
 }

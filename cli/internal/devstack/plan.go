@@ -197,7 +197,7 @@ func newPlan(cfg Config) *plan {
 			"-http-addr", addr(c, waveformHTTP), "-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"))
 		wf.listeners["http"] = "http://" + addr(c, waveformHTTP)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
-			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC),
+			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),
 			"-waveform-api", "http://"+addr(c, waveformHTTP), "-nats", natsURL(c))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		if cfg.HA {

@@ -30,11 +30,13 @@ type Core struct {
 	connected bool
 	snapshots uint64
 	lastAt    time.Time
+	site      string // as its snapshots name it
 }
 
 // Status is a core's subscription state.
 type Status struct {
 	Target    string
+	Site      string // the core's site, once a snapshot named it
 	Connected bool
 	Serving   bool
 	Snapshots uint64
@@ -89,7 +91,7 @@ func (s *Selector) follow(ctx context.Context, i int) {
 					break
 				}
 				backoff = 100 * time.Millisecond
-				c.received(s.now())
+				c.received(s.now(), resp.GetSnapshot().GetSite())
 				s.offer(i, resp.GetSnapshot())
 			}
 			c.setConnected(false)
@@ -130,7 +132,7 @@ func (s *Selector) Status() []Status {
 	out := make([]Status, len(s.cores))
 	for i, c := range s.cores {
 		c.mu.Lock()
-		out[i] = Status{Target: c.Target, Connected: c.connected, Serving: i == current, Snapshots: c.snapshots}
+		out[i] = Status{Target: c.Target, Site: c.site, Connected: c.connected, Serving: i == current, Snapshots: c.snapshots}
 		c.mu.Unlock()
 	}
 	return out
@@ -142,10 +144,11 @@ func (c *Core) setConnected(v bool) {
 	c.mu.Unlock()
 }
 
-func (c *Core) received(at time.Time) {
+func (c *Core) received(at time.Time, site string) {
 	c.mu.Lock()
 	c.snapshots++
 	c.lastAt = at
+	c.site = site
 	c.mu.Unlock()
 }
 

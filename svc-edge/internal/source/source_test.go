@@ -133,6 +133,9 @@ func TestOneSourceDedupAndFailover(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	if st := sel.Status(); st[0].Site != "A" || st[1].Site != "B" {
+		t.Fatalf("sites %q %q, want the ones the snapshots name", st[0].Site, st[1].Site)
+	}
 
 	// B's server dies: A takes over at its next tick without waiting.
 	b.srv.Stop()

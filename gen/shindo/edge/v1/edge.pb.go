@@ -143,7 +143,9 @@ type Source struct {
 	// Whether this source is the one being served.
 	Serving bool `protobuf:"varint,3,opt,name=serving,proto3" json:"serving,omitempty"`
 	// Snapshots received from it.
-	Snapshots     uint64 `protobuf:"varint,4,opt,name=snapshots,proto3" json:"snapshots,omitempty"`
+	Snapshots uint64 `protobuf:"varint,4,opt,name=snapshots,proto3" json:"snapshots,omitempty"`
+	// Core site, as its snapshots name it; empty before the first.
+	Site          string `protobuf:"bytes,5,opt,name=site,proto3" json:"site,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -206,6 +208,13 @@ func (x *Source) GetSnapshots() uint64 {
 	return 0
 }
 
+func (x *Source) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
 var File_shindo_edge_v1_edge_proto protoreflect.FileDescriptor
 
 const file_shindo_edge_v1_edge_proto_rawDesc = "" +
@@ -217,12 +226,13 @@ const file_shindo_edge_v1_edge_proto_rawDesc = "" +
 	"\asources\x18\x02 \x03(\v2\x16.shindo.edge.v1.SourceR\asources\x12\x1f\n" +
 	"\vsse_clients\x18\x03 \x01(\rR\n" +
 	"sseClients\x12$\n" +
-	"\x0elatest_tick_ms\x18\x04 \x01(\x03R\flatestTickMs\"v\n" +
+	"\x0elatest_tick_ms\x18\x04 \x01(\x03R\flatestTickMs\"\x8a\x01\n" +
 	"\x06Source\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x18\n" +
 	"\aserving\x18\x03 \x01(\bR\aserving\x12\x1c\n" +
-	"\tsnapshots\x18\x04 \x01(\x04R\tsnapshots2_\n" +
+	"\tsnapshots\x18\x04 \x01(\x04R\tsnapshots\x12\x12\n" +
+	"\x04site\x18\x05 \x01(\tR\x04site2_\n" +
 	"\vEdgeService\x12P\n" +
 	"\tGetStatus\x12 .shindo.edge.v1.GetStatusRequest\x1a!.shindo.edge.v1.GetStatusResponseB&Z$shindo.dev/gen/shindo/edge/v1;edgev1b\x06proto3"
 

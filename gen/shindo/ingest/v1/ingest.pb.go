@@ -201,7 +201,9 @@ func (x *ListLinksRequest) GetStationId() string {
 // ListLinksResponse lists link states.
 type ListLinksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One entry per station seen by this core, ordered by station ID.
+	// One entry per (station, core) link, ordered by station ID, then core
+	// site: from a core's ingest, the links of that core; through the data
+	// API (GET /v1/links), the links of every core that answered within 1 s.
 	Links         []*Link `protobuf:"bytes,1,rep,name=links,proto3" json:"links,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
