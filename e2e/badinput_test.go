@@ -88,6 +88,8 @@ func TestServiceBadInput(t *testing.T) {
 		{"ingest unknown flag", "shindo-ingest", []string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{"rts bad duration", "shindo-rts", []string{"-registry", registry, "-tick-max-delay", "soon"}, 2, `"soon" is not a duration`},
 		{"waveform bad address", "shindo-waveform", []string{"-grpc-addr", "nowhere"}, 2, `grpc-addr "nowhere": want host:port`},
+		{"dataapi peers without its own ingest", "shindo-dataapi", []string{"-registry", registry, "-peer-ingest", "127.0.0.1:1"}, 2, "peer-ingest: the other cores' links join this core's; give -ingest too"},
+		{"dataapi bad peer address", "shindo-dataapi", []string{"-registry", registry, "-ingest", "127.0.0.1:1", "-peer-ingest", "tyo1"}, 2, `ingest address "tyo1": want host:port`},
 		{"dataapi reads without writes", "shindo-dataapi", []string{"-registry", registry, "-read-database-url", "postgres://u@127.0.0.1:5432/db"}, 2, "read-database-url: reads of the metadata database; give -database-url"},
 		{"dataapi bad read URL", "shindo-dataapi", []string{"-database-url", "postgres://u@127.0.0.1:5432/db", "-read-database-url", "postgres://u@[::1/db"}, 2, "read-database-url: want postgres://"},
 		{"dataapi missing registry", "shindo-dataapi", []string{"-registry", filepath.Join(t.TempDir(), "none.json"), "-grpc-addr", free(), "-admin-addr", free(), "-http-addr", free()}, 1, "none.json"},
