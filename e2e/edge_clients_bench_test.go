@@ -61,25 +61,7 @@ func BenchmarkEdgeSSEClients(b *testing.B) {
 
 func edgeClients(b *testing.B, n, procs, ticks int) {
 	d := startDev(b, "-stations", "5", "-log-level", "warn")
-	rts := d.endpoints.get(b, "TNN-1", "rts", "grpc") + "," + d.endpoints.get(b, "TYO-1", "rts", "grpc")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	var edges []*exec.Cmd
-	var admins []string
-	for range procs {
-		admin := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-		cmd := exec.Command(filepath.Join(binDir(b), "shindo-edge"), "-site", "TPE-1", "-rts", rts,
-			"-http-addr", addr, "-http-reuse-port", "-grpc-addr", fmt.Sprintf("127.0.0.1:%d", freePort(b)),
-			"-admin-addr", admin, "-sse-max-per-ip", "100000", "-sse-max-clients", "19500", "-log-level", "warn")
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-		edges, admins = append(edges, cmd), append(admins, "http://"+admin)
-	}
-	for _, a := range admins {
-		waitHTTP(b, a+"/readyz", time.Minute)
-	}
+	addr, edges, admins := startSharedEdges(b, d, procs, "-sse-max-per-ip", "100000", "-sse-max-clients", "19500", "-log-level", "warn")
 	edgeRSS := func() (sum uint64) {
 		for _, e := range edges {
 			sum += processRSS(e.Process.Pid)
@@ -152,6 +134,34 @@ func edgeClients(b *testing.B, n, procs, ticks int) {
 	b.ReportMetric(quantileOf(perClient, 0.99), "p99-ms")
 	b.ReportMetric(quantileOf(last, 0.5), "last-p50-ms")
 	b.ReportMetric(quantileOf(last, 0.99), "last-p99-ms")
+}
+
+// startSharedEdges starts procs edge processes of site TPE-1 on one
+// address (-http-reuse-port), subscribed to the dev topology's cores, and
+// waits until each is ready. It returns the address, the processes and
+// their admin base URLs.
+func startSharedEdges(t testing.TB, d *dev, procs int, args ...string) (string, []*exec.Cmd, []string) {
+	t.Helper()
+	rts := d.endpoints.get(t, "TNN-1", "rts", "grpc") + "," + d.endpoints.get(t, "TYO-1", "rts", "grpc")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	var edges []*exec.Cmd
+	var admins []string
+	for range procs {
+		admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		cmd := exec.Command(filepath.Join(binDir(t), "shindo-edge"), append([]string{"-site", "TPE-1", "-rts", rts,
+			"-http-addr", addr, "-http-reuse-port", "-grpc-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			"-admin-addr", admin}, args...)...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+		edges, admins = append(edges, cmd), append(admins, "http://"+admin)
+	}
+	for _, a := range admins {
+		waitHTTP(t, a+"/readyz", time.Minute)
+	}
+	return addr, edges, admins
 }
 
 // sseClientsResult is what a client process reports.
