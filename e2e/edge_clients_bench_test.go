@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shindo.dev/lib/loadtest"
 )
 
 // The clients of BenchmarkEdgeSSEClients run in child processes (this
@@ -47,10 +48,8 @@ func BenchmarkEdgeSSEClients(b *testing.B) {
 	const procs, ticks = 3, 20
 	for _, n := range []int{10_000, 50_000} {
 		b.Run(fmt.Sprintf("clients=%d/edge-processes=%d", n, procs), func(b *testing.B) {
-			var lim syscall.Rlimit
-			syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-			if lim.Max < uint64(n/procs+2000) {
-				b.Skipf("RLIMIT_NOFILE %d: too few descriptors for %d clients per process", lim.Max, n/procs)
+			if limit := loadtest.FileLimit(); limit < uint64(n/procs+2000) {
+				b.Skipf("RLIMIT_NOFILE %d: too few descriptors for %d clients per process", limit, n/procs)
 			}
 			for b.Loop() {
 				edgeClients(b, n, procs, ticks)
@@ -64,7 +63,7 @@ func edgeClients(b *testing.B, n, procs, ticks int) {
 	addr, edges, admins := startSharedEdges(b, d, procs, "-sse-max-per-ip", "100000", "-sse-max-clients", "19500", "-log-level", "warn")
 	edgeRSS := func() (sum uint64) {
 		for _, e := range edges {
-			sum += processRSS(e.Process.Pid)
+			sum += loadtest.RSS(e.Process.Pid)
 		}
 		return sum
 	}
@@ -130,10 +129,10 @@ func edgeClients(b *testing.B, n, procs, ticks int) {
 		}
 	}
 	b.ReportMetric(float64(after-before)/float64(n), "rss-B/client")
-	b.ReportMetric(quantileOf(perClient, 0.5), "p50-ms")
-	b.ReportMetric(quantileOf(perClient, 0.99), "p99-ms")
-	b.ReportMetric(quantileOf(last, 0.5), "last-p50-ms")
-	b.ReportMetric(quantileOf(last, 0.99), "last-p99-ms")
+	b.ReportMetric(loadtest.Quantile(perClient, 0.5), "p50-ms")
+	b.ReportMetric(loadtest.Quantile(perClient, 0.99), "p99-ms")
+	b.ReportMetric(loadtest.Quantile(last, 0.5), "last-p50-ms")
+	b.ReportMetric(loadtest.Quantile(last, 0.99), "last-p99-ms")
 }
 
 // startSharedEdges starts procs edge processes of site TPE-1 on one
@@ -186,10 +185,7 @@ func runSSEClients(spec string) int {
 		fmt.Fprintln(os.Stderr, "bad client spec:", err)
 		return 2
 	}
-	var lim syscall.Rlimit
-	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	lim.Cur = lim.Max
-	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	loadtest.RaiseFileLimit(uint64(n) + 400)
 
 	var start atomic.Int64 // first recorded tick; 0 until told
 	lat := make([][]float64, n)
@@ -282,26 +278,6 @@ func tickTime(line []byte) (int64, bool) {
 	v := bytes.TrimRight(line[i+len(`"time":`):], "}\r\n")
 	t, err := strconv.ParseInt(string(v), 10, 64)
 	return t, err == nil
-}
-
-// processRSS is a process's resident set size in bytes.
-func processRSS(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	pages, _ := strconv.ParseUint(f[1], 10, 64)
-	return pages * uint64(os.Getpagesize())
-}
-
-func quantileOf(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 // waitHTTP waits until url answers 200.

@@ -11,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"shindo.dev/lib/loadtest"
 )
 
 // The SSE load benchmark runs the hub in this process and its clients in a
@@ -31,23 +31,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runLoadClients(spec))
 	}
 	os.Exit(m.Run())
-}
-
-// raiseFileLimit lifts RLIMIT_NOFILE as far as allowed: every client is a
-// descriptor on both sides.
-func raiseFileLimit(want uint64) uint64 {
-	var lim syscall.Rlimit
-	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	if lim.Cur >= want {
-		return lim.Cur
-	}
-	try := syscall.Rlimit{Cur: want, Max: max(want, lim.Max)}
-	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try) != nil {
-		try = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try)
-	}
-	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	return lim.Cur
 }
 
 // loadResult is what the client process reports.
@@ -69,7 +52,7 @@ func runLoadClients(spec string) int {
 		fmt.Fprintln(os.Stderr, "bad load spec:", err)
 		return 2
 	}
-	raiseFileLimit(uint64(n) + 400)
+	loadtest.RaiseFileLimit(uint64(n) + 400)
 	type client struct {
 		conn net.Conn
 		r    *bufio.Reader
@@ -158,32 +141,12 @@ func parseTick(line []byte) (seq int, t int64, ok bool) {
 	return n, tt, err1 == nil && err2 == nil && n >= 0 && tt > 0
 }
 
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
-
 // goMemory is the Go runtime's memory in use: heap and goroutine stacks.
 func goMemory() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse + m.StackInuse + m.MSpanInuse + m.MCacheInuse
-}
-
-// rss is this process's resident set size in bytes.
-func rss() uint64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	pages, _ := strconv.ParseUint(f[1], 10, 64)
-	return pages * uint64(os.Getpagesize())
 }
 
 // BenchmarkSSEClients holds N idle SSE clients on one hub (the edge's
@@ -195,7 +158,7 @@ func rss() uint64 {
 // be raised far enough (it needs CAP_SYS_RESOURCE above the hard limit),
 // the largest run is capped below the limit, and its name says so.
 func BenchmarkSSEClients(b *testing.B) {
-	limit := raiseFileLimit(51_000)
+	limit := loadtest.RaiseFileLimit(51_000)
 	for _, n := range []int{10_000, 50_000} {
 		if uint64(n)+500 > limit {
 			b.Logf("%d clients need more than the open file limit %d; running %d", n, limit, limit-500)
@@ -223,7 +186,7 @@ func benchClients(b *testing.B, n, ticks int) {
 	go srv.Serve(ln)
 	defer func() { close(stop); srv.Close() }()
 
-	before, rssBefore := goMemory(), rss()
+	before, rssBefore := goMemory(), loadtest.RSS(0)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", loadEnv, ln.Addr(), n, ticks))
 	cmd.Stderr = os.Stderr
@@ -240,7 +203,7 @@ func benchClients(b *testing.B, n, ticks int) {
 		b.Fatalf("load clients: %q %v", line, err)
 	}
 	clients, _ := h.Stats()
-	after, rssAfter := goMemory(), rss()
+	after, rssAfter := goMemory(), loadtest.RSS(0)
 
 	for seq := range ticks {
 		h.Publish(NewEventID("rts", ID(int64(seq)*500, 0), "", fmt.Appendf(nil, `{"seq":%d,"t":%d}`, seq, time.Now().UnixNano())))
@@ -257,8 +220,8 @@ func benchClients(b *testing.B, n, ticks int) {
 	}
 	b.ReportMetric(float64(after-before)/float64(n), "go-B/client")
 	b.ReportMetric(float64(rssAfter-rssBefore)/float64(n), "rss-B/client")
-	b.ReportMetric(quantile(res.PerClient, 0.5), "p50-ms")
-	b.ReportMetric(quantile(res.PerClient, 0.99), "p99-ms")
-	b.ReportMetric(quantile(res.LastClient, 0.5), "last-p50-ms")
-	b.ReportMetric(quantile(res.LastClient, 0.99), "last-p99-ms")
+	b.ReportMetric(loadtest.Quantile(res.PerClient, 0.5), "p50-ms")
+	b.ReportMetric(loadtest.Quantile(res.PerClient, 0.99), "p99-ms")
+	b.ReportMetric(loadtest.Quantile(res.LastClient, 0.5), "last-p50-ms")
+	b.ReportMetric(loadtest.Quantile(res.LastClient, 0.99), "last-p99-ms")
 }

@@ -1,0 +1,70 @@
+// Package loadtest holds what the load benchmarks that run clients in
+// child processes share: the descriptor limit their sockets need, the
+// resident memory of the processes they measure, and quantiles of the
+// latencies they collect.
+package loadtest
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// RaiseFileLimit lifts this process's RLIMIT_NOFILE to want, or as far as
+// it may (above the hard limit needs CAP_SYS_RESOURCE), and returns the
+// limit now in force: every client is a descriptor on both sides.
+func RaiseFileLimit(want uint64) uint64 {
+	var lim syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if lim.Cur >= want {
+		return lim.Cur
+	}
+	try := syscall.Rlimit{Cur: want, Max: max(want, lim.Max)}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try) != nil {
+		try = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try)
+	}
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	return lim.Cur
+}
+
+// FileLimit is the hard RLIMIT_NOFILE: the most descriptors a process may
+// raise its limit to.
+func FileLimit() uint64 {
+	var lim syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	return lim.Max
+}
+
+// RSS is the resident set size of process pid (0: this one) in bytes; 0
+// if it cannot be read.
+func RSS(pid int) uint64 {
+	path := "/proc/self/statm"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/statm", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}
+
+// Quantile is the q-quantile (0–1) of xs, the nearest sample at or above
+// it; 0 for no samples. xs is not changed.
+func Quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
