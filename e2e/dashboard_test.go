@@ -217,10 +217,13 @@ func TestDashboard(t *testing.T) {
 
 	// An earthquake report posted now appears in the list, announced by
 	// the stream's report topic.
+	listed := func(id string) func(pageState) bool {
+		return func(s pageState) bool {
+			return slices.ContainsFunc(s.Reports, func(r struct{ ID string }) bool { return r.ID == id })
+		}
+	}
 	reportID := postReport(t, d, tpe)
-	p.waitFor(t, "the posted report listed", 20*time.Second, func(s pageState) bool {
-		return slices.ContainsFunc(s.Reports, func(r struct{ ID string }) bool { return r.ID == reportID })
-	})
+	p.waitFor(t, "the posted report listed", 20*time.Second, listed(reportID))
 
 	// Kill the page's edge.
 	before := p.state(t)
@@ -261,6 +264,17 @@ func TestDashboard(t *testing.T) {
 	})
 	p.waitFor(t, "the data API at KHH-1", 15*time.Second, func(s pageState) bool {
 		return s.APIBase == khh && s.Stations == stations
+	})
+
+	// A second report, announced while the page watches. A page opened
+	// after it lists both: the second from the stream (a new stream starts
+	// with the newest event of each topic), the first only from the data
+	// API's list.
+	second := postReport(t, d, khh)
+	p.waitFor(t, "the second report listed", 20*time.Second, listed(second))
+	late := openDashboard(t, khh+"/")
+	late.waitFor(t, "both reports listed on a new page", 20*time.Second, func(s pageState) bool {
+		return listed(reportID)(s) && listed(second)(s)
 	})
 }
 

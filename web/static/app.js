@@ -68,6 +68,7 @@ const state = {
   streamState: { connected: false, failures: 0, switches: 0 },
   alerts: new Map(), // detection ID → {alert, active, seen}
   reports: new Map(), // report ID → report (/v1/reports JSON), the newest few
+  reportsLoaded: false, // the list was read once; the stream's report topic carries on from it
   edges: new Map(), // entrance URL → {status, error, at}
   links: [],
   linksAt: 0,
@@ -219,11 +220,20 @@ function onReports(list) {
   schedule();
 }
 
+let reportsLoading = null;
 function loadReports() {
-  api
+  if (reportsLoading) return reportsLoading;
+  reportsLoading = api
     .get(`/v1/reports?page_size=${REPORTS_SHOWN}`)
-    .then((body) => onReports(body.reports))
-    .catch((err) => log(`reports: ${err.message}`));
+    .then((body) => {
+      state.reportsLoaded = true;
+      onReports(body.reports);
+    })
+    .catch((err) => log(`reports: ${err.message}`))
+    .finally(() => {
+      reportsLoading = null;
+    });
+  return reportsLoading;
 }
 
 const stream = new Stream({
@@ -262,6 +272,7 @@ const stream = new Stream({
     state.streamState = s;
     if (s.connected) {
       log(`stream connected to ${s.base}${s.switched ? " (switched entrance)" : ""}`);
+      if (!state.reportsLoaded) loadReports(); // the first read failed: try again
       if (waveStream && waveStream.base !== waveBase) waveStream.restart();
     } else if (s.switching) {
       log(`3 failed reconnects: switching entrance to ${s.base}`);
