@@ -116,7 +116,7 @@ type rtsDoc struct {
 		PGV   float64 `json:"pgv"`
 		I     float64 `json:"i"`
 		Disp  float64 `json:"I"`
-		Alert bool    `json:"alert"`
+		Alert int     `json:"alert"` // 1 when triggered, as the apps read it
 	} `json:"station"`
 	Box  map[string]int `json:"box"`
 	Int  []struct{ Code, I int }
@@ -186,7 +186,7 @@ func TestSliceStationToSSE(t *testing.T) {
 			}
 			continue
 		}
-		if st.I != 3.21 || st.PGA != 12.5 || !st.Alert {
+		if st.I != 3.21 || st.PGA != 12.5 || st.Alert != 1 {
 			t.Fatalf("station values %+v, want i=3.21 pga=12.5 alert", st)
 		}
 		if len(doc.Box) == 0 || len(doc.Int) == 0 {

@@ -16,12 +16,17 @@ type RTS struct {
 
 // StationRTS is one station's real-time values.
 type StationRTS struct {
-	PGA   float64 `json:"pga"`
-	PGV   float64 `json:"pgv"`
-	I     float64 `json:"i"`
-	Dsp   float64 `json:"I"`
-	Alert bool    `json:"alert,omitempty"`
+	PGA float64 `json:"pga"`
+	PGV float64 `json:"pgv"`
+	I   float64 `json:"i"`
+	Dsp float64 `json:"I"`
+	// Alert is 1 while the station is triggered, absent (0) otherwise: the
+	// apps decode it as an integer flag.
+	Alert int `json:"alert,omitempty"`
 }
+
+// Triggered reports whether the station is triggered.
+func (s StationRTS) Triggered() bool { return s.Alert == 1 }
 
 // AreaLevel is a township's level.
 type AreaLevel struct {

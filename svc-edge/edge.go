@@ -27,8 +27,8 @@ import (
 
 	edgev1 "shindo.dev/gen/shindo/edge/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/compatjson"
 	"shindo.dev/lib/service"
-	"shindo.dev/svc-edge/internal/compat"
 	"shindo.dev/svc-edge/internal/eew"
 	"shindo.dev/svc-edge/internal/notify"
 	"shindo.dev/svc-edge/internal/route"
@@ -53,6 +53,7 @@ type Config struct {
 	MaxClients   int           `conf:"sse-max-clients" default:"60000" help:"most SSE clients per stream"`
 	History      time.Duration `conf:"sse-history" default:"120s" help:"how long events are kept for clients resuming with Last-Event-ID"`
 	MaxPerAddr   int           `conf:"sse-max-per-ip" default:"200" help:"most SSE connections from one client address"`
+	EEWAuthor    string        `conf:"eew-author" default:"trem" help:"the author of the alerts this network issues from its detections (/api/v2/eq/eew): the apps accept trem (a network's own alerts) and cwa"`
 
 	DataAPI          []string      `conf:"data-api" help:"data API base URLs of the cores (http://host:port), comma-separated, preferred first; empty serves no data API"`
 	Offload          float64       `conf:"api-offload" default:"0.3" help:"share of data-API requests sent to the next core while the preferred one is overloaded"`
@@ -107,6 +108,9 @@ func (c *Config) Validate() error {
 	if c.Retry < 100*time.Millisecond || c.KeepAlive < time.Second || c.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("sse-retry must be at least 100ms, sse-keepalive at least 1s, sse-write-timeout positive"))
 	}
+	if !validAuthor(c.EEWAuthor) {
+		errs = append(errs, fmt.Errorf("eew-author %q: 1 to 32 lowercase letters, digits, '-' or '_'", c.EEWAuthor))
+	}
 	if c.ClientBuffer < 1 || c.MaxClients < 1 || c.MaxPerAddr < 1 {
 		errs = append(errs, errors.New("sse-buffer, sse-max-clients and sse-max-per-ip must be positive"))
 	}
@@ -144,7 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 func wire(ctx context.Context, svc *service.Service, cfg Config) error {
-	st, err := newStreams(cfg.Site, sse.Options{
+	st, err := newStreams(cfg.Site, cfg.EEWAuthor, sse.Options{
 		Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: cfg.ClientBuffer,
 		WriteTimeout: cfg.WriteTimeout, MaxClients: cfg.MaxClients, Stop: svc.Stopping(),
 		History: cfg.History, MaxHistory: int(cfg.History/(250*time.Millisecond)) + 16,
@@ -291,6 +295,7 @@ var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1, topicReport: 2}
 type streams struct {
 	hub     *sse.Hub
 	feed    *eew.Feed
+	author  string // of the alerts
 	info    *sse.Event
 	perAddr *addrLimit
 	notify  *notify.Service // nil: this edge serves no notifications
@@ -307,7 +312,7 @@ type streams struct {
 	reportEvents prometheus.Counter
 }
 
-func newStreams(site string, opts sse.Options, maxPerAddr int) (*streams, error) {
+func newStreams(site, author string, opts sse.Options, maxPerAddr int) (*streams, error) {
 	hello, err := json.Marshal(map[string]string{"location": site})
 	if err != nil {
 		return nil, err
@@ -315,6 +320,7 @@ func newStreams(site string, opts sse.Options, maxPerAddr int) (*streams, error)
 	return &streams{
 		hub:     sse.NewHub(opts),
 		feed:    eew.New(),
+		author:  author,
 		info:    sse.NewEvent("info", hello),
 		perAddr: newAddrLimit(maxPerAddr),
 		ticks:   prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_rts_ticks_total", Help: "RTS snapshots served."}),
@@ -344,10 +350,10 @@ func (s *streams) serve(snap *rtsv1.Snapshot) {
 	s.publishing.Lock()
 	defer s.publishing.Unlock()
 	s.latestTick.Store(t)
-	s.hub.Publish(sse.NewEventID(topicRTS, sse.ID(t, topicIndex[topicRTS]), "", compat.RTS(snap)))
+	s.hub.Publish(sse.NewEventID(topicRTS, sse.ID(t, topicIndex[topicRTS]), "", compatjson.RTS(snap)))
 	s.ticks.Inc()
 	if alerts, changed := s.feed.Update(t, snap.GetDetections()); changed {
-		s.hub.Publish(sse.NewEventID(topicEEW, sse.ID(t, topicIndex[topicEEW]), "", compat.EEW(alerts)))
+		s.hub.Publish(sse.NewEventID(topicEEW, sse.ID(t, topicIndex[topicEEW]), "", compatjson.EEW(s.author, alerts)))
 		s.alerts.Inc()
 	}
 	s.publishReportsLocked(t)
@@ -544,6 +550,20 @@ func lastEventID(r *http.Request) (string, error) {
 		return "", errors.New("Last-Event-ID: not an event ID of this stream (<ms>-<topic>)")
 	}
 	return id, nil
+}
+
+// validAuthor reports whether a is a sane alert author: the apps compare
+// it with short lowercase names.
+func validAuthor(a string) bool {
+	if a == "" || len(a) > 32 {
+		return false
+	}
+	for _, r := range a {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 type streamQuery struct{ sse, compress bool }

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
-	"shindo.dev/svc-edge/internal/compat"
+	"shindo.dev/lib/compatjson"
 	"shindo.dev/svc-edge/internal/source"
 	"shindo.dev/svc-edge/internal/sse"
 )
@@ -76,7 +76,7 @@ func edgeWithCores(t *testing.T) (a, b *core, sel *source.Selector, st *streams,
 		conns = append(conns, conn)
 	}
 	stop := make(chan struct{})
-	st, err := newStreams("TPE-1", sse.Options{Retry: 3 * time.Second, KeepAlive: time.Hour, Buffer: 16, WriteTimeout: time.Second, MaxClients: 10, Stop: stop,
+	st, err := newStreams("TPE-1", compatjson.DefaultAuthor, sse.Options{Retry: 3 * time.Second, KeepAlive: time.Hour, Buffer: 16, WriteTimeout: time.Second, MaxClients: 10, Stop: stop,
 		History: time.Minute, MaxHistory: 500}, 50)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +324,7 @@ func TestEEWRouteCompressed(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain, _ := io.ReadAll(zr)
-	if want := compat.EEW([]*rtsv1.Detection{detection("X", 2, false)}); string(plain) != string(want) {
+	if want := compatjson.EEW(compatjson.DefaultAuthor, []*rtsv1.Detection{detection("X", 2, false)}); string(plain) != string(want) {
 		t.Fatalf("decompressed %s, want %s", plain, want)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/compatjson"
 	"shindo.dev/svc-edge/internal/sse"
 )
 
@@ -149,7 +150,7 @@ func TestStreamRefusals(t *testing.T) {
 // one 404 before any core is asked for its samples.
 func TestWaveformRefusals(t *testing.T) {
 	t.Parallel()
-	st, err := newStreams("TPE-1", sse.Options{}, 10)
+	st, err := newStreams("TPE-1", compatjson.DefaultAuthor, sse.Options{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

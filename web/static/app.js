@@ -174,7 +174,7 @@ function onRTS(snap) {
   const live = new Map();
   let unknown = false;
   for (const [id, v] of Object.entries(snap.station || {})) {
-    live.set(id, { level: level(v.i), alert: v.alert === true });
+    live.set(id, { level: level(v.i), alert: v.alert === 1 });
     if (!unknown && state.stationsLoaded && !state.stations.has(id)) unknown = true;
   }
   state.live = live;

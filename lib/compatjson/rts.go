@@ -1,8 +1,11 @@
-// Package compat renders shindo's internal messages in the JSON of the
-// compatible routes of SPEC §7, field for field, so existing clients can
-// switch to shindo unchanged. Encoding is hand-written: a snapshot of ten
-// thousand stations is rendered every 500 ms and shared by every client.
-package compat
+// Package compatjson renders shindo's internal messages in the JSON of the
+// compatible routes of SPEC §7, field for field and type for type, as the
+// apps that read them parse it (TREM-Lite, DPIP: docs/COMPATIBILITY.md), so
+// they can switch to shindo unchanged. The edges render the live streams
+// with it and the cores the replays of past ticks, so a replay is the live
+// event byte for byte. Encoding is hand-written: a snapshot of ten thousand
+// stations is rendered every 500 ms and shared by every client.
+package compatjson
 
 import (
 	"math"
@@ -13,10 +16,12 @@ import (
 
 // RTS renders a snapshot as the body of GET /api/v2/trem/rts:
 //
-//	{"station":{"<id>":{"pga":f,"pgv":f,"i":f,"I":f,"alert":true}},
+//	{"station":{"<id>":{"pga":f,"pgv":f,"i":f,"I":f,"alert":1}},
 //	 "box":{"<areaId>":int},"int":[{"code":int,"i":int}],"time":ms}
 //
-// alert appears only for triggered stations.
+// alert appears only for triggered stations, as the number 1: DPIP decodes
+// it as an integer flag and reads JSON true as false
+// (lib/core/models/serialization.dart:8 of ExpTechTW/DPIP at 194d28f).
 func RTS(s *rtsv1.Snapshot) []byte {
 	b := make([]byte, 0, 64+len(s.GetStations())*72)
 	b = append(b, `{"station":{`...)
@@ -34,7 +39,7 @@ func RTS(s *rtsv1.Snapshot) []byte {
 		b = append(b, `,"I":`...)
 		b = appendFloat(b, st.GetDisplayIntensity(), 2)
 		if st.GetAlert() {
-			b = append(b, `,"alert":true`...)
+			b = append(b, `,"alert":1`...)
 		}
 		b = append(b, '}')
 	}

@@ -1,4 +1,4 @@
-package compat
+package compatjson
 
 import (
 	"encoding/json"
@@ -64,7 +64,7 @@ func TestRTSShape(t *testing.T) {
 			t.Errorf("S0001 lacks %q", k)
 		}
 	}
-	if s1["i"] != 3.21 || s1["pga"] != 12.346 || s1["alert"] != true {
+	if s1["i"] != 3.21 || s1["pga"] != 12.346 || s1["alert"] != 1.0 {
 		t.Errorf("S0001 = %v", s1)
 	}
 	if _, ok := doc.Station["S0002"]["alert"]; ok {

@@ -1,4 +1,4 @@
-package compat
+package compatjson
 
 import (
 	"encoding/json"
@@ -8,8 +8,12 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 )
 
-// Author is the "author" of every alert shindo issues.
-const Author = "shindo"
+// DefaultAuthor is the "author" of the alerts a shindo network issues from
+// its own detections unless the deployment names another: TREM-Lite keeps
+// only alerts whose author is "trem" or "cwa" (src/js/index/constant.js:128
+// of ExpTechTW/TREM-Lite at 9bbaccf), and "trem" is the value it gives a
+// network's own alerts.
+const DefaultAuthor = "trem"
 
 // Values of an alert's "status", as existing clients read them.
 const (
@@ -40,14 +44,14 @@ func Status(d *rtsv1.Detection) int {
 // EEW renders detections as the body of GET /api/v2/eq/eew, an array of
 // alerts (SPEC §7):
 //
-//	[{"author":"shindo","id":"…","serial":1,"status":0,"final":0,
+//	[{"author":"trem","id":"…","serial":1,"status":0,"final":0,
 //	  "eq":{"time":ms,"lat":f,"lon":f,"depth":f,"mag":f,"loc":"…","max":n},
 //	  "time":ms}]
 //
 // eq.time is the estimated origin time and the outer time the tick of the
 // alert's serial, both Unix ms; final is 1 on the last serial of a
 // detection. No detection gives [].
-func EEW(ds []*rtsv1.Detection) []byte {
+func EEW(author string, ds []*rtsv1.Detection) []byte {
 	b := make([]byte, 0, 2+len(ds)*220)
 	b = append(b, '[')
 	for i, d := range ds {
@@ -55,7 +59,7 @@ func EEW(ds []*rtsv1.Detection) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"author":`...)
-		b = appendString(b, Author)
+		b = appendString(b, author)
 		b = append(b, `,"id":`...)
 		b = appendString(b, d.GetId())
 		b = append(b, `,"serial":`...)

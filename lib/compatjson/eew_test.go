@@ -1,4 +1,4 @@
-package compat
+package compatjson
 
 import (
 	"encoding/json"
@@ -14,12 +14,12 @@ func detections() []*rtsv1.Detection {
 	return []*rtsv1.Detection{
 		{
 			Id: "1800000005500-18", Serial: 7, OriginTimeMs: 1_800_000_001_000, Lat: 23.78, Lon: 121.67, DepthKm: 10,
-			Magnitude: 7.4, Location: "Shoufeng", LocationCode: 974, MaxLevel: 6,
+			Magnitude: 7.4, Location: "花蓮縣壽豐鄉", LocationCode: 974, MaxLevel: 6,
 			FirstTriggerMs: 1_800_000_005_500, UpdatedMs: 1_800_000_020_000, Stations: 120,
 		},
 		{
 			Id: "1800000030000-x", Serial: 3, Final: true, OriginTimeMs: 1_800_000_025_300, Lat: 24.7, Lon: 122.05, DepthKm: 10,
-			Magnitude: 4.4, Location: `Su'ao "port" 蘇澳`, LocationCode: 270, MaxLevel: 3,
+			Magnitude: 4.4, Location: `宜蘭縣蘇澳鎮 "port"`, LocationCode: 270, MaxLevel: 3,
 			FirstTriggerMs: 1_800_000_030_000, UpdatedMs: 1_800_000_090_000, Stations: 9,
 		},
 	}
@@ -29,7 +29,7 @@ func detections() []*rtsv1.Detection {
 // deliberate change.
 func TestEEWGolden(t *testing.T) {
 	t.Parallel()
-	got := EEW(detections())
+	got := EEW(DefaultAuthor, detections())
 	path := filepath.Join("testdata", "eew.golden.json")
 	if os.Getenv("UPDATE_GOLDEN") != "" {
 		os.WriteFile(path, got, 0o644)
@@ -48,7 +48,7 @@ func TestEEWGolden(t *testing.T) {
 func TestEEWShape(t *testing.T) {
 	t.Parallel()
 	var doc []map[string]any
-	b := EEW(detections())
+	b := EEW(DefaultAuthor, detections())
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("invalid JSON %s: %v", b, err)
 	}
@@ -80,16 +80,16 @@ func TestEEWShape(t *testing.T) {
 		}
 	}
 	a, b2 := doc[0], doc[1]
-	if a["author"] != "shindo" || a["id"] != "1800000005500-18" || a["serial"] != 7.0 || a["status"] != 1.0 || a["final"] != 0.0 || a["time"] != 1.80000002e12 {
+	if a["author"] != "trem" || a["id"] != "1800000005500-18" || a["serial"] != 7.0 || a["status"] != 1.0 || a["final"] != 0.0 || a["time"] != 1.80000002e12 {
 		t.Errorf("first alert %v", a)
 	}
-	if eq := a["eq"].(map[string]any); eq["lat"] != 23.78 || eq["lon"] != 121.67 || eq["depth"] != 10.0 || eq["mag"] != 7.4 || eq["max"] != 6.0 || eq["time"] != 1.800000001e12 || eq["loc"] != "Shoufeng" {
+	if eq := a["eq"].(map[string]any); eq["lat"] != 23.78 || eq["lon"] != 121.67 || eq["depth"] != 10.0 || eq["mag"] != 7.4 || eq["max"] != 6.0 || eq["time"] != 1.800000001e12 || eq["loc"] != "花蓮縣壽豐鄉" {
 		t.Errorf("first eq %v", eq)
 	}
-	if b2["status"] != 0.0 || b2["final"] != 1.0 || b2["eq"].(map[string]any)["loc"] != `Su'ao "port" 蘇澳` {
+	if b2["status"] != 0.0 || b2["final"] != 1.0 || b2["eq"].(map[string]any)["loc"] != `宜蘭縣蘇澳鎮 "port"` {
 		t.Errorf("second alert %v", b2)
 	}
-	if got := string(EEW(nil)); got != "[]" {
+	if got := string(EEW(DefaultAuthor, nil)); got != "[]" {
 		t.Errorf("no detection: %s, want []", got)
 	}
 }
