@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -407,8 +408,12 @@ func (s *streams) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/stream", s.stream)
 }
 
-// compat serves one topic: its latest event as a JSON document, or with
-// sse=1 as a stream that starts with the latest event.
+// compat serves one topic: its latest event as a JSON document, or as a
+// stream that starts with the latest event when the client asks with sse=1
+// or, as TREM-Lite does (src/js/index/data/http.js:165-168 of
+// ExpTechTW/TREM-Lite at 9bbaccf: no query, only the header), with
+// Accept: text/event-stream. sse=0 asks for the document whatever the
+// header says.
 func (s *streams) compat(topic string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := parseStreamQuery(r)
@@ -416,7 +421,8 @@ func (s *streams) compat(topic string) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		if q.sse {
+		w.Header().Add("Vary", "Accept")
+		if q.sse || !q.sseGiven && acceptsEventStream(r.Header.Values("Accept")) {
 			lastID, err := lastEventID(r)
 			if err != nil {
 				writeError(w, http.StatusBadRequest, err.Error())
@@ -566,13 +572,42 @@ func validAuthor(a string) bool {
 	return true
 }
 
-type streamQuery struct{ sse, compress bool }
+// acceptsEventStream reports whether an Accept header names
+// text/event-stream with a non-zero quality. A client that also accepts
+// JSON but names the stream explicitly wants the stream: nobody lists it
+// by accident.
+func acceptsEventStream(accept []string) bool {
+	for _, h := range accept {
+		for _, part := range strings.Split(h, ",") {
+			media, params, _ := strings.Cut(part, ";")
+			if !strings.EqualFold(strings.TrimSpace(media), "text/event-stream") {
+				continue
+			}
+			refused := false
+			for _, p := range strings.Split(params, ";") {
+				k, v, _ := strings.Cut(p, "=")
+				if strings.EqualFold(strings.TrimSpace(k), "q") {
+					if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f <= 0 {
+						refused = true
+					}
+				}
+			}
+			if !refused {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type streamQuery struct{ sse, sseGiven, compress bool }
 
 // parseStreamQuery reads sse= and compress=, each "0" or "1"; other
 // parameters are ignored, as clients add cache-busters.
 func parseStreamQuery(r *http.Request) (streamQuery, error) {
 	var q streamQuery
 	vals := r.URL.Query()
+	q.sseGiven = len(vals["sse"]) > 0
 	for name, dst := range map[string]*bool{"sse": &q.sse, "compress": &q.compress} {
 		switch v := vals[name]; {
 		case len(v) == 0:

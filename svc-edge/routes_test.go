@@ -337,3 +337,98 @@ func TestEEWRouteCompressed(t *testing.T) {
 		t.Fatalf("sse=2: %d", bad.StatusCode)
 	}
 }
+
+// TestCompatNegotiation: the compatible routes stream when the client asks
+// with Accept: text/event-stream and no query, as TREM-Lite does
+// (src/js/index/data/http.js:165-168 of ExpTechTW/TREM-Lite at 9bbaccf),
+// exactly as with sse=1; other Accept headers, a refused stream (q=0) and
+// sse=0 get the JSON document.
+func TestCompatNegotiation(t *testing.T) {
+	t.Parallel()
+	a, _, _, st, url := edgeWithCores(t)
+	serveTick(t, st, a, 500)
+	for _, tc := range []struct {
+		path, accept string
+		stream       bool
+	}{
+		{"/api/v2/trem/rts", "text/event-stream", true},
+		{"/api/v2/eq/eew", "text/event-stream", true},
+		{"/api/v2/trem/rts", "application/json, Text/Event-Stream;q=0.5", true},
+		{"/api/v2/trem/rts?sse=1", "", true},
+		{"/api/v2/trem/rts", "", false},
+		{"/api/v2/trem/rts", "*/*", false},
+		{"/api/v2/trem/rts", "application/json", false},
+		{"/api/v2/trem/rts", "text/event-stream;q=0", false},
+		{"/api/v2/eq/eew?sse=0", "text/event-stream", false},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, url+tc.path, nil)
+		if tc.accept != "" {
+			req.Header.Set("Accept", tc.accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct := resp.Header.Get("Content-Type")
+		if !strings.Contains(resp.Header.Get("Vary"), "Accept") {
+			t.Errorf("%s (Accept %q): no Vary: Accept", tc.path, tc.accept)
+		}
+		if !tc.stream {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if ct != "application/json" || !json.Valid(b) {
+				t.Errorf("%s (Accept %q): %s %q, want a JSON document", tc.path, tc.accept, ct, b)
+			}
+			continue
+		}
+		if ct != "text/event-stream" {
+			t.Errorf("%s (Accept %q): content type %q, want the stream", tc.path, tc.accept, ct)
+		}
+		blocks := readBlocks(resp.Body)
+		for _, want := range []string{"retry: 3000\n", "event: info\ndata: {\"location\":\"TPE-1\"}\n"} {
+			if got := next(t, blocks); got != want {
+				t.Errorf("%s (Accept %q): block %q, want %q", tc.path, tc.accept, got, want)
+			}
+		}
+		if data, ok := strings.CutPrefix(next(t, blocks), "data: "); !ok || !json.Valid([]byte(data)) {
+			t.Errorf("%s (Accept %q): the latest event is not a data event: %q", tc.path, tc.accept, data)
+		}
+		resp.Body.Close()
+	}
+}
+
+func TestAcceptsEventStream(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		accept []string
+		want   bool
+	}{
+		{nil, false},
+		{[]string{"text/event-stream"}, true},
+		{[]string{"application/json", "text/event-stream; charset=utf-8"}, true},
+		{[]string{"text/event-stream;q=0.0"}, false},
+		{[]string{"text/event-stream;q=0.001"}, true},
+		{[]string{"text/event-stream;q=x"}, true},
+		{[]string{"text/*"}, false},
+		{[]string{"text/event-streams"}, false},
+		{[]string{",,;;=,text/event-stream;;"}, true},
+	} {
+		if got := acceptsEventStream(tc.accept); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.accept, got, tc.want)
+		}
+	}
+}
+
+// FuzzAcceptsEventStream: any Accept header is read without a panic, and a
+// header that does not mention the stream never selects it.
+func FuzzAcceptsEventStream(f *testing.F) {
+	for _, s := range []string{"text/event-stream", "application/json, text/event-stream;q=0.5", "text/event-stream;q=0", "*/*", ";;q=;,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		got := acceptsEventStream([]string{accept})
+		if got && !strings.Contains(strings.ToLower(accept), "text/event-stream") {
+			t.Fatalf("%q selects the stream", accept)
+		}
+	})
+}
