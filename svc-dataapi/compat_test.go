@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -76,6 +80,8 @@ func TestCompatGolden(t *testing.T) {
 		{"report_list_page2", "/api/v2/eq/report?limit=2&page=2&key="},
 		{"report_list_filtered", "/api/v2/eq/report?minIntensity=5&minMagnitude=5.4&maxDepth=15.5"},
 		{"report_list_empty", "/api/v2/eq/report?startTime=1800000000000"},
+		// DPIP's filter form: days in Taiwan time, sort and order.
+		{"report_list_days", "/api/v2/eq/report?limit=30&startTime=2024-04-01&endTime=2024-04-03&sort=magnitude&order=asc"},
 		{"report", "/api/v2/eq/report/113000-2024-0403-075809"},
 		{"report_detected", "/api/v2/eq/report/113000-2024-0405-120000-18"},
 		{"report_quiet", "/api/v2/eq/report/113001-2024-0401-000000"},
@@ -99,5 +105,37 @@ func TestCompatGolden(t *testing.T) {
 		if !bytes.Equal(a.body, want) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.path, a.body, want)
 		}
+	}
+}
+
+// TestCoreCrossOriginAndTime: the cores open their reads to pages of any
+// origin (the apps' browser builds: TREM-Lite's web build reads the cores
+// cross-origin, packages/core/src/lib/http/webBackend.ts:49 of
+// ExpTechTW/TREM-Lite at 2400a0e) and serve GET /ntp like the edges.
+func TestCoreCrossOriginAndTime(t *testing.T) {
+	base := start(t, testConfig(t, "-database-url", pgtest.Shared(t).NewDatabase(t)))
+	a := do(t, "GET", base+"/api/v1/trem/station", "", nil)
+	if a.code != 200 || a.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatalf("station list: %d, Access-Control-Allow-Origin %q", a.code, a.header.Get("Access-Control-Allow-Origin"))
+	}
+	req, _ := http.NewRequest(http.MethodOptions, base+"/api/v2/eq/report?limit=30", nil)
+	req.Header.Set("Origin", "https://exptechtw.github.io")
+	req.Header.Set("Access-Control-Request-Method", "GET")
+	req.Header.Set("Access-Control-Request-Headers", "cache-control")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "cache-control") {
+		t.Fatalf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+	a = do(t, "GET", base+"/ntp", "", nil)
+	ms, err := strconv.ParseInt(string(a.body), 10, 64)
+	if a.code != 200 || err != nil || a.header.Get("X-NTP-T2") == "" || a.header.Get("X-NTP-T3") == "" || a.header.Get("ETag") != "" {
+		t.Fatalf("/ntp: %d %q %v", a.code, a.body, a.header)
+	}
+	if d := time.Since(time.UnixMilli(ms)); d < -time.Second || d > 10*time.Second {
+		t.Fatalf("/ntp says %d, %v off", ms, d)
 	}
 }

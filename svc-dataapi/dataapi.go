@@ -37,10 +37,12 @@ import (
 	"shindo.dev/gen/openapi"
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	"shindo.dev/lib/cors"
 	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/stationsource"
+	"shindo.dev/lib/timesync"
 	"shindo.dev/svc-dataapi/internal/auth"
 	"shindo.dev/svc-dataapi/internal/clients"
 	"shindo.dev/svc-dataapi/internal/compat"
@@ -329,6 +331,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		mux.Handle("/v1/waveforms/", compat.OnlyGET(proxy))
 	}
 	mux.HandleFunc("GET /readyz", svc.ServeReady) // probed by the edges' data-API routing
+	mux.HandleFunc("GET /ntp", timesync.ServeNTP) // the apps sync with the cores too
 	mux.Handle("/openapi.json", compat.OnlyGET(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openapi.JSON)
@@ -344,7 +347,10 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		PerKey:     httpapi.Limit{Rate: cfg.RateLimitKey, Burst: cfg.RateBurstKey},
 		Exempt:     map[string]bool{"/readyz": true},
 	}
-	h := guard.Wrap(cond.Wrap(mux))
+	// Reads are open to pages of any origin (the apps' browser builds);
+	// preflights are answered before the guard, as browsers send them
+	// without credentials.
+	h := cors.Reads(guard.Wrap(cond.Wrap(mux)))
 	if _, err := svc.Listen("data api", cfg.HTTPAddr, h); err != nil {
 		return nil, err
 	}
@@ -357,7 +363,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 // station list reads the database.
 func etagRoute(path string) httpapi.Data {
 	switch {
-	case path == "/readyz", strings.HasPrefix(path, "/v1/waveforms/"):
+	case path == "/readyz", path == "/ntp", strings.HasPrefix(path, "/v1/waveforms/"):
 		return httpapi.NoTag
 	case path == "/v1/reports", strings.HasPrefix(path, "/v1/reports/"), path == "/api/v2/eq/report":
 		return httpapi.Reports

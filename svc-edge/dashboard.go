@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"shindo.dev/lib/cors"
 	"shindo.dev/web"
 )
 
@@ -23,17 +24,18 @@ func registerDashboard(mux *http.ServeMux, site string, entrances []string) {
 	})
 }
 
-// allowCrossOrigin lets pages of any origin read the public routes: the
-// dashboard served by one edge reads the other after switching entrance,
-// and third-party pages may use the data. Reads only: a write from a
-// browser needs a preflight, which is answered without permission.
+// allowCrossOrigin lets pages of any origin read the public routes
+// (lib/cors): the dashboard served by one edge reads the other after
+// switching entrance, the apps' browser builds read everything
+// cross-origin, and third-party pages may use the data. Of the writes only
+// the notification ack is open to pages (allowAckPreflight).
 func allowCrossOrigin(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead || r.URL.Path == "/v1/notify/ack" {
+	return cors.Reads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/notify/ack" {
 			w.Header().Set("Access-Control-Allow-Origin", "*")
 		}
 		h.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // allowAckPreflight lets pages of any origin acknowledge notifications:

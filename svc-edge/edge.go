@@ -30,6 +30,7 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/compatjson"
 	"shindo.dev/lib/service"
+	"shindo.dev/lib/timesync"
 	"shindo.dev/svc-edge/internal/eew"
 	"shindo.dev/svc-edge/internal/notify"
 	"shindo.dev/svc-edge/internal/route"
@@ -223,7 +224,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		mux.HandleFunc("OPTIONS /v1/notify/ack", allowAckPreflight)
 		st.notify = n
 	}
-	mux.HandleFunc("GET /ntp", serveNTP)
+	mux.HandleFunc("GET /ntp", timesync.ServeNTP)
 	mux.HandleFunc("GET /v1/time", serveTime)
 	st.register(mux)
 	registerDashboard(mux, cfg.Site, cfg.Entrances)

@@ -53,7 +53,7 @@ func FuzzParseStreamQuery(f *testing.F) {
 
 func TestTimeEndpoints(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(serveNTP))
+	srv := httptest.NewServer(http.HandlerFunc(timesync.ServeNTP))
 	defer srv.Close()
 	s, err := timesync.Best(context.Background(), srv.Client(), srv.URL, 3)
 	if err != nil {
@@ -63,7 +63,7 @@ func TestTimeEndpoints(t *testing.T) {
 		t.Fatalf("same clock, offset %v with rtt %v", s.Offset, s.RTT)
 	}
 	rec := httptest.NewRecorder()
-	serveNTP(rec, httptest.NewRequest("GET", "/ntp", nil))
+	timesync.ServeNTP(rec, httptest.NewRequest("GET", "/ntp", nil))
 	body, _ := strconv.ParseInt(rec.Body.String(), 10, 64)
 	t3, err := timesync.ParseMs(rec.Header().Get(timesync.HeaderTransmit))
 	if err != nil || body != t3.UnixMilli() {
@@ -85,6 +85,6 @@ func BenchmarkNTP(b *testing.B) {
 	req := httptest.NewRequest("GET", "/ntp", nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		serveNTP(httptest.NewRecorder(), req)
+		timesync.ServeNTP(httptest.NewRecorder(), req)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"shindo.dev/lib/timesync"
 )
 
 // BenchmarkTimeSyncHTTP serves GET /ntp and GET /v1/time over loopback
@@ -21,7 +23,7 @@ func BenchmarkTimeSyncHTTP(b *testing.B) {
 		h          http.HandlerFunc
 	}{
 		{"baseline", "/", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("1")) }},
-		{"ntp", "/ntp", serveNTP},
+		{"ntp", "/ntp", timesync.ServeNTP},
 		{"v1-time", "/v1/time", serveTime},
 	} {
 		b.Run(tt.name, func(b *testing.B) {

@@ -374,9 +374,33 @@ type ReportFilter struct {
 	MinDepthKm, MaxDepthKm     *float64 // inclusive
 	MinLat, MaxLat             *float64 // bounding box, inclusive
 	MinLon, MaxLon             *float64
-	After                      *ReportCursor // resume after this report
+	After                      *ReportCursor // resume after this report (newest-first order only)
 	Offset                     int           // skip this many (page-numbered clients)
 	Limit                      int           // at most this many, 1–MaxPage
+	// Sort orders the list (by origin time unless set); Ascending turns it
+	// round. Reports equal in the sort key stay newest first.
+	Sort      ReportSort
+	Ascending bool
+}
+
+// ReportSort is the key a report list is ordered by.
+type ReportSort int
+
+// The report orders.
+const (
+	SortTime      ReportSort = iota // origin time
+	SortLevel                       // highest intensity level
+	SortMagnitude                   // magnitude
+	SortDepth                       // depth
+)
+
+// reportOrder is the ORDER BY clause of each sort and direction: static
+// text, never built from input.
+var reportOrder = map[ReportSort][2]string{
+	SortTime:      {"time_ms DESC, id DESC", "time_ms ASC, id ASC"},
+	SortLevel:     {"max_level DESC, time_ms DESC, id DESC", "max_level ASC, time_ms DESC, id DESC"},
+	SortMagnitude: {"magnitude DESC, time_ms DESC, id DESC", "magnitude ASC, time_ms DESC, id DESC"},
+	SortDepth:     {"depth_km DESC, time_ms DESC, id DESC", "depth_km ASC, time_ms DESC, id DESC"},
 }
 
 // ReportCursor is the position of a report in the list order.
@@ -405,9 +429,20 @@ func (s *Store) ListReports(ctx context.Context, f ReportFilter) ([]Report, erro
 			return nil, fmt.Errorf("list reports: %w: not a finite number", ErrInvalid)
 		}
 	}
+	order, ok := reportOrder[f.Sort]
+	if !ok {
+		return nil, fmt.Errorf("list reports: %w: unknown order %d", ErrInvalid, f.Sort)
+	}
+	dir := 0
+	if f.Ascending {
+		dir = 1
+	}
 	var afterTime *int64
 	var afterID *string
 	if f.After != nil {
+		if f.Sort != SortTime || f.Ascending {
+			return nil, fmt.Errorf("list reports: %w: a cursor resumes the newest-first order only", ErrInvalid)
+		}
 		afterTime, afterID = &f.After.TimeMs, &f.After.ID
 	}
 	// One static statement: every filter is a parameter, NULL when unused.
@@ -425,7 +460,7 @@ func (s *Store) ListReports(ctx context.Context, f ReportFilter) ([]Report, erro
 		  AND ($11::float8 IS NULL OR lon >= $11)
 		  AND ($12::float8 IS NULL OR lon <= $12)
 		  AND ($13::bigint IS NULL OR (time_ms, id) < ($13, $14::text))
-		ORDER BY time_ms DESC, id DESC
+		ORDER BY `+order[dir]+`
 		OFFSET $15 LIMIT $16`,
 		f.FromMs, f.ToMs, f.MinMagnitude, f.MaxMagnitude, f.MinLevel, f.MaxLevel, f.MinDepthKm, f.MaxDepthKm,
 		f.MinLat, f.MaxLat, f.MinLon, f.MaxLon, afterTime, afterID, f.Offset, f.Limit)

@@ -183,14 +183,26 @@ func TestListReportsFiltersAndPages(t *testing.T) {
 		"depth":     {stationdb.ReportFilter{MinDepthKm: f64(95), MaxDepthKm: f64(100)}, "10 "},
 		"time":      {stationdb.ReportFilter{FromMs: i64(1_700_000_001_000), ToMs: i64(1_700_000_001_999)}, "03 02 "},
 		"box":       {stationdb.ReportFilter{MinLat: f64(22.1), MaxLat: f64(22.7), MinLon: f64(120), MaxLon: f64(120.25)}, "02 01 "},
+		// Orders; ties in the key stay newest first.
+		"oldest first":     {stationdb.ReportFilter{Ascending: true, Limit: 4}, "00 01 02 03 "},
+		"strongest first":  {stationdb.ReportFilter{Sort: stationdb.SortLevel, Limit: 4}, "09 08 07 06 "},
+		"weakest first":    {stationdb.ReportFilter{Sort: stationdb.SortLevel, Ascending: true, Limit: 4}, "10 00 11 01 "},
+		"largest first":    {stationdb.ReportFilter{Sort: stationdb.SortMagnitude, Limit: 3}, "11 10 09 "},
+		"smallest first":   {stationdb.ReportFilter{Sort: stationdb.SortMagnitude, Ascending: true, Limit: 3}, "00 01 02 "},
+		"shallowest first": {stationdb.ReportFilter{Sort: stationdb.SortDepth, Ascending: true, MinDepthKm: f64(20), Limit: 3}, "02 03 04 "},
+		"deepest first":    {stationdb.ReportFilter{Sort: stationdb.SortDepth, Limit: 2}, "11 10 "},
 	} {
-		tc.f.Limit = 500
+		if tc.f.Limit == 0 {
+			tc.f.Limit = 500
+		}
 		list, err := s.ListReports(ctx, tc.f)
 		if err != nil || ids(list) != tc.want {
 			t.Errorf("%s: %q %v, want %q", name, ids(list), err, tc.want)
 		}
 	}
-	for _, f := range []stationdb.ReportFilter{{Limit: 0}, {Limit: 501}, {Limit: 1, Offset: -1}, {Limit: 1, MinLat: f64(math.NaN())}} {
+	for _, f := range []stationdb.ReportFilter{{Limit: 0}, {Limit: 501}, {Limit: 1, Offset: -1}, {Limit: 1, MinLat: f64(math.NaN())},
+		{Limit: 1, Sort: 99}, {Limit: 1, Sort: stationdb.SortDepth, After: &stationdb.ReportCursor{TimeMs: 1}},
+		{Limit: 1, Ascending: true, After: &stationdb.ReportCursor{TimeMs: 1}}} {
 		if _, err := s.ListReports(ctx, f); !errors.Is(err, stationdb.ErrInvalid) {
 			t.Errorf("filter %+v: %v, want ErrInvalid", f, err)
 		}

@@ -40,6 +40,24 @@ func TestParseReportQuery(t *testing.T) {
 		{"minMagnitude=6&maxMagnitude=5", false, nil},
 		{"minDepth=9&maxDepth=8", false, nil},
 		{"startTime=9&endTime=8", false, nil},
+		// DPIP's report filter (earthquake_api.dart:116-134 of ExpTechTW/DPIP
+		// at 194d28f): days in Taiwan time, inclusive; magnitudes and depths
+		// as Dart doubles; sort and order.
+		{"limit=30&minIntensity=3&maxIntensity=9&minMagnitude=4.0&maxMagnitude=8.0&minDepth=10.0&maxDepth=100.0&startTime=2026-01-01&endTime=2026-01-31&sort=magnitude&order=asc", true,
+			func(f stationdb.ReportFilter) bool {
+				return *f.FromMs == 1767196800000 && *f.ToMs == 1769875199999 && *f.MinMagnitude == 4 && *f.MinDepthKm == 10 &&
+					f.Sort == stationdb.SortMagnitude && f.Ascending && f.Limit == 30
+			}},
+		{"startTime=2026-03-05&endTime=2026-03-05", true, func(f stationdb.ReportFilter) bool { return *f.ToMs-*f.FromMs == 86_400_000-1 }},
+		{"sort=intensity", true, func(f stationdb.ReportFilter) bool { return f.Sort == stationdb.SortLevel && !f.Ascending }},
+		{"sort=depth&order=desc", true, func(f stationdb.ReportFilter) bool { return f.Sort == stationdb.SortDepth && !f.Ascending }},
+		{"startTime=2026-02-30", false, nil},
+		{"startTime=2026-1-01", false, nil},
+		{"startTime=1969-12-31", false, nil}, // before 1970 in Taiwan time
+		{"startTime=2026-03-06&endTime=2026-03-05", false, nil},
+		{"sort=loc", false, nil},
+		{"order=up", false, nil},
+		{"sort=", false, nil},
 	} {
 		q, _ := url.ParseQuery(tc.query)
 		f, err := ParseReportQuery(q)
@@ -54,7 +72,7 @@ func TestParseReportQuery(t *testing.T) {
 func FuzzParseReportQuery(f *testing.F) {
 	for _, s := range []string{"", "limit=50&page=1", "limit=20&page=3&minIntensity=3&maxIntensity=7&minMagnitude=4.5",
 		"minDepth=0&maxDepth=700&startTime=1700000000000&endTime=1712102289000&key=", "page=9999999999", "limit=%zz",
-		"minMagnitude=1e308&maxMagnitude=-0"} {
+		"minMagnitude=1e308&maxMagnitude=-0", "startTime=2026-01-01&endTime=9999-12-31&sort=depth&order=asc"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {

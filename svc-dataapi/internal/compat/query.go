@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"time"
 
 	"shindo.dev/lib/stationdb"
 )
@@ -15,6 +16,13 @@ const (
 	MaxLimit     = stationdb.MaxPage
 )
 
+// reportSorts are the values of sort=, as DPIP names them
+// (lib/features/earthquake/presentation/widgets/report_filter_sheet.dart:111-116).
+var reportSorts = map[string]stationdb.ReportSort{
+	"time": stationdb.SortTime, "intensity": stationdb.SortLevel,
+	"magnitude": stationdb.SortMagnitude, "depth": stationdb.SortDepth,
+}
+
 // ParseReportQuery turns the query of GET /api/v2/eq/report into a
 // filter. Parameters (all optional; unknown ones are ignored):
 //
@@ -23,7 +31,13 @@ const (
 //	minIntensity, maxIntensity highest level, 0–9
 //	minMagnitude, maxMagnitude magnitude, −5–12
 //	minDepth, maxDepth         depth, km, 0–1000
-//	startTime, endTime         origin time, Unix ms
+//	startTime, endTime         origin time, Unix ms, or a day YYYY-MM-DD in
+//	                           Taiwan time, inclusive: from its 00:00 to
+//	                           its end (DPIP sends days:
+//	                           lib/features/earthquake/data/earthquake_api.dart:153-168
+//	                           of ExpTechTW/DPIP at 194d28f)
+//	sort                       time (default), intensity, magnitude, depth
+//	order                      desc (default), asc
 //
 // A known parameter given twice, empty, malformed or out of range is an
 // error, as is a range whose minimum exceeds its maximum.
@@ -84,7 +98,46 @@ func ParseReportQuery(q url.Values) (stationdb.ReportFilter, error) {
 	f.MinLevel, f.MaxLevel = level("minIntensity"), level("maxIntensity")
 	f.MinMagnitude, f.MaxMagnitude = number("minMagnitude", -5, 12), number("maxMagnitude", -5, 12)
 	f.MinDepthKm, f.MaxDepthKm = number("minDepth", 0, 1000), number("maxDepth", 0, 1000)
-	f.FromMs, f.ToMs = integer("startTime", 0, stationdb.MaxTimeMs), integer("endTime", 0, stationdb.MaxTimeMs)
+	timeOrDay := func(name string, end bool) *int64 {
+		s, ok := one(name)
+		if !ok || errs != nil {
+			return nil
+		}
+		if len(s) == len("2006-01-02") && s[4] == '-' {
+			day, err := time.ParseInLocation("2006-01-02", s, taiwan)
+			if err != nil {
+				errs = fmt.Errorf("%s: Unix ms or a day YYYY-MM-DD", name)
+				return nil
+			}
+			if end {
+				day = day.AddDate(0, 0, 1).Add(-time.Millisecond)
+			}
+			ms := day.UnixMilli()
+			if ms < 0 || ms > stationdb.MaxTimeMs {
+				errs = fmt.Errorf("%s: a day from 1970-01-01 to 9999-12-31", name)
+				return nil
+			}
+			return &ms
+		}
+		return integer(name, 0, stationdb.MaxTimeMs)
+	}
+	f.FromMs, f.ToMs = timeOrDay("startTime", false), timeOrDay("endTime", true)
+	if v, ok := one("sort"); ok && errs == nil {
+		sort, known := reportSorts[v]
+		if !known {
+			errs = fmt.Errorf("sort: one of time, intensity, magnitude, depth")
+		}
+		f.Sort = sort
+	}
+	if v, ok := one("order"); ok && errs == nil {
+		switch v {
+		case "asc":
+			f.Ascending = true
+		case "desc":
+		default:
+			errs = fmt.Errorf("order: asc or desc")
+		}
+	}
 	if errs != nil {
 		return stationdb.ReportFilter{}, errs
 	}
