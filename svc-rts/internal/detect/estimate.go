@@ -187,7 +187,7 @@ func (f *fit) misfit(x, y float64) result {
 	}
 }
 
-var townships = township.All()
+var townships = township.Sample()
 
 // nearestTownship names the township whose seat is nearest to (lat, lon).
 func nearestTownship(lat, lon float64) (string, uint32) {

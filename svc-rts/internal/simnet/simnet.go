@@ -79,7 +79,7 @@ func Grid(step float64, seed uint64) []Station {
 
 func nearestTownship(lat, lon float64) uint32 {
 	best, code := math.Inf(1), uint32(0)
-	for _, t := range township.All() {
+	for _, t := range township.Sample() {
 		dy, dx := t.Lat-lat, (t.Lon-lon)*math.Cos(lat*math.Pi/180)
 		if d := dx*dx + dy*dy; d < best {
 			best, code = d, t.Code
