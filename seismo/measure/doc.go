@@ -1,8 +1,8 @@
 // Package measure is a station's measurement pipeline: it turns a continuous
 // 50 Hz three-axis acceleration stream (gal) into the two frames a station
 // sends every 500 ms (SPEC §3): an intensity frame (real-time JMA intensity,
-// PGA and PGV of the interval) and a sensor frame (the interval's 25 samples
-// per axis as integer counts).
+// PGA, PGV and the long-period response of the interval) and a sensor frame
+// (the interval's 25 samples per axis as integer counts).
 //
 // The types mirror the station protocol's IntensityFrame and SensorFrame
 // field for field (float32 where the wire has float) but are plain Go
@@ -22,6 +22,12 @@
 //     PGA is the peak three-component vector acceleration of the frame's
 //     samples; PGV the peak three-component vector velocity of the frame's
 //     samples, from jma.VelocityFilter run continuously over the stream.
+//   - SvaCms is the peak absolute velocity response of the frame's samples
+//     (h = 5 %, T = 1.6–7.8 s, NS and EW), from an lpgm.Tracker run
+//     continuously over the stream; its running maximum is the station's
+//     long-period Sva and lpgm.Class of it the long-period class. The
+//     station protocol has no field for it yet, so the agent cannot send
+//     it until shindo.station.v1.IntensityFrame gains one.
 //
 // A Pipeline reuses its buffers and allocates nothing per sample or frame;
 // one update (25 samples and a frame) costs a few tens of microseconds. It is

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"shindo.dev/seismo/jma"
+	"shindo.dev/seismo/lpgm"
 )
 
 const (
@@ -40,6 +41,11 @@ type IntensityFrame struct {
 	Intensity   float32 // real-time JMA instrumental intensity, unrounded
 	PGAGal      float32 // peak three-component vector acceleration, this frame
 	PGVCms      float32 // peak three-component vector velocity, this frame
+	// SvaCms is the peak absolute velocity response (h = 5 %, T 1.6–7.8 s,
+	// both horizontal components) reached during this frame, cm/s; its
+	// running maximum over an event gives the long-period ground-motion
+	// class (lpgm.Class).
+	SvaCms float32
 }
 
 // SensorFrame mirrors shindo.station.v1.SensorFrame.
@@ -64,6 +70,7 @@ type Pipeline struct {
 	scale   float64 // the float32 scale, widened: what a receiver multiplies by
 	rt      *jma.Realtime
 	vel     [3]jma.VelocityFilter
+	lp      *lpgm.Tracker
 
 	n     int   // samples in the current frame
 	frame int64 // index of the current frame
@@ -91,7 +98,11 @@ func New(cfg Config) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("real-time intensity: %w", err)
 	}
-	p := &Pipeline{startMs: cfg.StartMs, scale: scale, rt: rt}
+	lp, err := lpgm.NewTracker(RateHz, lpgm.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("long-period ground motion: %w", err)
+	}
+	p := &Pipeline{startMs: cfg.StartMs, scale: scale, rt: rt, lp: lp}
 	for i := range p.vel {
 		p.vel[i] = jma.NewVelocityFilter(RateHz)
 	}
@@ -112,6 +123,7 @@ func (p *Pipeline) Add(ns, ew, ud float64) bool {
 	p.pga2 = max(p.pga2, g[0]*g[0]+g[1]*g[1]+g[2]*g[2])
 	vx, vy, vz := p.vel[0].Step(g[0]), p.vel[1].Step(g[1]), p.vel[2].Step(g[2])
 	p.pgv2 = max(p.pgv2, vx*vx+vy*vy+vz*vz)
+	p.lp.Add(g[0], g[1])
 	p.n++
 	if p.n < FrameSamples {
 		return false
@@ -122,6 +134,7 @@ func (p *Pipeline) Add(ns, ew, ud float64) bool {
 		Intensity:   float32(p.rt.Update()),
 		PGAGal:      float32(math.Sqrt(p.pga2)),
 		PGVCms:      float32(math.Sqrt(p.pgv2)),
+		SvaCms:      float32(p.lp.TakePeak()),
 	}
 	p.sensor = SensorFrame{
 		FirstSampleMs: first,

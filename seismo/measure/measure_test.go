@@ -8,6 +8,7 @@ import (
 
 	"shindo.dev/seismo/internal/jmatest"
 	"shindo.dev/seismo/jma"
+	"shindo.dev/seismo/lpgm"
 	"shindo.dev/seismo/resample"
 	"shindo.dev/seismo/synth"
 )
@@ -79,6 +80,60 @@ func TestPipelineOnJMARecords(t *testing.T) {
 	}
 }
 
+// TestPipelineLongPeriodClass runs the JMA records, decimated to 50 Hz,
+// through the pipeline: the running maximum of the frames' SvaCms must give
+// each record's long-period ground-motion class (JMA.md §6), and each
+// frame's value must be what an lpgm.Tracker makes of the frame's quantised
+// samples.
+func TestPipelineLongPeriodClass(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		file  string
+		class int // JMA.md §6: Sva 42.2, 67.4, 4.4, 7.3 cm/s
+	}{
+		{"AA06EA01.csv", 2},
+		{"Q4149CF2.csv", 3},
+		{"Q4169D2004.csv", 0},
+		{"Q416EED018.csv", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			rec := jmatest.Load(t, tc.file)
+			ns, ew, ud := resample.Halve(rec.NS), resample.Halve(rec.EW), resample.Halve(rec.UD)
+			p, err := New(Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := lpgm.NewTracker(RateHz, lpgm.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var frames int
+			var maxSva float64
+			for i := range ns {
+				if !p.Add(ns[i], ew[i], ud[i]) {
+					continue
+				}
+				se := p.Sensor()
+				for j := range FrameSamples {
+					ref.Add(float64(se.NS[j])*float64(se.ScaleGal), float64(se.EW[j])*float64(se.ScaleGal))
+				}
+				got, want := p.Intensity().SvaCms, float32(ref.TakePeak())
+				if got != want {
+					t.Fatalf("frame %d: SvaCms %v, tracker on the frame's samples %v", frames, got, want)
+				}
+				maxSva = max(maxSva, float64(got))
+				frames++
+			}
+			if c := lpgm.Class(maxSva); c != tc.class {
+				t.Errorf("running max SvaCms %.3f cm/s: class %d, want %d", maxSva, c, tc.class)
+			}
+			t.Logf("running max SvaCms %.3f cm/s over %d frames, class %d", maxSva, frames, lpgm.Class(maxSva))
+		})
+	}
+}
+
 func TestPipelineQuantisationSaturates(t *testing.T) {
 	t.Parallel()
 	p, err := New(Config{ScaleGal: 1e-6})
@@ -94,6 +149,9 @@ func TestPipelineQuantisationSaturates(t *testing.T) {
 	}
 	if math.IsNaN(float64(p.Intensity().Intensity)) || math.IsInf(float64(p.Intensity().Intensity), 0) {
 		t.Errorf("intensity %v, want finite", p.Intensity().Intensity)
+	}
+	if sva := float64(p.Intensity().SvaCms); math.IsNaN(sva) || math.IsInf(sva, 0) {
+		t.Errorf("SvaCms %v, want finite", sva)
 	}
 }
 
