@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -334,7 +335,18 @@ func (b *Balancer) Handler() http.Handler {
 			pr.SetXForwarded()
 		},
 		Transport: b,
-		ErrorLog:  slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
+		// The edge answers for cross-origin reads itself (lib/cors); the
+		// cores' own CORS headers would repeat its, and a browser refuses
+		// a response with two Access-Control-Allow-Origin headers.
+		ModifyResponse: func(resp *http.Response) error {
+			for k := range resp.Header {
+				if strings.HasPrefix(k, "Access-Control-") {
+					resp.Header.Del(k)
+				}
+			}
+			return nil
+		},
+		ErrorLog: slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return

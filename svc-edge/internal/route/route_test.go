@@ -31,6 +31,7 @@ func startFakeCore(t *testing.T, name, addr string) *fakeCore {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready\n") })
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
 		c.hits.Add(1)
+		w.Header().Set("Access-Control-Allow-Origin", "*") // as the cores answer reads
 		time.Sleep(time.Duration(c.delay.Load()))
 		io.WriteString(w, c.name)
 	})
@@ -223,5 +224,22 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	bad.Offload = 1.5
 	if _, err := New([]string{"http://x:1"}, bad, http.DefaultTransport, log); err == nil {
 		t.Error("offload 1.5 accepted")
+	}
+}
+
+// TestCoresCORSHeadersDropped: the edge answers for cross-origin reads
+// itself, so the cores' CORS headers do not pass through (two
+// Access-Control-Allow-Origin headers make a browser refuse the answer).
+func TestCoresCORSHeadersDropped(t *testing.T) {
+	t.Parallel()
+	a := startFakeCore(t, "A", "")
+	_, url := testBalancer(t, Defaults(), a)
+	resp, err := http.Get(url + "/v1/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if v := resp.Header.Values("Access-Control-Allow-Origin"); len(v) != 0 {
+		t.Fatalf("the core's CORS header passed through: %q", v)
 	}
 }
