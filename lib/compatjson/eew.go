@@ -67,11 +67,7 @@ func EEW(author string, ds []*rtsv1.Detection) []byte {
 		b = append(b, `,"status":`...)
 		b = strconv.AppendInt(b, int64(Status(d)), 10)
 		b = append(b, `,"final":`...)
-		if d.GetFinal() {
-			b = append(b, '1')
-		} else {
-			b = append(b, '0')
-		}
+		b = appendFlag(b, d.GetFinal())
 		b = append(b, `,"eq":{"time":`...)
 		b = strconv.AppendInt(b, d.GetOriginTimeMs(), 10)
 		b = append(b, `,"lat":`...)

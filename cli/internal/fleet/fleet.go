@@ -179,7 +179,7 @@ func (m *member) prepare(opts Options) {
 	in, sf := m.pipe.Intensity(), m.pipe.Sensor()
 	sendAt := in.WindowEndMs
 	m.seal(opts, sendAt, &stationv1.Packet{Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{
-		WindowEndMs: in.WindowEndMs, Intensity: in.Intensity, PgaGal: in.PGAGal, PgvCms: in.PGVCms,
+		WindowEndMs: in.WindowEndMs, Intensity: in.Intensity, PgaGal: in.PGAGal, PgvCms: in.PGVCms, SvaCms: in.SvaCms,
 	}}})
 	m.sensor = len(m.outbox)
 	m.seal(opts, sendAt, &stationv1.Packet{Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{

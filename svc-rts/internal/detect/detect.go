@@ -41,6 +41,15 @@
 //     MaxDuration after its first trigger. A final detection never changes
 //     again; it stays in the list for Linger so every client sees it end,
 //     then leaves. Picks of a finished detection never found another one.
+//   - Intensity flash: the townships of its stations, each at the highest
+//     level one of them reached since it joined; its own serial grows
+//     whenever that list changes. It is not a change of the detection
+//     (no serial of its own bumps the detection's).
+//   - Long-period ground motion: stations whose long-period class reached 1
+//     or more (Sva 5 cm/s, JMA) while the detection is open, whether
+//     triggered or not (long-period waves outlast the shaking that
+//     triggers), each at its highest; with several open detections a
+//     station goes to the one whose epicentre is nearest.
 //
 // Estimates are described in estimate.go.
 package detect
@@ -55,6 +64,7 @@ import (
 	"time"
 
 	"shindo.dev/seismo/jma"
+	"shindo.dev/seismo/lpgm"
 )
 
 // Defaults of Config.
@@ -135,7 +145,36 @@ type Trigger struct {
 	Lat, Lon  float64
 	Box       uint32 // area of the station, when InBox
 	InBox     bool
+	Code      uint32  // township postal code, 0 if unknown
 	Intensity float32 // real-time intensity of its latest frame
+}
+
+// LongPeriod is a station whose latest frame at a tick shows long-period
+// ground motion of class 1 or more.
+type LongPeriod struct {
+	Station  string
+	Lat, Lon float64
+	SvaCms   float32 // absolute velocity response of its latest frame
+}
+
+// Flash is what a detection has lit so far: the intensity flash by
+// township, and the long-period ground motion by station. A published
+// Flash is never modified; a change makes a new one.
+type Flash struct {
+	Areas  []AreaLevel // by code, levels 1–9
+	Serial uint32      // 1 with the first areas, +1 at every change of Areas
+	LPGM   []StationLPGM
+}
+
+// AreaLevel is a township at an intensity level.
+type AreaLevel struct{ Code, Level uint32 }
+
+// StationLPGM is a station's long-period class and the response that gave
+// it.
+type StationLPGM struct {
+	Station string
+	Level   uint32  // 1–4
+	SvaCms  float32 // highest, rounded to 0.1 cm/s
 }
 
 // Detection is what is published about a detection.
@@ -147,17 +186,19 @@ type Detection struct {
 	Lat, Lon       float64 // estimated epicentre, degrees (0.01° steps)
 	DepthKm        float64
 	Mag            float64 // estimated magnitude (0.1 steps)
-	Loc            string  // nearest township to the epicentre
-	LocCode        uint32  // its postal code
+	Loc            string  // the epicentre's place in Chinese: county and township, or the nearest county's coast
+	LocCode        uint32  // postal code of the township it lies in or nearest to
 	MaxLevel       uint32  // highest intensity level 0–9 at its stations
 	FirstTriggerMs int64   // onset of its earliest station
 	UpdatedMs      int64   // tick of the latest serial
 	Stations       int     // member stations
+	Flash          *Flash  // nil until a station lit an area or a long-period class
 }
 
-// sameContent compares everything but the serial and its tick.
+// sameContent compares everything but the serial, its tick and the flash,
+// which has its own serial.
 func sameContent(a, b Detection) bool {
-	a.Serial, a.UpdatedMs = b.Serial, b.UpdatedMs
+	a.Serial, a.UpdatedMs, a.Flash = b.Serial, b.UpdatedMs, b.Flash
 	return a == b
 }
 
@@ -169,6 +210,7 @@ type pick struct {
 
 type member struct {
 	lat, lon float64
+	code     uint32
 	onset    int64
 	peak     float32 // highest intensity since it joined
 }
@@ -176,6 +218,7 @@ type member struct {
 type event struct {
 	pub           Detection
 	members       map[string]member
+	longPeriod    map[string]float32 // highest Sva of the stations attributed to it
 	lastTriggered int64
 	finalAt       int64
 	stale         bool // inputs of the estimate changed since it was made
@@ -200,6 +243,7 @@ func (s *State) Clone() *State {
 	for i, ev := range s.events {
 		e := *ev
 		e.members = maps.Clone(ev.members)
+		e.longPeriod = maps.Clone(ev.longPeriod)
 		c.events[i] = &e
 	}
 	return c
@@ -215,8 +259,9 @@ func (s *State) Detections() []Detection {
 }
 
 // Step advances the state to tick t (Unix ms), given the stations
-// triggered at t. trig is sorted by station ID in place.
-func (s *State) Step(t int64, trig []Trigger) {
+// triggered at t and those showing long-period ground motion. trig is
+// sorted by station ID in place.
+func (s *State) Step(t int64, trig []Trigger, lp []LongPeriod) {
 	slices.SortFunc(trig, func(a, b Trigger) int { return cmp.Compare(a.Station, b.Station) })
 	trig = slices.CompactFunc(trig, func(a, b Trigger) bool { return a.Station == b.Station })
 	index := make(map[string]int, len(trig))
@@ -260,7 +305,41 @@ func (s *State) Step(t int64, trig []Trigger) {
 			s.associate(t, cands, trig)
 		}
 	}
+	s.attribute(lp)
 	s.lifecycle(t)
+}
+
+// attribute gives each long-period station to the open detection whose
+// epicentre is nearest (the first one on a tie), keeping its highest Sva.
+func (s *State) attribute(lp []LongPeriod) {
+	var open []*event
+	for _, ev := range s.events {
+		if !ev.pub.Final {
+			open = append(open, ev)
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	for _, l := range lp {
+		if lpgm.Class(float64(l.SvaCms)) < 1 { // NaN too
+			continue
+		}
+		best, bestKm := open[0], math.Inf(1)
+		if len(open) > 1 {
+			for _, ev := range open {
+				if d := distKm(l.Lat, l.Lon, ev.pub.Lat, ev.pub.Lon); d < bestKm {
+					best, bestKm = ev, d
+				}
+			}
+		}
+		if best.longPeriod == nil {
+			best.longPeriod = map[string]float32{}
+		}
+		if l.SvaCms > best.longPeriod[l.Station] {
+			best.longPeriod[l.Station] = l.SvaCms
+		}
+	}
 }
 
 // candidates returns the indices in trig of the picks no detection holds,
@@ -337,7 +416,7 @@ func (s *State) join(t int64, ev *event, tr *Trigger, p pick) {
 	s.picks[tr.Station] = p
 	m, ok := ev.members[tr.Station]
 	if !ok {
-		m = member{lat: tr.Lat, lon: tr.Lon, onset: p.onset}
+		m = member{lat: tr.Lat, lon: tr.Lon, code: tr.Code, onset: p.onset}
 	}
 	m.peak = max(m.peak, tr.Intensity)
 	ev.members[tr.Station] = m
@@ -442,7 +521,43 @@ func (s *State) lifecycle(t int64) {
 			next.UpdatedMs = t
 			ev.pub = next
 		}
+		ev.pub.Flash = ev.flash()
 	}
+}
+
+// flash returns the event's flash: the one published if nothing changed.
+func (ev *event) flash() *Flash {
+	byCode := map[uint32]uint32{}
+	for _, m := range ev.members {
+		if l := uint32(jma.ClassOf(float64(m.peak)).Level()); m.code != 0 && l >= 1 {
+			byCode[m.code] = max(byCode[m.code], l)
+		}
+	}
+	areas := make([]AreaLevel, 0, len(byCode))
+	for code, l := range byCode {
+		areas = append(areas, AreaLevel{code, l})
+	}
+	slices.SortFunc(areas, func(a, b AreaLevel) int { return cmp.Compare(a.Code, b.Code) })
+	long := make([]StationLPGM, 0, len(ev.longPeriod))
+	for id, sva := range ev.longPeriod {
+		long = append(long, StationLPGM{Station: id, Level: uint32(lpgm.Class(float64(sva))), SvaCms: float32(math.Round(float64(sva)*10) / 10)})
+	}
+	slices.SortFunc(long, func(a, b StationLPGM) int { return cmp.Compare(a.Station, b.Station) })
+	old := ev.pub.Flash
+	if old == nil {
+		if len(areas) == 0 && len(long) == 0 {
+			return nil
+		}
+		old = &Flash{}
+	}
+	if slices.Equal(old.Areas, areas) && slices.Equal(old.LPGM, long) {
+		return ev.pub.Flash
+	}
+	f := &Flash{Areas: areas, Serial: old.Serial, LPGM: long}
+	if !slices.Equal(old.Areas, areas) {
+		f.Serial++
+	}
+	return f
 }
 
 // estimate fills the estimates of d from ev's stations.
@@ -460,7 +575,7 @@ func (s *State) estimate(ev *event, d *Detection) {
 	d.Lat = math.Round(e.lat*100) / 100
 	d.Lon = math.Round(e.lon*100) / 100
 	d.Mag = math.Round(e.mag*10) / 10
-	d.Loc, d.LocCode = nearestTownship(d.Lat, d.Lon)
+	d.Loc, d.LocCode = place(d.Lat, d.Lon)
 }
 
 const (

@@ -31,7 +31,7 @@ func run(cfg Config, ticks int, triggers func(tick int) []Trigger) [][]Detection
 	s := New(cfg)
 	var out [][]Detection
 	for k := range ticks {
-		s.Step(t0+int64(k)*500, triggers(k))
+		s.Step(t0+int64(k)*500, triggers(k), nil)
 		out = append(out, s.Detections())
 	}
 	return out
@@ -176,19 +176,19 @@ func TestMaxLevelAndEstimatesFollowPeaks(t *testing.T) {
 	t.Parallel()
 	s := New(Config{})
 	trig := []Trigger{at("A", 0, 0, 2), at("B", 20, 0, 2), at("C", 0, 20, 2)}
-	s.Step(t0, slices.Clone(trig))
+	s.Step(t0, slices.Clone(trig), nil)
 	d := s.Detections()[0]
 	if d.MaxLevel != 2 {
 		t.Fatalf("max level %d, want 2", d.MaxLevel)
 	}
 	trig[1].Intensity = 4.6 // 5-
-	s.Step(t0+500, slices.Clone(trig))
+	s.Step(t0+500, slices.Clone(trig), nil)
 	if d := s.Detections()[0]; d.MaxLevel != 5 || d.Serial != 2 {
 		t.Fatalf("after a rise: %+v", d)
 	}
 	// A fall does not lower the level: it is the highest seen.
 	trig[1].Intensity = 2
-	s.Step(t0+1000, slices.Clone(trig))
+	s.Step(t0+1000, slices.Clone(trig), nil)
 	if d := s.Detections()[0]; d.MaxLevel != 5 || d.Serial != 2 {
 		t.Fatalf("after a fall: %+v", d)
 	}
@@ -262,14 +262,14 @@ func TestCloneIsIndependent(t *testing.T) {
 	t.Parallel()
 	s := New(Config{})
 	trig := []Trigger{at("A", 0, 0, 2), at("B", 20, 0, 2), at("C", 0, 20, 2)}
-	s.Step(t0, slices.Clone(trig))
+	s.Step(t0, slices.Clone(trig), nil)
 	c := s.Clone()
 	before := c.Detections()
-	s.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)))
+	s.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)), nil)
 	if !reflect.DeepEqual(c.Detections(), before) {
 		t.Fatal("stepping the original changed the clone")
 	}
-	c.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)))
+	c.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)), nil)
 	if !reflect.DeepEqual(c.Detections(), s.Detections()) {
 		t.Fatal("clone and original diverged on the same input")
 	}
@@ -337,5 +337,60 @@ func BenchmarkLocate(b *testing.B) {
 	}
 	for b.Loop() {
 		locate(obs, DefaultDepthKm)
+	}
+}
+
+// TestFlash: the intensity flash lists the members' townships at the
+// highest level each reached, with a serial of its own that moves only when
+// the areas change; long-period stations, triggered or not, are attributed
+// to the open detection; a final detection's flash never changes.
+func TestFlash(t *testing.T) {
+	t.Parallel()
+	with := func(tr Trigger, code uint32) Trigger { tr.Code = code; return tr }
+	lp := func(id string, x, y float64, sva float32) LongPeriod {
+		tr := at(id, x, y, 0)
+		return LongPeriod{Station: tr.Station, Lat: tr.Lat, Lon: tr.Lon, SvaCms: sva}
+	}
+	s := New(Config{})
+	trig := []Trigger{with(at("A", 0, 0, 2.6), 970), with(at("B", 20, 0, 3.6), 970), with(at("C", 0, 20, 4.6), 971)}
+	s.Step(t0, slices.Clone(trig), nil)
+	d := s.Detections()
+	if len(d) != 1 || d[0].Flash == nil {
+		t.Fatalf("detections %+v", d)
+	}
+	f := d[0].Flash
+	if f.Serial != 1 || !slices.Equal(f.Areas, []AreaLevel{{970, 4}, {971, 5}}) || len(f.LPGM) != 0 {
+		t.Fatalf("first flash %+v", f)
+	}
+	serial := d[0].Serial
+
+	// Same levels, a long-period station that is not triggered, and one
+	// below class 1: the areas and the detection's serial stay; the flash
+	// gains the station.
+	s.Step(t0+500, slices.Clone(trig), []LongPeriod{lp("L", 5, 5, 16.2), lp("Q", 6, 6, 4.9)})
+	d = s.Detections()
+	if g := d[0].Flash; g.Serial != 1 || !slices.Equal(g.Areas, f.Areas) || !slices.Equal(g.LPGM, []StationLPGM{{"L", 2, 16.2}}) {
+		t.Fatalf("second flash %+v", g)
+	}
+	if d[0].Serial != serial {
+		t.Fatalf("serial moved from %d to %d without a change of the detection", serial, d[0].Serial)
+	}
+	// A level rises: the flash serial moves.
+	trig[0].Intensity = 5.2 // 5+
+	s.Step(t0+1000, slices.Clone(trig), []LongPeriod{lp("L", 5, 5, 12)})
+	g := s.Detections()[0].Flash
+	if g.Serial != 2 || !slices.Equal(g.Areas, []AreaLevel{{970, 6}, {971, 5}}) || g.LPGM[0].SvaCms != 16.2 {
+		t.Fatalf("third flash %+v", g)
+	}
+	// Quiet until final; then nothing changes the flash.
+	tick := t0 + 1000
+	for s.Detections()[0].Final == false {
+		tick += 500
+		s.Step(tick, nil, nil)
+	}
+	final := s.Detections()[0].Flash
+	s.Step(tick+500, nil, []LongPeriod{lp("M", 1, 1, 120)})
+	if got := s.Detections()[0].Flash; !reflect.DeepEqual(got, final) {
+		t.Fatalf("a final flash changed: %+v", got)
 	}
 }

@@ -31,7 +31,9 @@ import (
 // Depth is fixed (Config.DepthKm). The origin time is the onsets' best-fit
 // origin minus the trigger latency (1.5 s: the real-time intensity's 1 s
 // hold-back plus half a frame, and the time it takes to rise). The
-// location is the nearest township seat to the epicentre (lib/township).
+// location is the epicentre's place in Chinese, as the apps show and speak
+// it: its county and township, or the nearest county's coast at sea
+// (lib/township).
 //
 // The real-time intensity grows while the waves arrive, so the magnitude
 // starts low and rises with every update, as with any early warning. On
@@ -187,15 +189,11 @@ func (f *fit) misfit(x, y float64) result {
 	}
 }
 
-var townships = township.Sample()
-
-// nearestTownship names the township whose seat is nearest to (lat, lon).
-func nearestTownship(lat, lon float64) (string, uint32) {
-	best, name, code := math.Inf(1), "", uint32(0)
-	for _, t := range townships {
-		if d := distKm(lat, lon, t.Lat, t.Lon); d < best {
-			best, name, code = d, t.Name, t.Code
-		}
-	}
-	return name, code
+// place names the epicentre as the apps show and speak it: county and
+// township in Chinese (花蓮縣壽豐鄉), or the nearest county's coast at sea
+// (township.Place), with the postal code of the township it lies in or
+// nearest to.
+func place(lat, lon float64) (string, uint32) {
+	t, _ := township.Nearest(lat, lon)
+	return township.Place(lat, lon), t.Code
 }

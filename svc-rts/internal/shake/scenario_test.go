@@ -2,10 +2,12 @@ package shake
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +55,7 @@ func newRecording(stations []simnet.Station, opts simnet.Options) *recording {
 	}
 	for _, fs := range simnet.Record(stations, opts) {
 		for _, f := range fs {
-			r.frames = append(r.frames, stationFrame{stations[f.Station].ID, Frame{WindowEndMs: f.WindowEndMs, Intensity: f.Intensity, PGA: f.PGA, PGV: f.PGV}})
+			r.frames = append(r.frames, stationFrame{stations[f.Station].ID, Frame{WindowEndMs: f.WindowEndMs, Intensity: f.Intensity, PGA: f.PGA, PGV: f.PGV, SvaCms: f.SvaCms}})
 		}
 	}
 	slices.SortFunc(r.frames, func(a, b stationFrame) int {
@@ -176,13 +178,19 @@ func TestHualienScenario(t *testing.T) {
 			break
 		}
 		cur := s.Detections[0]
+		sameFlash := reflect.DeepEqual(cur.Flash, prev.Flash)
+		withoutFlash := func(d detect.Detection) detect.Detection { d.Flash = nil; return d }
 		switch {
 		case cur.Serial < prev.Serial:
 			t.Fatalf("+%.1f s: serial went back from %d to %d", since(s.TimeMs), prev.Serial, cur.Serial)
-		case cur.Serial == prev.Serial && cur != prev:
+		case cur.Serial == prev.Serial && withoutFlash(cur) != withoutFlash(prev):
 			t.Fatalf("+%.1f s: content changed without a serial: %+v after %+v", since(s.TimeMs), cur, prev)
-		case prev.Final && cur != prev:
+		case prev.Final && (withoutFlash(cur) != withoutFlash(prev) || !sameFlash):
 			t.Fatalf("+%.1f s: a final detection changed: %+v", since(s.TimeMs), cur)
+		case cur.Flash != nil && prev.Flash != nil && !reflect.DeepEqual(cur.Flash.Areas, prev.Flash.Areas) && cur.Flash.Serial != prev.Flash.Serial+1:
+			t.Fatalf("+%.1f s: the intensity flash changed from serial %d to %d", since(s.TimeMs), prev.Flash.Serial, cur.Flash.Serial)
+		case cur.Flash != nil && prev.Flash != nil && reflect.DeepEqual(cur.Flash.Areas, prev.Flash.Areas) && cur.Flash.Serial != prev.Flash.Serial:
+			t.Fatalf("+%.1f s: the intensity flash serial moved without a change", since(s.TimeMs))
 		}
 		if cur.Final && finalAt == 0 {
 			finalAt = s.TimeMs
@@ -232,6 +240,39 @@ func TestHualienScenario(t *testing.T) {
 	}
 	if math.Abs(prev.Mag-ev.Mag) > 1 {
 		t.Errorf("final magnitude %.1f, want %.1f ± 1", prev.Mag, ev.Mag)
+	}
+	// The intensity flash lists the townships of the triggered stations,
+	// each at the highest level one of them reached.
+	wantAreas := map[uint32]uint32{}
+	for id, p := range peak {
+		if code := r.places[id].Code; code != 0 && p >= 1 && slices.ContainsFunc(r.frames, func(sf stationFrame) bool { return sf.id == id && sf.f.Intensity >= 1.5 }) {
+			wantAreas[code] = max(wantAreas[code], p)
+		}
+	}
+	gotAreas := map[uint32]uint32{}
+	if prev.Flash != nil {
+		for _, a := range prev.Flash.Areas {
+			gotAreas[a.Code] = a.Level
+		}
+	}
+	if !maps.Equal(gotAreas, wantAreas) {
+		t.Errorf("intensity flash %v, want %v", gotAreas, wantAreas)
+	}
+	if !strings.HasPrefix(prev.Loc, "花蓮縣") {
+		t.Errorf("location %q, want a place in 花蓮縣", prev.Loc)
+	}
+	// Long-period ground motion: an M7.4 at 10 km reaches class 2 or more
+	// near the epicentre (Sva well above 15 cm/s).
+	var lpTop uint32
+	if prev.Flash != nil {
+		for _, l := range prev.Flash.LPGM {
+			lpTop = max(lpTop, l.Level)
+		}
+	}
+	t.Logf("flash: %d townships (serial %d), %d stations with long-period class, highest %d",
+		len(gotAreas), prev.Flash.Serial, len(prev.Flash.LPGM), lpTop)
+	if lpTop < 2 {
+		t.Errorf("highest long-period class %d, want at least 2", lpTop)
 	}
 	if off := prev.OriginMs - originMs; off < -3000 || off > 3000 {
 		t.Errorf("origin time %+d ms off", off)

@@ -28,6 +28,7 @@ import (
 	"sync"
 
 	"shindo.dev/seismo/jma"
+	"shindo.dev/seismo/lpgm"
 	"shindo.dev/svc-rts/internal/area"
 	"shindo.dev/svc-rts/internal/detect"
 )
@@ -53,7 +54,12 @@ type Frame struct {
 	Intensity   float32
 	PGA         float32
 	PGV         float32
+	SvaCms      float32 // long-period absolute velocity response, 0 if not measured
 }
+
+// MaxSvaCms bounds a frame's long-period response: ten times the bottom
+// of JMA's top class, beyond any record.
+const MaxSvaCms = 1000
 
 // Place is where a station stands.
 type Place struct {
@@ -107,7 +113,8 @@ type station struct {
 	frames [historyLen]Frame // slot = (window_end / TickMs) % historyLen
 	newest int64
 	// lastHot is the newest window end of a frame at or above the alert
-	// intensity: the station may be triggered up to 3 s after it.
+	// intensity, or of long-period class 1 or more: the station may be
+	// triggered (or long-period) up to 3 s after it.
 	lastHot int64
 
 	// The place last returned by Locate and the box it lies in.
@@ -167,9 +174,12 @@ func New(cfg Config) *Engine {
 // future relative to the station's newest, or older than the kept history
 // are ignored; it reports whether the frame was kept.
 func (e *Engine) Apply(id string, f Frame) bool {
-	if f.WindowEndMs <= 0 || f.WindowEndMs%TickMs != 0 || !finite(f.Intensity, f.PGA, f.PGV) {
+	if f.WindowEndMs <= 0 || f.WindowEndMs%TickMs != 0 || !finite(f.Intensity, f.PGA, f.PGV, f.SvaCms) {
 		return false
 	}
+	// A station's claim is bounded before it is trusted: no ground moves
+	// at more than MaxSvaCms, and firmware without the measurement sends 0.
+	f.SvaCms = min(max(f.SvaCms, 0), MaxSvaCms)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.stations[id]
@@ -186,7 +196,7 @@ func (e *Engine) Apply(id string, f Frame) bool {
 	changed := *slot != f
 	*slot = f
 	st.newest = max(st.newest, f.WindowEndMs)
-	hot := float64(f.Intensity) >= e.cfg.AlertIntensity
+	hot := float64(f.Intensity) >= e.cfg.AlertIntensity || longPeriod(&f)
 	// A frame for a tick already stepped changes the detections only if
 	// the station may be triggered at some tick from its window end on:
 	// this frame is hot, or a hot one is less than 3 s older.
@@ -379,7 +389,8 @@ func (e *Engine) detections(t int64) []detect.Detection {
 }
 
 func (e *Engine) step(u int64) {
-	e.det.Step(u, e.triggersAt(u))
+	trig, long := e.triggersAt(u)
+	e.det.Step(u, trig, long)
 	e.detTick = u
 	e.keep(u)
 }
@@ -399,26 +410,41 @@ func (e *Engine) ringAt(u int64) *detect.State {
 }
 
 // triggersAt lists the stations triggered at tick u, by the same rule as
-// the snapshot's alert: the latest frame ending at or before u, no older
-// than OfflineAfterMs, at or above the alert intensity.
-func (e *Engine) triggersAt(u int64) []detect.Trigger {
-	var out []detect.Trigger
+// the snapshot's alert — the latest frame ending at or before u, no older
+// than OfflineAfterMs, at or above the alert intensity — and, by the same
+// rule, those showing long-period ground motion of class 1 or more.
+func (e *Engine) triggersAt(u int64) ([]detect.Trigger, []detect.LongPeriod) {
+	var trig []detect.Trigger
+	var long []detect.LongPeriod
 	for id, st := range e.hot {
 		if st.lastHot <= u-OfflineAfterMs {
 			continue
 		}
 		f := st.latest(u)
-		if f == nil || float64(f.Intensity) < e.cfg.AlertIntensity {
+		if f == nil {
+			continue
+		}
+		triggered := float64(f.Intensity) >= e.cfg.AlertIntensity
+		if !triggered && !longPeriod(f) {
 			continue
 		}
 		place, box, inBox, ok := e.locate(id, st)
 		if !ok {
 			continue
 		}
-		out = append(out, detect.Trigger{Station: id, Lat: place.Lat, Lon: place.Lon, Box: box, InBox: inBox, Intensity: f.Intensity})
+		if triggered {
+			trig = append(trig, detect.Trigger{Station: id, Lat: place.Lat, Lon: place.Lon, Box: box, InBox: inBox, Code: place.Code, Intensity: f.Intensity})
+		}
+		if longPeriod(f) {
+			long = append(long, detect.LongPeriod{Station: id, Lat: place.Lat, Lon: place.Lon, SvaCms: f.SvaCms})
+		}
 	}
-	return out
+	return trig, long
 }
+
+// longPeriod reports whether a frame shows long-period ground motion of
+// class 1 or more.
+func longPeriod(f *Frame) bool { return lpgm.Class(float64(f.SvaCms)) >= 1 }
 
 // latest is the station's newest frame ending in (u − OfflineAfterMs, u].
 func (st *station) latest(u int64) *Frame {

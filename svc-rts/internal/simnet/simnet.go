@@ -32,6 +32,7 @@ type Frame struct {
 	WindowEndMs int64
 	Intensity   float32
 	PGA, PGV    float32
+	SvaCms      float32 // long-period absolute velocity response
 }
 
 // taiwan is a coarse outline of the island (lon, lat), enough to keep
@@ -156,7 +157,7 @@ func record(idx int, st Station, start time.Time, frames int, opts Options) []Fr
 		for k := range ns {
 			if p.Add(ns[k], ew[k], ud[k]) {
 				f := p.Intensity()
-				out = append(out, Frame{Station: idx, WindowEndMs: f.WindowEndMs, Intensity: f.Intensity, PGA: f.PGAGal, PGV: f.PGVCms})
+				out = append(out, Frame{Station: idx, WindowEndMs: f.WindowEndMs, Intensity: f.Intensity, PGA: f.PGAGal, PGV: f.PGVCms, SvaCms: f.SvaCms})
 			}
 		}
 	}

@@ -218,9 +218,14 @@ func (x *SubscribeResponse) GetSnapshot() *Snapshot {
 	return nil
 }
 
-// GetSnapshotRequest asks for the latest snapshot.
+// GetSnapshotRequest asks for the latest snapshot or a past one.
 type GetSnapshotRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unix ms: the snapshot of the tick at or before this time (the 500 ms
+	// grid); 0 for the latest. A tick the core did not compute (it was down,
+	// or it is older than the retention) is NOT_FOUND; a tick not yet
+	// computed is OUT_OF_RANGE.
+	TimeMs        int64 `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,10 +260,18 @@ func (*GetSnapshotRequest) Descriptor() ([]byte, []int) {
 	return file_shindo_rts_v1_rts_proto_rawDescGZIP(), []int{4}
 }
 
-// GetSnapshotResponse holds the latest snapshot.
+func (x *GetSnapshotRequest) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+// GetSnapshotResponse holds the snapshot asked for.
 type GetSnapshotResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The latest snapshot; empty before the first tick.
+	// The snapshot; empty before the first tick when the latest was asked
+	// for.
 	Snapshot      *Snapshot `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -629,7 +642,16 @@ type Detection struct {
 	// Tick at which the serial last changed, Unix ms.
 	UpdatedMs int64 `protobuf:"varint,13,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
 	// Number of member stations.
-	Stations      uint32 `protobuf:"varint,14,opt,name=stations,proto3" json:"stations,omitempty"`
+	Stations uint32 `protobuf:"varint,14,opt,name=stations,proto3" json:"stations,omitempty"`
+	// The townships its member stations lit, each at the highest level (1–9)
+	// one of them reached since the detection began, by code: the network's
+	// intensity flash.
+	Areas []*AreaLevel `protobuf:"bytes,15,rep,name=areas,proto3" json:"areas,omitempty"`
+	// Starts at 1 and grows by one whenever areas change.
+	AreaSerial uint32 `protobuf:"varint,16,opt,name=area_serial,json=areaSerial,proto3" json:"area_serial,omitempty"`
+	// Stations whose long-period ground-motion class reached 1 or more while
+	// the detection was open, each with the highest class, by station ID.
+	Lpgm          []*StationLPGM `protobuf:"bytes,17,rep,name=lpgm,proto3" json:"lpgm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -762,6 +784,92 @@ func (x *Detection) GetStations() uint32 {
 	return 0
 }
 
+func (x *Detection) GetAreas() []*AreaLevel {
+	if x != nil {
+		return x.Areas
+	}
+	return nil
+}
+
+func (x *Detection) GetAreaSerial() uint32 {
+	if x != nil {
+		return x.AreaSerial
+	}
+	return 0
+}
+
+func (x *Detection) GetLpgm() []*StationLPGM {
+	if x != nil {
+		return x.Lpgm
+	}
+	return nil
+}
+
+// StationLPGM is a station's long-period ground-motion class during a
+// detection (JMA's 長周期地震動階級).
+type StationLPGM struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	StationId string `protobuf:"bytes,1,opt,name=station_id,json=stationId,proto3" json:"station_id,omitempty"`
+	// Class 1–4 (Sva 5, 15, 50, 100 cm/s and up).
+	Level uint32 `protobuf:"varint,2,opt,name=level,proto3" json:"level,omitempty"`
+	// Highest absolute velocity response reached, cm/s.
+	SvaCms        float32 `protobuf:"fixed32,3,opt,name=sva_cms,json=svaCms,proto3" json:"sva_cms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StationLPGM) Reset() {
+	*x = StationLPGM{}
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StationLPGM) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StationLPGM) ProtoMessage() {}
+
+func (x *StationLPGM) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StationLPGM.ProtoReflect.Descriptor instead.
+func (*StationLPGM) Descriptor() ([]byte, []int) {
+	return file_shindo_rts_v1_rts_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *StationLPGM) GetStationId() string {
+	if x != nil {
+		return x.StationId
+	}
+	return ""
+}
+
+func (x *StationLPGM) GetLevel() uint32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+func (x *StationLPGM) GetSvaCms() float32 {
+	if x != nil {
+		return x.SvaCms
+	}
+	return 0
+}
+
 var File_shindo_rts_v1_rts_proto protoreflect.FileDescriptor
 
 const file_shindo_rts_v1_rts_proto_rawDesc = "" +
@@ -777,8 +885,9 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"subscriber\x18\x01 \x01(\tR\n" +
 	"subscriber\"H\n" +
 	"\x11SubscribeResponse\x123\n" +
-	"\bsnapshot\x18\x01 \x01(\v2\x17.shindo.rts.v1.SnapshotR\bsnapshot\"\x14\n" +
-	"\x12GetSnapshotRequest\"J\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x17.shindo.rts.v1.SnapshotR\bsnapshot\"-\n" +
+	"\x12GetSnapshotRequest\x12\x17\n" +
+	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\"J\n" +
 	"\x13GetSnapshotResponse\x123\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x17.shindo.rts.v1.SnapshotR\bsnapshot\"\x89\x02\n" +
 	"\bSnapshot\x12\x17\n" +
@@ -803,7 +912,7 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\x05level\x18\x02 \x01(\rR\x05level\"5\n" +
 	"\tAreaLevel\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x14\n" +
-	"\x05level\x18\x02 \x01(\rR\x05level\"\x8f\x03\n" +
+	"\x05level\x18\x02 \x01(\rR\x05level\"\x90\x04\n" +
 	"\tDetection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06serial\x18\x02 \x01(\rR\x06serial\x12\x14\n" +
@@ -820,7 +929,16 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\x10first_trigger_ms\x18\f \x01(\x03R\x0efirstTriggerMs\x12\x1d\n" +
 	"\n" +
 	"updated_ms\x18\r \x01(\x03R\tupdatedMs\x12\x1a\n" +
-	"\bstations\x18\x0e \x01(\rR\bstations2\xff\x01\n" +
+	"\bstations\x18\x0e \x01(\rR\bstations\x12.\n" +
+	"\x05areas\x18\x0f \x03(\v2\x18.shindo.rts.v1.AreaLevelR\x05areas\x12\x1f\n" +
+	"\varea_serial\x18\x10 \x01(\rR\n" +
+	"areaSerial\x12.\n" +
+	"\x04lpgm\x18\x11 \x03(\v2\x1a.shindo.rts.v1.StationLPGMR\x04lpgm\"[\n" +
+	"\vStationLPGM\x12\x1d\n" +
+	"\n" +
+	"station_id\x18\x01 \x01(\tR\tstationId\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\rR\x05level\x12\x17\n" +
+	"\asva_cms\x18\x03 \x01(\x02R\x06svaCms2\xff\x01\n" +
 	"\n" +
 	"RTSService\x12I\n" +
 	"\x06Ingest\x12\x1c.shindo.rts.v1.IngestRequest\x1a\x1d.shindo.rts.v1.IngestResponse(\x010\x01\x12P\n" +
@@ -839,7 +957,7 @@ func file_shindo_rts_v1_rts_proto_rawDescGZIP() []byte {
 	return file_shindo_rts_v1_rts_proto_rawDescData
 }
 
-var file_shindo_rts_v1_rts_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_shindo_rts_v1_rts_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*IngestRequest)(nil),       // 0: shindo.rts.v1.IngestRequest
 	(*IngestResponse)(nil),      // 1: shindo.rts.v1.IngestResponse
@@ -852,27 +970,30 @@ var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*BoxLevel)(nil),            // 8: shindo.rts.v1.BoxLevel
 	(*AreaLevel)(nil),           // 9: shindo.rts.v1.AreaLevel
 	(*Detection)(nil),           // 10: shindo.rts.v1.Detection
-	(*v1.Record)(nil),           // 11: shindo.ingest.v1.Record
+	(*StationLPGM)(nil),         // 11: shindo.rts.v1.StationLPGM
+	(*v1.Record)(nil),           // 12: shindo.ingest.v1.Record
 }
 var file_shindo_rts_v1_rts_proto_depIdxs = []int32{
-	11, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
+	12, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
 	6,  // 1: shindo.rts.v1.SubscribeResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
 	6,  // 2: shindo.rts.v1.GetSnapshotResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
 	7,  // 3: shindo.rts.v1.Snapshot.stations:type_name -> shindo.rts.v1.StationState
 	8,  // 4: shindo.rts.v1.Snapshot.boxes:type_name -> shindo.rts.v1.BoxLevel
 	9,  // 5: shindo.rts.v1.Snapshot.areas:type_name -> shindo.rts.v1.AreaLevel
 	10, // 6: shindo.rts.v1.Snapshot.detections:type_name -> shindo.rts.v1.Detection
-	0,  // 7: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
-	2,  // 8: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
-	4,  // 9: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
-	1,  // 10: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
-	3,  // 11: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
-	5,  // 12: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	9,  // 7: shindo.rts.v1.Detection.areas:type_name -> shindo.rts.v1.AreaLevel
+	11, // 8: shindo.rts.v1.Detection.lpgm:type_name -> shindo.rts.v1.StationLPGM
+	0,  // 9: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
+	2,  // 10: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
+	4,  // 11: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
+	1,  // 12: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
+	3,  // 13: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
+	5,  // 14: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_shindo_rts_v1_rts_proto_init() }
@@ -886,7 +1007,7 @@ func file_shindo_rts_v1_rts_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_rts_v1_rts_proto_rawDesc), len(file_shindo_rts_v1_rts_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

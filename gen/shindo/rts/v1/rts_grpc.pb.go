@@ -40,7 +40,9 @@ type RTSServiceClient interface {
 	// Subscribe streams every snapshot from the next tick on. A subscriber
 	// that cannot keep up is disconnected rather than slowing the others.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
-	// GetSnapshot returns the latest snapshot.
+	// GetSnapshot returns the latest snapshot, or the snapshot of a past
+	// tick from the core's archive of what it sent (kept for the retention,
+	// 7 days): a replay is the live stream byte for byte.
 	GetSnapshot(ctx context.Context, in *GetSnapshotRequest, opts ...grpc.CallOption) (*GetSnapshotResponse, error)
 }
 
@@ -107,7 +109,9 @@ type RTSServiceServer interface {
 	// Subscribe streams every snapshot from the next tick on. A subscriber
 	// that cannot keep up is disconnected rather than slowing the others.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
-	// GetSnapshot returns the latest snapshot.
+	// GetSnapshot returns the latest snapshot, or the snapshot of a past
+	// tick from the core's archive of what it sent (kept for the retention,
+	// 7 days): a replay is the live stream byte for byte.
 	GetSnapshot(context.Context, *GetSnapshotRequest) (*GetSnapshotResponse, error)
 	mustEmbedUnimplementedRTSServiceServer()
 }

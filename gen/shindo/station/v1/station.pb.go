@@ -244,7 +244,12 @@ type IntensityFrame struct {
 	// Peak of the three-component acceleration vector in this interval, gal.
 	PgaGal float32 `protobuf:"fixed32,3,opt,name=pga_gal,json=pgaGal,proto3" json:"pga_gal,omitempty"`
 	// Peak of the three-component velocity vector in this interval, cm/s.
-	PgvCms        float32 `protobuf:"fixed32,4,opt,name=pgv_cms,json=pgvCms,proto3" json:"pgv_cms,omitempty"`
+	PgvCms float32 `protobuf:"fixed32,4,opt,name=pgv_cms,json=pgvCms,proto3" json:"pgv_cms,omitempty"`
+	// Peak absolute velocity response reached in this interval by the
+	// oscillators of JMA's long-period ground-motion class (damping 5 %,
+	// natural periods 1.6–7.8 s, both horizontal components), cm/s. Older
+	// firmware omits it (0: no long-period motion).
+	SvaCms        float32 `protobuf:"fixed32,5,opt,name=sva_cms,json=svaCms,proto3" json:"sva_cms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -303,6 +308,13 @@ func (x *IntensityFrame) GetPgaGal() float32 {
 func (x *IntensityFrame) GetPgvCms() float32 {
 	if x != nil {
 		return x.PgvCms
+	}
+	return 0
+}
+
+func (x *IntensityFrame) GetSvaCms() float32 {
+	if x != nil {
+		return x.SvaCms
 	}
 	return 0
 }
@@ -529,12 +541,13 @@ const file_shindo_station_v1_station_proto_rawDesc = "" +
 	" \x01(\v2!.shindo.station.v1.IntensityFrameH\x00R\tintensity\x128\n" +
 	"\x06sensor\x18\v \x01(\v2\x1e.shindo.station.v1.SensorFrameH\x00R\x06sensor\x120\n" +
 	"\x05probe\x18\f \x01(\v2\x18.shindo.station.v1.ProbeH\x00R\x05probeB\x06\n" +
-	"\x04body\"\x84\x01\n" +
+	"\x04body\"\x9d\x01\n" +
 	"\x0eIntensityFrame\x12\"\n" +
 	"\rwindow_end_ms\x18\x01 \x01(\x03R\vwindowEndMs\x12\x1c\n" +
 	"\tintensity\x18\x02 \x01(\x02R\tintensity\x12\x17\n" +
 	"\apga_gal\x18\x03 \x01(\x02R\x06pgaGal\x12\x17\n" +
-	"\apgv_cms\x18\x04 \x01(\x02R\x06pgvCms\"\x9b\x01\n" +
+	"\apgv_cms\x18\x04 \x01(\x02R\x06pgvCms\x12\x17\n" +
+	"\asva_cms\x18\x05 \x01(\x02R\x06svaCms\"\x9b\x01\n" +
 	"\vSensorFrame\x12&\n" +
 	"\x0ffirst_sample_ms\x18\x01 \x01(\x03R\rfirstSampleMs\x12\x17\n" +
 	"\arate_hz\x18\x02 \x01(\rR\x06rateHz\x12\x1b\n" +
