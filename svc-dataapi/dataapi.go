@@ -37,6 +37,7 @@ import (
 	"shindo.dev/gen/openapi"
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/cors"
 	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/service"
@@ -49,6 +50,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/detectsync"
 	"shindo.dev/svc-dataapi/internal/httpapi"
 	"shindo.dev/svc-dataapi/internal/links"
+	"shindo.dev/svc-dataapi/internal/playback"
 	"shindo.dev/svc-dataapi/internal/ratelimit"
 	"shindo.dev/svc-dataapi/internal/reports"
 	"shindo.dev/svc-dataapi/internal/stations"
@@ -64,6 +66,8 @@ type Config struct {
 	HTTPAddr    string        `conf:"http-addr" help:"REST listen address"`
 	Ingest      string        `conf:"ingest" help:"svc-ingest gRPC address of this core, for /v1/links; empty: links not served"`
 	PeerIngest  []string      `conf:"peer-ingest" help:"svc-ingest gRPC addresses of the other cores, comma-separated: /v1/links adds the links they see (each left out if it does not answer within 1s)"`
+	RTS         []string      `conf:"rts" help:"svc-rts gRPC addresses, this core's first, then the other cores', comma-separated: the replay routes (/api/v2/trem/rts/{t}, …) read their archives of past ticks; empty: no replays"`
+	EEWAuthor   string        `conf:"eew-author" default:"trem" help:"the author of this network's alerts in replays of /api/v2/eq/eew (as the edges' -eew-author)"`
 	WaveformAPI string        `conf:"waveform-api" help:"svc-waveform HTTP base URL of this core (http://host:port), for /v1/waveforms/…; empty: waveforms not served"`
 	AdminTokens []string      `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
 	NATS        string        `conf:"nats" help:"this core's NATS server URL: detections are consumed from its DETECTIONS stream into the database (needs -database-url); empty: off"`
@@ -112,7 +116,12 @@ func (c *Config) Validate() error {
 	if len(c.PeerIngest) > 0 && c.Ingest == "" {
 		errs = append(errs, errors.New("peer-ingest: the other cores' links join this core's; give -ingest too"))
 	}
-	for _, a := range append([]string{c.Ingest}, c.PeerIngest...) {
+	if c.EEWAuthor == "" || len(c.EEWAuthor) > 32 || strings.ContainsFunc(c.EEWAuthor, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) {
+		errs = append(errs, fmt.Errorf("eew-author %q: 1 to 32 lowercase letters, digits, '-' or '_'", c.EEWAuthor))
+	}
+	for _, a := range append(append([]string{c.Ingest}, c.PeerIngest...), c.RTS...) {
 		if _, _, err := net.SplitHostPort(a); a != "" && err != nil {
 			errs = append(errs, fmt.Errorf("ingest address %q: want host:port", a))
 		}
@@ -329,6 +338,21 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 			ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
 		mux.Handle("/v1/waveforms/", compat.OnlyGET(proxy))
+	}
+	if len(cfg.RTS) > 0 {
+		var cores []rtsv1.RTSServiceClient
+		for _, target := range cfg.RTS {
+			// Connected lazily: svc-rts may start after us, and a peer
+			// core may be away.
+			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithStatsHandler(otelgrpc.NewClientHandler()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+			if err != nil {
+				return nil, fmt.Errorf("rts %s: %w", target, err)
+			}
+			svc.OnShutdown("rts connection "+target, func(context.Context) error { return conn.Close() })
+			cores = append(cores, rtsv1.NewRTSServiceClient(conn))
+		}
+		playback.New(cores, cfg.EEWAuthor, 2*time.Second, log).Register(mux)
 	}
 	mux.HandleFunc("GET /readyz", svc.ServeReady) // probed by the edges' data-API routing
 	mux.HandleFunc("GET /ntp", timesync.ServeNTP) // the apps sync with the cores too

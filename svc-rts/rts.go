@@ -9,6 +9,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/service"
@@ -18,6 +20,7 @@ import (
 	"shindo.dev/svc-rts/internal/natspub"
 	"shindo.dev/svc-rts/internal/rtsgrpc"
 	"shindo.dev/svc-rts/internal/shake"
+	"shindo.dev/svc-rts/internal/ticklog"
 )
 
 // Name is the binary and service name.
@@ -32,6 +35,8 @@ type Config struct {
 	DisplayDecay   float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
 	Areas          string        `conf:"areas" help:"JSON file of the areas (boxes) triggered stations light; empty: the grid of SPEC §4"`
 	NATS           string        `conf:"nats" help:"this core's NATS server URL: snapshots and detections are published there; empty: gRPC only"`
+	ArchiveDir     string        `conf:"archive-dir" help:"directory of the archive of every snapshot sent, for replays of past ticks (one process per directory); empty: no archive"`
+	Retention      time.Duration `conf:"archive-retention" default:"168h" help:"how long snapshots are archived"`
 
 	// The network trigger (package detect documents the rules).
 	DetectStations    int           `conf:"detect-stations" default:"3" help:"triggered stations, pairwise within detect-radius-km, that make a detection"`
@@ -63,6 +68,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("tick-max-delay must be between 0 and 500ms"))
 	}
 
+	if c.Retention < time.Hour || c.Retention > 90*24*time.Hour {
+		errs = append(errs, errors.New("archive-retention: 1h to 90 days"))
+	}
 	if c.DisplayDecay <= 0 {
 		errs = append(errs, errors.New("display-decay must be positive"))
 	}
@@ -114,6 +122,15 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		},
 	})
 	srv := rtsgrpc.New(engine, cfg.Site, cfg.TickMaxDelay, svc.Stopping(), svc.Metrics(), svc.Logger())
+	if cfg.ArchiveDir != "" {
+		log, err := ticklog.Open(cfg.ArchiveDir, cfg.Retention, svc.Logger())
+		if err != nil {
+			return err
+		}
+		svc.Go("snapshot archive", log)
+		svc.Metrics().MustRegister(archiveCollector{log})
+		srv.SetArchive(archive{log})
+	}
 	if cfg.NATS != "" {
 		nc, err := natsconn.Connect(ctx, cfg.NATS, "shindo-rts "+cfg.Site, cfg.DependencyWait)
 		if err != nil {
@@ -131,4 +148,40 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	svc.SetServingStatus(rtsv1.RTSService_ServiceDesc.ServiceName, true)
 	svc.Go("tick loop", srv)
 	return nil
+}
+
+// archive is the snapshot archive as the gRPC server reads it.
+type archive struct{ *ticklog.Log }
+
+func (a archive) At(ms int64) (*rtsv1.Snapshot, error) {
+	s, err := a.Log.At(ms)
+	switch {
+	case errors.Is(err, ticklog.ErrNotFound):
+		return nil, rtsgrpc.ErrNotArchived
+	case errors.Is(err, ticklog.ErrFuture):
+		return nil, rtsgrpc.ErrNotYet
+	}
+	return s, err
+}
+
+// archiveCollector exports the archive's counters.
+type archiveCollector struct{ log *ticklog.Log }
+
+var (
+	archiveBlocks  = prometheus.NewDesc("shindo_rts_archive_blocks_total", "Blocks of snapshots written to the archive.", nil, nil)
+	archiveBytes   = prometheus.NewDesc("shindo_rts_archive_bytes_total", "Bytes written to the archive.", nil, nil)
+	archiveDropped = prometheus.NewDesc("shindo_rts_archive_dropped_blocks_total", "Blocks of snapshots not archived (the writer fell behind or failed).", nil, nil)
+)
+
+func (c archiveCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- archiveBlocks
+	ch <- archiveBytes
+	ch <- archiveDropped
+}
+
+func (c archiveCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.log.Stats()
+	ch <- prometheus.MustNewConstMetric(archiveBlocks, prometheus.CounterValue, float64(st.Blocks))
+	ch <- prometheus.MustNewConstMetric(archiveBytes, prometheus.CounterValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(archiveDropped, prometheus.CounterValue, float64(st.Dropped))
 }

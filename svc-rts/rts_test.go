@@ -39,6 +39,8 @@ func TestConfig(t *testing.T) {
 		{[]string{"-detect-window", "0s"}, "detect-window"},
 		{[]string{"-detect-max-duration", "5s"}, "detect-max-duration"},
 		{[]string{"-alert-intensity", "9"}, "alert-intensity"},
+		{[]string{"-archive-dir", dir, "-archive-retention", "24h"}, ""},
+		{[]string{"-archive-retention", "10m"}, "archive-retention"},
 	}
 	for _, tt := range tests {
 		err := load(tt.args...)

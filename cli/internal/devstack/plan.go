@@ -192,13 +192,15 @@ func newPlan(cfg Config) *plan {
 		p.addPort(c.name+" NATS for the peer core", cfg.PortBase+c.block+natsPeerProxy, false)
 		p.intersite = append(p.intersite, intersiteLink{listen: addr(c, natsPeerProxy), target: addr(c, natsClient)})
 		natsServers = append(natsServers, ns)
-		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", dbURL(c), "-nats", natsURL(c))
+		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", dbURL(c), "-nats", natsURL(c),
+			"-archive-dir", filepath.Join(p.dataDir, c.name+"-rts"))
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, map[string]int{"HTTP": waveformHTTP},
 			"-http-addr", addr(c, waveformHTTP), "-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"))
 		wf.listeners["http"] = "http://" + addr(c, waveformHTTP)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),
-			"-waveform-api", "http://"+addr(c, waveformHTTP), "-nats", natsURL(c))
+			"-waveform-api", "http://"+addr(c, waveformHTTP), "-nats", natsURL(c),
+			"-rts", addr(c, rtsGRPC)+","+addr(peer, rtsGRPC))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		if cfg.HA {
 			// Reads at the core's own member, a standby or the primary.

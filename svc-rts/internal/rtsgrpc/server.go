@@ -6,6 +6,7 @@ package rtsgrpc
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -37,6 +38,19 @@ type Publisher interface {
 	PublishDetection(*rtsv1.Detection)
 }
 
+// Archive keeps the snapshots sent, for GetSnapshot of a past tick
+// (ticklog.Log). Append is called from the tick loop and must not block.
+type Archive interface {
+	Append(*rtsv1.Snapshot)
+	At(ms int64) (*rtsv1.Snapshot, error)
+}
+
+// Archive errors At may return, mapped to gRPC statuses.
+var (
+	ErrNotArchived = errors.New("tick not archived")
+	ErrNotYet      = errors.New("tick not computed yet")
+)
+
 // Server implements rtsv1.RTSServiceServer and runs the tick loop.
 type Server struct {
 	rtsv1.UnimplementedRTSServiceServer
@@ -50,6 +64,7 @@ type Server struct {
 
 	hub       *fanout.Hub[*rtsv1.Snapshot]
 	publisher Publisher
+	archive   Archive
 	serials   map[string]uint32 // last serial seen per listed detection
 
 	records     *prometheus.CounterVec
@@ -119,6 +134,10 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 // it before Run.
 func (s *Server) SetPublisher(p Publisher) { s.publisher = p }
 
+// SetArchive keeps every snapshot in a, which then answers GetSnapshot for
+// past ticks. Call it before Run.
+func (s *Server) SetArchive(a Archive) { s.archive = a }
+
 // Ingest applies batches of records and acks each one after applying it.
 func (s *Server) Ingest(stream rtsv1.RTSService_IngestServer) error {
 	return service.EndOnStop(s.stopping, func() error { return s.ingest(stream) })
@@ -141,6 +160,7 @@ func (s *Server) apply(rec *ingestv1.Record) string {
 		Intensity:   f.GetIntensity(),
 		PGA:         f.GetPgaGal(),
 		PGV:         f.GetPgvCms(),
+		SvaCms:      f.GetSvaCms(),
 	})
 	if !ok {
 		return "rejected"
@@ -177,10 +197,32 @@ func (s *Server) Subscribe(req *rtsv1.SubscribeRequest, stream rtsv1.RTSService_
 	}
 }
 
-// GetSnapshot returns the latest snapshot.
-func (s *Server) GetSnapshot(context.Context, *rtsv1.GetSnapshotRequest) (*rtsv1.GetSnapshotResponse, error) {
+// GetSnapshot returns the latest snapshot, or the one of a past tick from
+// the archive.
+func (s *Server) GetSnapshot(_ context.Context, req *rtsv1.GetSnapshotRequest) (*rtsv1.GetSnapshotResponse, error) {
+	t := req.GetTimeMs()
 	latest, _ := s.hub.Latest()
-	return &rtsv1.GetSnapshotResponse{Snapshot: latest}, nil
+	switch {
+	case t == 0:
+		return &rtsv1.GetSnapshotResponse{Snapshot: latest}, nil
+	case t < 0:
+		return nil, status.Error(codes.InvalidArgument, "time_ms: a Unix time in ms, or 0 for the latest")
+	case latest != nil && t-t%shake.TickMs == latest.GetTimeMs():
+		return &rtsv1.GetSnapshotResponse{Snapshot: latest}, nil
+	case s.archive == nil:
+		return nil, status.Error(codes.FailedPrecondition, "this core keeps no archive of past ticks")
+	}
+	snap, err := s.archive.At(t)
+	switch {
+	case errors.Is(err, ErrNotYet):
+		return nil, status.Error(codes.OutOfRange, "tick not computed yet")
+	case errors.Is(err, ErrNotArchived):
+		return nil, status.Error(codes.NotFound, "tick not archived at this core")
+	case err != nil:
+		s.log.Error("archive read failed", slog.Int64("time_ms", t), slog.Any("error", err))
+		return nil, status.Error(codes.Internal, "archive read failed")
+	}
+	return &rtsv1.GetSnapshotResponse{Snapshot: snap}, nil
 }
 
 // Run emits one snapshot per tick until ctx ends.
@@ -227,6 +269,9 @@ func (s *Server) emit(t int64) {
 	pb := toProto(snap, s.site)
 	s.tickCompute.Observe(time.Since(start).Seconds())
 	s.hub.Publish(pb)
+	if s.archive != nil {
+		s.archive.Append(pb)
+	}
 	if s.publisher != nil {
 		s.publisher.PublishSnapshot(pb)
 	}
@@ -301,6 +346,16 @@ func toProto(snap shake.Snapshot, site string) *rtsv1.Snapshot {
 			OriginTimeMs: d.OriginMs, Lat: d.Lat, Lon: d.Lon, DepthKm: d.DepthKm, Magnitude: d.Mag,
 			Location: d.Loc, LocationCode: d.LocCode, MaxLevel: d.MaxLevel,
 			FirstTriggerMs: d.FirstTriggerMs, UpdatedMs: d.UpdatedMs, Stations: uint32(d.Stations),
+		}
+		if f := d.Flash; f != nil {
+			pd := pb.Detections[i]
+			pd.AreaSerial = f.Serial
+			for _, a := range f.Areas {
+				pd.Areas = append(pd.Areas, &rtsv1.AreaLevel{Code: a.Code, Level: a.Level})
+			}
+			for _, l := range f.LPGM {
+				pd.Lpgm = append(pd.Lpgm, &rtsv1.StationLPGM{StationId: l.Station, Level: l.Level, SvaCms: l.SvaCms})
+			}
 		}
 	}
 	return pb

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,5 +241,78 @@ func TestDetectionsPublished(t *testing.T) {
 	if len(ds) != 1 || ds[0].GetId() != id || ds[0].GetSerial() != 2 || ds[0].GetStations() != 4 || ds[0].GetMaxLevel() != 3 ||
 		ds[0].GetLocation() == "" || ds[0].GetDepthKm() != 10 || ds[0].GetFirstTriggerMs() != t0 || ds[0].GetUpdatedMs() != t0+2500 {
 		t.Fatalf("snapshot detections %v", ds)
+	}
+}
+
+// memArchive keeps snapshots in memory, as ticklog.Log does on disk.
+type memArchive struct {
+	mu     sync.Mutex
+	ticks  map[int64]*rtsv1.Snapshot
+	latest int64
+}
+
+func (m *memArchive) Append(s *rtsv1.Snapshot) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ticks[s.GetTimeMs()] = s
+	m.latest = max(m.latest, s.GetTimeMs())
+}
+
+func (m *memArchive) At(ms int64) (*rtsv1.Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := ms - ms%500
+	if t > m.latest {
+		return nil, ErrNotYet
+	}
+	if s, ok := m.ticks[t]; ok {
+		return s, nil
+	}
+	return nil, ErrNotArchived
+}
+
+// TestGetSnapshotOfPastTick: every emitted tick goes to the archive, and
+// GetSnapshot with a time answers from it, with a status that says why
+// when it cannot.
+func TestGetSnapshotOfPastTick(t *testing.T) {
+	t.Parallel()
+	srv, client, _ := start(t)
+	arch := &memArchive{ticks: map[int64]*rtsv1.Snapshot{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := client.GetSnapshot(ctx, &rtsv1.GetSnapshotRequest{TimeMs: 1_800_000_000_000}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("without an archive: %v", err)
+	}
+	srv.SetArchive(arch)
+	go srv.Run(ctx)
+	sub, err := client.Subscribe(ctx, &rtsv1.SubscribeRequest{Subscriber: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []*rtsv1.Snapshot
+	for len(seen) < 3 {
+		resp, err := sub.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, resp.GetSnapshot())
+	}
+	for _, s := range seen {
+		got, err := client.GetSnapshot(ctx, &rtsv1.GetSnapshotRequest{TimeMs: s.GetTimeMs() + 250})
+		if err != nil || got.GetSnapshot().GetTimeMs() != s.GetTimeMs() {
+			t.Fatalf("tick %d: %v %v", s.GetTimeMs(), got, err)
+		}
+	}
+	for _, tc := range []struct {
+		ms   int64
+		code codes.Code
+	}{
+		{seen[0].GetTimeMs() - 3_600_000, codes.NotFound},
+		{seen[2].GetTimeMs() + 3_600_000, codes.OutOfRange},
+		{-5, codes.InvalidArgument},
+	} {
+		if _, err := client.GetSnapshot(ctx, &rtsv1.GetSnapshotRequest{TimeMs: tc.ms}); status.Code(err) != tc.code {
+			t.Errorf("time %d: %v, want %v", tc.ms, err, tc.code)
+		}
 	}
 }
