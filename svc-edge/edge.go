@@ -5,6 +5,7 @@
 package edge
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -274,9 +275,11 @@ func waveforms(ctx context.Context, svc *service.Service, cfg Config, st *stream
 
 // Topics of the edge's streams, with their index in event IDs.
 const (
-	topicRTS    = "rts"
-	topicEEW    = "eew"
-	topicReport = "report"
+	topicRTS       = "rts"
+	topicEEW       = "eew"
+	topicReport    = "report"
+	topicIntensity = "intensity"
+	topicLPGM      = "lpgm"
 )
 
 // topicNotify is a client's own notifications (/v1/stream with client=);
@@ -284,24 +287,32 @@ const (
 // position as their ID.
 const topicNotify = "notify"
 
-var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1, topicReport: 2}
+var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1, topicReport: 2, topicIntensity: 3, topicLPGM: 4}
 
 // streams hold the edge's events: one hub, every event tagged with its
 // topic and an ID from its data (the tick), kept for the SSE history. The
-// RTS topic gets one event per tick; the EEW topic one per change of the
-// alert list (an alert appears, gets a new serial, or leaves), never per
-// tick, deduplicated by detection ID and serial across switches of core
-// (package eew). The report topic gets one event per batch of new or
-// revised earthquake reports, at a tick chosen from their data (reportFeed). The compatible routes and
-// /v1/stream serve from it.
+// RTS topic gets one event per tick. The EEW topic gets one per change of
+// the alert list (an alert appears, gets a new serial, or leaves),
+// deduplicated by detection ID and serial across switches of core (package
+// eew), and, while alerts are listed, the list again at every tick:
+// TREM-Lite expires old alerts only when a list arrives (data.js:346-366)
+// and its stream parser passes one read in three (http.js:55-97), so a
+// list sent once may be lost to it. The intensity and LPGM topics get one
+// event per change of the flashes and long-period stations of the served
+// detections. The report topic gets one event per batch of new or revised
+// earthquake reports, at a tick chosen from their data (reportFeed). The
+// compatible routes and /v1/stream serve from it.
 type streams struct {
-	hub     *sse.Hub
-	feed    *eew.Feed
-	author  string // of the alerts
-	info    *sse.Event
-	perAddr *addrLimit
-	notify  *notify.Service // nil: this edge serves no notifications
-	reports bool            // the report topic is fed
+	hub    *sse.Hub
+	feed   *eew.Feed
+	author string // of the alerts
+	// The flashes and long-period stations last published; guarded by
+	// publishing.
+	lastIntensity, lastLPGM []byte
+	info                    *sse.Event
+	perAddr                 *addrLimit
+	notify                  *notify.Service // nil: this edge serves no notifications
+	reports                 bool            // the report topic is fed
 
 	// publishing guards the reports waiting for their tick, queued by the
 	// report feed's goroutine and published by the source's.
@@ -354,9 +365,20 @@ func (s *streams) serve(snap *rtsv1.Snapshot) {
 	s.latestTick.Store(t)
 	s.hub.Publish(sse.NewEventID(topicRTS, sse.ID(t, topicIndex[topicRTS]), "", compatjson.RTS(snap)))
 	s.ticks.Inc()
-	if alerts, changed := s.feed.Update(t, snap.GetDetections()); changed {
+	alerts, changed := s.feed.Update(t, snap.GetDetections())
+	if changed || len(alerts) > 0 {
 		s.hub.Publish(sse.NewEventID(topicEEW, sse.ID(t, topicIndex[topicEEW]), "", compatjson.EEW(s.author, alerts)))
+	}
+	if changed {
 		s.alerts.Inc()
+	}
+	if b := compatjson.Intensity(s.author, alerts); s.lastIntensity == nil || !bytes.Equal(b, s.lastIntensity) {
+		s.lastIntensity = b
+		s.hub.Publish(sse.NewEventID(topicIntensity, sse.ID(t, topicIndex[topicIntensity]), "", b))
+	}
+	if b := compatjson.LPGM(s.author, alerts); s.lastLPGM == nil || !bytes.Equal(b, s.lastLPGM) {
+		s.lastLPGM = b
+		s.hub.Publish(sse.NewEventID(topicLPGM, sse.ID(t, topicIndex[topicLPGM]), "", b))
 	}
 	s.publishReportsLocked(t)
 }
@@ -401,11 +423,14 @@ func (s *streams) publishReportsLocked(t int64) {
 	s.reportEvents.Inc()
 }
 
-// register adds the compatible routes of SPEC §7 — GET /api/v2/trem/rts and
-// GET /api/v2/eq/eew, each with ?sse=1 and &compress=1 — and /v1/stream.
+// register adds the compatible routes of SPEC §7 — GET /api/v2/trem/rts,
+// /api/v2/eq/eew, /api/v2/trem/intensity and /api/v2/trem/lpgm, each with
+// ?sse=1 and &compress=1 — and /v1/stream.
 func (s *streams) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v2/trem/rts", s.compat(topicRTS))
 	mux.HandleFunc("GET /api/v2/eq/eew", s.compat(topicEEW))
+	mux.HandleFunc("GET /api/v2/trem/intensity", s.compat(topicIntensity))
+	mux.HandleFunc("GET /api/v2/trem/lpgm", s.compat(topicLPGM))
 	mux.HandleFunc("GET /v1/stream", s.stream)
 }
 
@@ -435,7 +460,7 @@ func (s *streams) compat(topic string) http.HandlerFunc {
 		}
 		latest := s.hub.Latest(topic)
 		if latest == nil {
-			if topic == topicEEW && s.hub.Latest(topicRTS) != nil {
+			if topic != topicRTS && s.hub.Latest(topicRTS) != nil {
 				// Snapshots flow and none carried an alert: quiet.
 				w.Header().Set("Content-Type", "application/json")
 				w.Write([]byte("[]"))
@@ -469,14 +494,14 @@ func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "topic report: this edge serves no reports (it has no data API)")
 			return
 		case !public:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts, eew, report and notify", part))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts, eew, intensity, lpgm, report and notify", part))
 			return
 		default:
 			want[part] = true
 		}
 	}
 	if len(want) == 0 && !notifications {
-		writeError(w, http.StatusBadRequest, "topics: give one or more of rts, eew, report, notify (comma-separated)")
+		writeError(w, http.StatusBadRequest, "topics: give one or more of rts, eew, intensity, lpgm, report, notify (comma-separated)")
 		return
 	}
 	compress := q.Get("compress") == "1"

@@ -137,8 +137,8 @@ func getEEW(t *testing.T, url string) (int, string) {
 
 // TestEEWRoute runs GET /api/v2/eq/eew and its SSE stream against two
 // cores, across a switch of core: `[]` when quiet, the SSE preamble of
-// SPEC §7, one event per change and none per tick, and no serial replayed
-// or going back when the new core lags.
+// SPEC §7, the list at every tick while alerts are listed and once when it
+// empties, and no serial going back when the new core lags.
 func TestEEWRoute(t *testing.T) {
 	t.Parallel()
 	a, b, sel, st, url := edgeWithCores(t)
@@ -170,7 +170,7 @@ func TestEEWRoute(t *testing.T) {
 		t.Fatalf("quiet: %d %s", code, body)
 	}
 	tick(a, 1000, detection("X", 1, false))
-	tick(a, 1500, detection("X", 1, false)) // unchanged: no event
+	tick(a, 1500, detection("X", 1, false)) // unchanged: the list again
 	tick(a, 2000, detection("X", 2, false))
 
 	// A dies; B, one serial behind, takes over.
@@ -182,13 +182,13 @@ func TestEEWRoute(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	tick(b, 2500, detection("X", 1, false)) // lagging: not replayed
-	tick(b, 3000, detection("X", 2, false)) // caught up: not repeated
+	tick(b, 2500, detection("X", 1, false)) // lagging: the served serial stays
+	tick(b, 3000, detection("X", 2, false)) // caught up
 	tick(b, 3500, detection("X", 3, false))
 	tick(b, 4000, detection("X", 4, true))
 	tick(b, 4500)
 
-	want := []string{"[]", "[X/1]", "[X/2]", "[X/3]", "[X/4!]", "[]"}
+	want := []string{"[]", "[X/1]", "[X/1]", "[X/2]", "[X/2]", "[X/2]", "[X/3]", "[X/4!]", "[]"}
 	for i, w := range want {
 		data, ok := strings.CutPrefix(next(t, blocks), "data: ")
 		if !ok {
@@ -431,4 +431,60 @@ func FuzzAcceptsEventStream(f *testing.F) {
 			t.Fatalf("%q selects the stream", accept)
 		}
 	})
+}
+
+// TestFlashRoutes: the intensity flash and the long-period stations of the
+// served detections, as TREM-Lite polls them (GET /api/v2/trem/intensity
+// and /api/v2/trem/lpgm, src/js/index/data/http.js:310-324 of
+// ExpTechTW/TREM-Lite at 9bbaccf) and as streams; one event per change.
+func TestFlashRoutes(t *testing.T) {
+	t.Parallel()
+	a, _, _, st, url := edgeWithCores(t)
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	serveTick(t, st, a, 500)
+	if got := get("/api/v2/trem/intensity"); got != "[]" {
+		t.Fatalf("quiet intensity %s", got)
+	}
+	if got := get("/api/v2/trem/lpgm"); got != "[]" {
+		t.Fatalf("quiet lpgm %s", got)
+	}
+	resp, blocks := openStream(t, url, "topics=intensity,lpgm", "")
+	defer resp.Body.Close()
+	for _, want := range []string{"500-3", "500-4"} {
+		if got := eventID(t, blocks); got != want {
+			t.Fatalf("latest %s, want %s", got, want)
+		}
+	}
+	waitClients(t, st.hub, 1)
+	d := detection("X", 1, false)
+	d.Areas, d.AreaSerial = []*rtsv1.AreaLevel{{Code: 974, Level: 4}}, 1
+	serveTick(t, st, a, 1000, d)
+	serveTick(t, st, a, 1500, d) // unchanged: no event
+	d2 := detection("X", 1, false)
+	d2.Areas, d2.AreaSerial = d.Areas, 1
+	d2.Lpgm = []*rtsv1.StationLPGM{{StationId: "S1", Level: 2, SvaCms: 20}}
+	serveTick(t, st, a, 2000, d2)
+	for _, want := range []string{"1000-3", "2000-4"} {
+		if got := eventID(t, blocks); got != want {
+			t.Fatalf("live %s, want %s", got, want)
+		}
+	}
+	if got, want := get("/api/v2/trem/intensity"), string(compatjson.Intensity(compatjson.DefaultAuthor, []*rtsv1.Detection{d2})); got != want {
+		t.Fatalf("intensity %s, want %s", got, want)
+	}
+	if got, want := get("/api/v2/trem/lpgm"), string(compatjson.LPGM(compatjson.DefaultAuthor, []*rtsv1.Detection{d2})); got != want {
+		t.Fatalf("lpgm %s, want %s", got, want)
+	}
 }

@@ -84,15 +84,15 @@ func TestStreamResume(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	// Missed while away: ticks 1500..3000 and the alert's updates at
-	// 2000 and 3000.
+	// Missed while away: ticks 1500..3000 and the alert list at each of
+	// them (listed alerts repeat every tick).
 	waitClients(t, st.hub, 0)
 	tick(1500, detection("X", 1, false))
 	tick(2000, detection("X", 2, false))
 	tick(2500, detection("X", 2, false))
 	tick(3000, detection("X", 3, true))
 	_, blocks = openStream(t, url, "topics=rts,eew", "1000-1")
-	for _, want := range []string{"1500-0", "2000-0", "2000-1", "2500-0", "3000-0", "3000-1"} {
+	for _, want := range []string{"1500-0", "1500-1", "2000-0", "2000-1", "2500-0", "2500-1", "3000-0", "3000-1"} {
 		if got := eventID(t, blocks); got != want {
 			t.Fatalf("replay %s, want %s", got, want)
 		}
@@ -110,9 +110,9 @@ func TestStreamResume(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 
-	// One topic only: the EEW changes since 1000-1, nothing of RTS.
+	// One topic only: the alert lists since 1000-1, nothing of RTS.
 	_, blocks = openStream(t, url, "topics=eew&last_event_id=1000-1", "")
-	for _, want := range []string{"2000-1", "3000-1", "3500-1"} {
+	for _, want := range []string{"1500-1", "2000-1", "2500-1", "3000-1", "3500-1"} {
 		if got := eventID(t, blocks); got != want {
 			t.Fatalf("eew replay %s, want %s", got, want)
 		}

@@ -9,6 +9,12 @@
 // below the one already served is ignored, a final alert never changes
 // again, and an alert that has left is not brought back by a core that
 // still lists it at a serial already served.
+//
+// A detection's intensity flash and long-period stations change without
+// its serial (they have a serial of their own, so apps do not announce an
+// update for each township lit); the feed takes such a change when it is
+// ahead of what it serves — a higher area serial, or more long-period
+// response — so they never go back either.
 package eew
 
 import (
@@ -53,7 +59,13 @@ func (f *Feed) Update(tickMs int64, ds []*rtsv1.Detection) ([]*rtsv1.Detection, 
 		id := d.GetId()
 		listed[id] = true
 		if cur, ok := f.served[id]; ok {
-			if cur.GetFinal() || d.GetSerial() <= cur.GetSerial() {
+			if cur.GetFinal() || d.GetSerial() < cur.GetSerial() {
+				continue
+			}
+			if d.GetSerial() == cur.GetSerial() {
+				if flashAhead(d, cur) {
+					f.served[id] = d // the alert itself is unchanged
+				}
 				continue
 			}
 		} else if g, ok := f.gone[id]; ok && (g.final || d.GetSerial() <= g.serial) {
@@ -83,4 +95,23 @@ func (f *Feed) Update(tickMs int64, ds []*rtsv1.Detection) ([]*rtsv1.Detection, 
 		return cmp.Or(cmp.Compare(a.GetFirstTriggerMs(), b.GetFirstTriggerMs()), cmp.Compare(a.GetId(), b.GetId()))
 	})
 	return out, changed
+}
+
+// flashAhead reports whether d's flash is newer than cur's, the two at the
+// same serial: a higher area serial, or at the same one more long-period
+// response (stations are only added, and each keeps its highest response,
+// so the sum only grows).
+func flashAhead(d, cur *rtsv1.Detection) bool {
+	if a, b := d.GetAreaSerial(), cur.GetAreaSerial(); a != b {
+		return a > b
+	}
+	return lpgmSum(d) > lpgmSum(cur)
+}
+
+func lpgmSum(d *rtsv1.Detection) float64 {
+	var sum float64
+	for _, l := range d.GetLpgm() {
+		sum += float64(l.GetSvaCms())
+	}
+	return sum
 }

@@ -86,3 +86,39 @@ func TestFeedForgets(t *testing.T) {
 		t.Fatalf("remembered %v", f.gone)
 	}
 }
+
+// TestFeedFlash: a flash that moves on without the alert's serial is
+// taken, without counting as a change of the alerts; a core whose flash
+// lags is not.
+func TestFeedFlash(t *testing.T) {
+	t.Parallel()
+	f := New()
+	flash := func(areaSerial uint32, sva ...float32) *rtsv1.Detection {
+		d := det("1/2")
+		d.AreaSerial = areaSerial
+		for i, v := range sva {
+			d.Lpgm = append(d.Lpgm, &rtsv1.StationLPGM{StationId: string(rune('A' + i)), Level: 1, SvaCms: v})
+		}
+		return d
+	}
+	for i, tc := range []struct {
+		d          *rtsv1.Detection
+		areaSerial uint32
+		lpgm       int
+	}{
+		{flash(1), 1, 0},
+		{flash(2), 2, 0},
+		{flash(2, 6), 2, 1},
+		{flash(1, 6, 7), 2, 1},     // a lagging core: its area serial is behind
+		{flash(2, 6), 2, 1},        // the same
+		{flash(2, 5.5, 7.5), 2, 2}, // more long-period response
+	} {
+		got, changed := f.Update(int64(i)*500, []*rtsv1.Detection{tc.d})
+		if i > 0 && changed {
+			t.Errorf("step %d: a flash counted as a change of the alerts", i)
+		}
+		if got[0].GetAreaSerial() != tc.areaSerial || len(got[0].GetLpgm()) != tc.lpgm {
+			t.Errorf("step %d: area serial %d, %d long-period stations", i, got[0].GetAreaSerial(), len(got[0].GetLpgm()))
+		}
+	}
+}
