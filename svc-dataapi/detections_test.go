@@ -119,7 +119,7 @@ func TestDetectionsToReports(t *testing.T) {
 		}
 		return a.code == 200
 	})
-	if rep["lat"] != 23.77 || rep["lon"] != 121.67 || rep["magnitude"] != 7.2 || rep["location"] != "花蓮縣花蓮市" ||
+	if rep["lat"] != 23.77 || rep["lon"] != 121.67 || rep["magnitude"] != 7.2 || rep["location"] != "花蓮縣政府南南東方 25.1 公里 (位於花蓮縣近海)" ||
 		rep["trem_ms"] != fmt.Sprint(first) || rep["source_detection_id"] != det.Id || rep["max_level"] != float64(7) ||
 		fmt.Sprint(rep["areas"]) != "[map[code:260 level:4] map[code:970 level:7]]" {
 		t.Fatalf("report %v", rep)

@@ -8,7 +8,6 @@ import (
 
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/township"
-	"shindo.dev/svc-dataapi/internal/towns"
 )
 
 // AppendReportList appends the body of GET /api/v2/eq/report.
@@ -68,7 +67,7 @@ func AppendReport(b []byte, r *stationdb.Report, stations []stationdb.StationInf
 	var counties []*county
 	byName := map[string]*county{}
 	for _, a := range r.Areas { // ordered by code
-		cn, tn := towns.Names(a.Code)
+		cn, tn := names(a.Code)
 		c := byName[cn]
 		if c == nil {
 			c = &county{name: cn}
@@ -176,4 +175,16 @@ func appendFloat(b []byte, f float64) []byte {
 		return append(b, '0')
 	}
 	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
+
+// otherCounty holds the townships of codes without a name.
+const otherCounty = "其他"
+
+// names returns a township's county and township in Chinese, as the apps
+// label them; a code without a name is in county 其他 under its number.
+func names(code uint32) (county, town string) {
+	if t, ok := township.Lookup(code); ok {
+		return t.County, t.Name
+	}
+	return otherCounty, strconv.FormatUint(uint64(code), 10)
 }

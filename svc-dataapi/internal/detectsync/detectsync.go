@@ -38,7 +38,7 @@ import (
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/stationdb"
-	"shindo.dev/svc-dataapi/internal/towns"
+	"shindo.dev/lib/township"
 )
 
 // Names on the NATS server, as svc-rts publishes them.
@@ -269,16 +269,17 @@ func ReportID(detectionID string) string {
 
 // ReportOf derives the report of a final detection with the given areas:
 // the detection's estimates rounded as reports print them (position to
-// 0.01°, depth and magnitude to 0.1), its location as county and township
-// in Chinese when the code has a name, and its first trigger as "trem".
+// 0.01°, depth and magnitude to 0.1), its location in the Central Weather
+// Administration's form from the rounded epicentre (花蓮縣政府南南西方 11.4
+// 公里 (位於花蓮縣壽豐鄉): the apps read the place between 位於 and the
+// closing parenthesis, TREM-Lite's report speech throws without it,
+// src/js/index/core/audio.js:303 of ExpTechTW/TREM-Lite at 9bbaccf), and
+// its first trigger as "trem".
 func ReportOf(d stationdb.Detection, areas []stationdb.AreaLevel) stationdb.Report {
-	loc := d.Location
-	if county, town := towns.Names(d.LocationCode); county != towns.Other {
-		loc = county + town
-	}
+	lat, lon := round(d.Lat, 2), round(d.Lon, 2)
 	r := stationdb.Report{
-		ID: ReportID(d.ID), TimeMs: d.OriginTimeMs, Lat: round(d.Lat, 2), Lon: round(d.Lon, 2),
-		DepthKm: math.Max(0, round(d.DepthKm, 1)), Magnitude: round(d.Magnitude, 1), Location: loc,
+		ID: ReportID(d.ID), TimeMs: d.OriginTimeMs, Lat: lat, Lon: lon,
+		DepthKm: math.Max(0, round(d.DepthKm, 1)), Magnitude: round(d.Magnitude, 1), Location: township.ReportLocation(lat, lon),
 		MaxLevel: d.MaxLevel, Areas: areas, SourceDetectionID: d.ID, TremMs: max(d.FirstTriggerMs, 0),
 	}
 	for _, a := range areas {

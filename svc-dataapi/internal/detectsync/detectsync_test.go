@@ -2,6 +2,7 @@ package detectsync
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 
 	"shindo.dev/lib/stationdb"
@@ -35,12 +36,23 @@ func TestReportOfAndAreas(t *testing.T) {
 	}
 	r := ReportOf(stationdb.Detection{ID: "1712102289000-18", OriginTimeMs: 1712102281000, Lat: 23.7749, Lon: 121.6651,
 		DepthKm: 10.04, Magnitude: 6.25, Location: "Hualien City", LocationCode: 970, MaxLevel: 4, FirstTriggerMs: 1712102289000}, areas)
-	if r.Lat != 23.77 || r.Lon != 121.67 || r.DepthKm != 10 || r.Magnitude != 6.3 || r.Location != "花蓮縣花蓮市" ||
+	// The 2024-04-03 Hualien earthquake's epicentre: CWA printed 花蓮縣政府南南東方
+	// 25.0 公里; the location is in that form, measured from the rounded
+	// epicentre.
+	if r.Lat != 23.77 || r.Lon != 121.67 || r.DepthKm != 10 || r.Magnitude != 6.3 || r.Location != "花蓮縣政府南南東方 25.1 公里 (位於花蓮縣近海)" ||
 		r.MaxLevel != 5 || r.TremMs != 1712102289000 || r.SourceDetectionID != "1712102289000-18" {
 		t.Fatalf("%+v", r)
 	}
-	if r := ReportOf(stationdb.Detection{ID: "1-2", LocationCode: 12345, Location: "Sea"}, nil); r.Location != "Sea" {
-		t.Fatalf("unknown code: %q", r.Location)
+	// On land, the township; the place is what TREM-Lite's report speech
+	// extracts (audio.js:303: /位於(.+?)(?=\))/).
+	r = ReportOf(stationdb.Detection{ID: "1-2", Lat: 23.897, Lon: 121.577, Location: "x"}, nil)
+	if r.Location != "花蓮縣政府南南西方 10.9 公里 (位於花蓮縣壽豐鄉)" {
+		t.Fatalf("on land: %q", r.Location)
+	}
+	// TREM-Lite's lookahead, in Go's syntax: the shortest text after 位於 up
+	// to an ASCII ')'.
+	if m := regexp.MustCompile(`位於(.+?)\)`).FindStringSubmatch(r.Location); m == nil || m[1] != "花蓮縣壽豐鄉" {
+		t.Fatalf("TREM-Lite extracts %q from %q", m, r.Location)
 	}
 	l.add(9000+areaHistory.Milliseconds(), nil)
 	if len(l.entries) != 2 {
