@@ -351,6 +351,11 @@ func TestDatabaseDown(t *testing.T) {
 	if a := do(t, "POST", base+"/v1/reports", adminToken, report("D1", 1, 1, 1)); a.code != 503 {
 		t.Errorf("POST: %d %s", a.code, a.body)
 	}
+	// The edges must never take "cannot tell" for "unknown key".
+	check := map[string]any{"keys": []string{"shk_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}
+	if a := do(t, "POST", base+"/v1/keys:check", "", check); a.code != 503 || a.header.Get("Retry-After") == "" {
+		t.Errorf("key check: %d %s", a.code, a.body)
+	}
 	if err := pg.Restart(); err != nil {
 		t.Fatal(err)
 	}

@@ -223,6 +223,10 @@ func (d dataServer) RevokeClient(ctx context.Context, r *datav1.RevokeClientRequ
 	return d.clients.RevokeClient(ctx, r)
 }
 
+func (d dataServer) CheckKeys(ctx context.Context, r *datav1.CheckKeysRequest) (*datav1.CheckKeysResponse, error) {
+	return d.clients.CheckKeys(ctx, r)
+}
+
 // wire sets the service up and returns the data API's HTTP handler, which
 // it also serves on -http-addr.
 func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, error) {

@@ -63,7 +63,10 @@
 // final detection: both cores' data APIs do, in any order, and the stored
 // report gains the union of their areas at the higher level. API clients
 // (CreateClient) get a random key "shk_<key ID>.<secret>" shown once; only
-// the SHA-256 of the secret is stored, and revocation is permanent.
+// the SHA-256 of the secret is stored, and revocation is permanent. A
+// client has a role (writer, subscriber, admin) and the topics of the
+// edges' WebSocket API it may subscribe to (an admin: every topic);
+// ClientsByKeys checks a batch of keys in one query.
 //
 // Table data_versions holds a counter per kind of data (reports,
 // detections, stations) that triggers bump in the transaction of every

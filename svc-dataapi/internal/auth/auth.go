@@ -53,17 +53,29 @@ type Principal struct {
 	Token bool
 	// KeyID names the client of a key.
 	KeyID string
-	// Role is stationdb.RoleAdmin or stationdb.RoleWriter.
+	// Role is stationdb.RoleAdmin, stationdb.RoleWriter or
+	// stationdb.RoleSubscriber.
 	Role string
 	// RateLimit and RateBurst are the key's own limits; 0 for defaults.
 	RateLimit float64
 	RateBurst int
+	// Topics are those the key may subscribe to (stationdb.Client.Topics);
+	// an admin may subscribe to every topic whatever they say.
+	Topics []string
 }
 
 // Allows reports whether p may make a call that needs role: an admin may
-// do everything, a writer what needs a writer.
+// do everything, a writer what needs a writer (a subscriber holds no call
+// of the data API that needs a credential).
 func (p *Principal) Allows(role string) bool {
 	return p.Role == stationdb.RoleAdmin || p.Role == role
+}
+
+// MaySubscribe reports whether p may subscribe to topic
+// (stationdb.MaySubscribe): an admin to every topic, anyone else to its
+// topics.
+func (p *Principal) MaySubscribe(topic string) bool {
+	return stationdb.MaySubscribe(p.Role, p.Topics, topic)
 }
 
 // Keys is what Authenticator needs of the metadata database
@@ -154,7 +166,7 @@ func (a *Authenticator) Identify(ctx context.Context, cred string) (Principal, e
 	case err != nil:
 		return Principal{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	p := Principal{KeyID: c.KeyID, Role: c.Role, RateLimit: c.RateLimit, RateBurst: c.RateBurst}
+	p := Principal{KeyID: c.KeyID, Role: c.Role, RateLimit: c.RateLimit, RateBurst: c.RateBurst, Topics: c.Topics}
 	a.mu.Lock()
 	if len(a.cache) >= maxCached {
 		clear(a.cache)

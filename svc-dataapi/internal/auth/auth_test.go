@@ -32,9 +32,38 @@ func (k *keys) ClientByKey(_ context.Context, key string) (*stationdb.Client, er
 }
 
 const (
-	writerKey = "shk_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-	token     = "bootstrap-token-0123456789"
+	writerKey     = "shk_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	subscriberKey = "shk_1123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	token         = "bootstrap-token-0123456789"
 )
+
+// TestSubscriber: a subscriber key is identified with its topics, may
+// subscribe to them only, and holds no role-bound call.
+func TestSubscriber(t *testing.T) {
+	t.Parallel()
+	k := &keys{clients: map[string]*stationdb.Client{subscriberKey: {KeyID: "shk_1123456789abcdef", Role: stationdb.RoleSubscriber,
+		Topics: []string{"eew", "rts"}}}}
+	a := New([]string{token}, k)
+	p, err := a.Identify(context.Background(), subscriberKey)
+	if err != nil || p.Role != stationdb.RoleSubscriber || len(p.Topics) != 2 {
+		t.Fatalf("subscriber: %+v %v", p, err)
+	}
+	for _, tc := range []struct {
+		topic string
+		want  bool
+	}{{"rts", true}, {"eew", true}, {"intensity", false}, {"*", false}} {
+		if got := p.MaySubscribe(tc.topic); got != tc.want {
+			t.Errorf("subscribe to %q: %v, want %v", tc.topic, got, tc.want)
+		}
+	}
+	if p.Allows(stationdb.RoleWriter) || p.Allows(stationdb.RoleAdmin) {
+		t.Error("a subscriber holds a writer's or an admin's calls")
+	}
+	admin, _ := a.Identify(context.Background(), token)
+	if !admin.MaySubscribe("intensity") || !admin.Allows(stationdb.RoleSubscriber) {
+		t.Error("an admin token may not subscribe to every topic")
+	}
+}
 
 func TestIdentify(t *testing.T) {
 	t.Parallel()

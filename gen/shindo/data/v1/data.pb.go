@@ -1915,7 +1915,9 @@ type Client struct {
 	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	// Who holds the key.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// "writer" (may post reports) or "admin" (may do everything).
+	// "writer" (may post reports), "subscriber" (may subscribe to its
+	// topics at the edges, nothing else) or "admin" (may do everything,
+	// including subscribing to every topic whatever its topics say).
 	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
 	// Requests per second allowed; 0 for the service's default.
 	RateLimit float64 `protobuf:"fixed64,4,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
@@ -1924,7 +1926,11 @@ type Client struct {
 	// When the client was created, Unix ms.
 	CreatedMs int64 `protobuf:"varint,6,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
 	// When its key was revoked, Unix ms; 0 if it was not.
-	RevokedMs     int64 `protobuf:"varint,7,opt,name=revoked_ms,json=revokedMs,proto3" json:"revoked_ms,omitempty"`
+	RevokedMs int64 `protobuf:"varint,7,opt,name=revoked_ms,json=revokedMs,proto3" json:"revoked_ms,omitempty"`
+	// Topics the key may subscribe to at the edges' WebSocket API, sorted;
+	// "*" stands for every topic. An admin key may subscribe to every topic
+	// whatever this list says.
+	Topics        []string `protobuf:"bytes,8,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2008,17 +2014,30 @@ func (x *Client) GetRevokedMs() int64 {
 	return 0
 }
 
+func (x *Client) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
 // CreateClientRequest describes a client to create.
 type CreateClientRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Who will hold the key (at most 200 characters).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// "writer" or "admin".
+	// "writer" (may post reports), "subscriber" (may subscribe to its
+	// topics, nothing else) or "admin" (may do everything).
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	// Requests per second allowed, up to 100000; 0 for the default.
 	RateLimit float64 `protobuf:"fixed64,3,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
 	// Burst of the rate limit, up to 1000000; 0 for the default.
-	RateBurst     uint32 `protobuf:"varint,4,opt,name=rate_burst,json=rateBurst,proto3" json:"rate_burst,omitempty"`
+	RateBurst uint32 `protobuf:"varint,4,opt,name=rate_burst,json=rateBurst,proto3" json:"rate_burst,omitempty"`
+	// Topics the key may subscribe to, at most 32: each 1 to 64 of a–z,
+	// 0–9, '.', '_' and '-', or "*" for every topic. Stored deduplicated
+	// and sorted. An admin may subscribe to every topic whatever this list
+	// says.
+	Topics        []string `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2079,6 +2098,13 @@ func (x *CreateClientRequest) GetRateBurst() uint32 {
 		return x.RateBurst
 	}
 	return 0
+}
+
+func (x *CreateClientRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
 }
 
 // CreateClientResponse holds the client and its key.
@@ -2311,6 +2337,156 @@ func (x *RevokeClientResponse) GetClient() *Client {
 	return nil
 }
 
+// CheckKeysRequest holds the keys to check.
+type CheckKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// API keys ("shk_<key ID>.<secret>"), 1 to 500; the same key may appear
+	// more than once.
+	Keys          []string `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckKeysRequest) Reset() {
+	*x = CheckKeysRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckKeysRequest) ProtoMessage() {}
+
+func (x *CheckKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckKeysRequest.ProtoReflect.Descriptor instead.
+func (*CheckKeysRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *CheckKeysRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// CheckKeysResponse holds one result per key.
+type CheckKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The results, in the order of the request's keys.
+	Results       []*KeyCheck `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckKeysResponse) Reset() {
+	*x = CheckKeysResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckKeysResponse) ProtoMessage() {}
+
+func (x *CheckKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckKeysResponse.ProtoReflect.Descriptor instead.
+func (*CheckKeysResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CheckKeysResponse) GetResults() []*KeyCheck {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// KeyCheck is what one key is.
+type KeyCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the key belongs to a client. False for a malformed key, an
+	// unknown key ID or a wrong secret alike; true for a revoked key, whose
+	// client then has revoked_ms set.
+	Known bool `protobuf:"varint,1,opt,name=known,proto3" json:"known,omitempty"`
+	// The key's client when known; absent otherwise.
+	Client        *Client `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyCheck) Reset() {
+	*x = KeyCheck{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyCheck) ProtoMessage() {}
+
+func (x *KeyCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyCheck.ProtoReflect.Descriptor instead.
+func (*KeyCheck) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *KeyCheck) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *KeyCheck) GetClient() *Client {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
 var File_shindo_data_v1_data_proto protoreflect.FileDescriptor
 
 const file_shindo_data_v1_data_proto_rawDesc = "" +
@@ -2467,7 +2643,7 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x13GetDetectionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"O\n" +
 	"\x14GetDetectionResponse\x127\n" +
-	"\tdetection\x18\x01 \x01(\v2\x19.shindo.data.v1.DetectionR\tdetection\"\xc3\x01\n" +
+	"\tdetection\x18\x01 \x01(\v2\x19.shindo.data.v1.DetectionR\tdetection\"\xdb\x01\n" +
 	"\x06Client\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2479,14 +2655,16 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"created_ms\x18\x06 \x01(\x03R\tcreatedMs\x12\x1d\n" +
 	"\n" +
-	"revoked_ms\x18\a \x01(\x03R\trevokedMs\"{\n" +
+	"revoked_ms\x18\a \x01(\x03R\trevokedMs\x12\x16\n" +
+	"\x06topics\x18\b \x03(\tR\x06topics\"\x93\x01\n" +
 	"\x13CreateClientRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1d\n" +
 	"\n" +
 	"rate_limit\x18\x03 \x01(\x01R\trateLimit\x12\x1d\n" +
 	"\n" +
-	"rate_burst\x18\x04 \x01(\rR\trateBurst\"X\n" +
+	"rate_burst\x18\x04 \x01(\rR\trateBurst\x12\x16\n" +
+	"\x06topics\x18\x05 \x03(\tR\x06topics\"X\n" +
 	"\x14CreateClientResponse\x12.\n" +
 	"\x06client\x18\x01 \x01(\v2\x16.shindo.data.v1.ClientR\x06client\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"\x14\n" +
@@ -2496,7 +2674,14 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x13RevokeClientRequest\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\"F\n" +
 	"\x14RevokeClientResponse\x12.\n" +
-	"\x06client\x18\x01 \x01(\v2\x16.shindo.data.v1.ClientR\x06client2\x8d\n" +
+	"\x06client\x18\x01 \x01(\v2\x16.shindo.data.v1.ClientR\x06client\"&\n" +
+	"\x10CheckKeysRequest\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"G\n" +
+	"\x11CheckKeysResponse\x122\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.shindo.data.v1.KeyCheckR\aresults\"P\n" +
+	"\bKeyCheck\x12\x14\n" +
+	"\x05known\x18\x01 \x01(\bR\x05known\x12.\n" +
+	"\x06client\x18\x02 \x01(\v2\x16.shindo.data.v1.ClientR\x06client2\xdf\n" +
 	"\n" +
 	"\vDataService\x12Y\n" +
 	"\fListStations\x12#.shindo.data.v1.ListStationsRequest\x1a$.shindo.data.v1.ListStationsResponse\x12S\n" +
@@ -2513,7 +2698,8 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\fGetDetection\x12#.shindo.data.v1.GetDetectionRequest\x1a$.shindo.data.v1.GetDetectionResponse\x12Y\n" +
 	"\fCreateClient\x12#.shindo.data.v1.CreateClientRequest\x1a$.shindo.data.v1.CreateClientResponse\x12V\n" +
 	"\vListClients\x12\".shindo.data.v1.ListClientsRequest\x1a#.shindo.data.v1.ListClientsResponse\x12Y\n" +
-	"\fRevokeClient\x12#.shindo.data.v1.RevokeClientRequest\x1a$.shindo.data.v1.RevokeClientResponseB&Z$shindo.dev/gen/shindo/data/v1;datav1b\x06proto3"
+	"\fRevokeClient\x12#.shindo.data.v1.RevokeClientRequest\x1a$.shindo.data.v1.RevokeClientResponse\x12P\n" +
+	"\tCheckKeys\x12 .shindo.data.v1.CheckKeysRequest\x1a!.shindo.data.v1.CheckKeysResponseB&Z$shindo.dev/gen/shindo/data/v1;datav1b\x06proto3"
 
 var (
 	file_shindo_data_v1_data_proto_rawDescOnce sync.Once
@@ -2527,7 +2713,7 @@ func file_shindo_data_v1_data_proto_rawDescGZIP() []byte {
 	return file_shindo_data_v1_data_proto_rawDescData
 }
 
-var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*Station)(nil),                  // 0: shindo.data.v1.Station
 	(*ListStationsRequest)(nil),      // 1: shindo.data.v1.ListStationsRequest
@@ -2563,6 +2749,9 @@ var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*ListClientsResponse)(nil),      // 31: shindo.data.v1.ListClientsResponse
 	(*RevokeClientRequest)(nil),      // 32: shindo.data.v1.RevokeClientRequest
 	(*RevokeClientResponse)(nil),     // 33: shindo.data.v1.RevokeClientResponse
+	(*CheckKeysRequest)(nil),         // 34: shindo.data.v1.CheckKeysRequest
+	(*CheckKeysResponse)(nil),        // 35: shindo.data.v1.CheckKeysResponse
+	(*KeyCheck)(nil),                 // 36: shindo.data.v1.KeyCheck
 }
 var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	0,  // 0: shindo.data.v1.ListStationsResponse.stations:type_name -> shindo.data.v1.Station
@@ -2582,39 +2771,43 @@ var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	27, // 14: shindo.data.v1.CreateClientResponse.client:type_name -> shindo.data.v1.Client
 	27, // 15: shindo.data.v1.ListClientsResponse.clients:type_name -> shindo.data.v1.Client
 	27, // 16: shindo.data.v1.RevokeClientResponse.client:type_name -> shindo.data.v1.Client
-	1,  // 17: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
-	3,  // 18: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
-	6,  // 19: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
-	8,  // 20: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
-	10, // 21: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
-	12, // 22: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
-	16, // 23: shindo.data.v1.DataService.ListReports:input_type -> shindo.data.v1.ListReportsRequest
-	18, // 24: shindo.data.v1.DataService.GetReport:input_type -> shindo.data.v1.GetReportRequest
-	20, // 25: shindo.data.v1.DataService.CreateReport:input_type -> shindo.data.v1.CreateReportRequest
-	23, // 26: shindo.data.v1.DataService.ListDetections:input_type -> shindo.data.v1.ListDetectionsRequest
-	25, // 27: shindo.data.v1.DataService.GetDetection:input_type -> shindo.data.v1.GetDetectionRequest
-	28, // 28: shindo.data.v1.DataService.CreateClient:input_type -> shindo.data.v1.CreateClientRequest
-	30, // 29: shindo.data.v1.DataService.ListClients:input_type -> shindo.data.v1.ListClientsRequest
-	32, // 30: shindo.data.v1.DataService.RevokeClient:input_type -> shindo.data.v1.RevokeClientRequest
-	2,  // 31: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
-	4,  // 32: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
-	7,  // 33: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
-	9,  // 34: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
-	11, // 35: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
-	13, // 36: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
-	17, // 37: shindo.data.v1.DataService.ListReports:output_type -> shindo.data.v1.ListReportsResponse
-	19, // 38: shindo.data.v1.DataService.GetReport:output_type -> shindo.data.v1.GetReportResponse
-	21, // 39: shindo.data.v1.DataService.CreateReport:output_type -> shindo.data.v1.CreateReportResponse
-	24, // 40: shindo.data.v1.DataService.ListDetections:output_type -> shindo.data.v1.ListDetectionsResponse
-	26, // 41: shindo.data.v1.DataService.GetDetection:output_type -> shindo.data.v1.GetDetectionResponse
-	29, // 42: shindo.data.v1.DataService.CreateClient:output_type -> shindo.data.v1.CreateClientResponse
-	31, // 43: shindo.data.v1.DataService.ListClients:output_type -> shindo.data.v1.ListClientsResponse
-	33, // 44: shindo.data.v1.DataService.RevokeClient:output_type -> shindo.data.v1.RevokeClientResponse
-	31, // [31:45] is the sub-list for method output_type
-	17, // [17:31] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	36, // 17: shindo.data.v1.CheckKeysResponse.results:type_name -> shindo.data.v1.KeyCheck
+	27, // 18: shindo.data.v1.KeyCheck.client:type_name -> shindo.data.v1.Client
+	1,  // 19: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
+	3,  // 20: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
+	6,  // 21: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
+	8,  // 22: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
+	10, // 23: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
+	12, // 24: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
+	16, // 25: shindo.data.v1.DataService.ListReports:input_type -> shindo.data.v1.ListReportsRequest
+	18, // 26: shindo.data.v1.DataService.GetReport:input_type -> shindo.data.v1.GetReportRequest
+	20, // 27: shindo.data.v1.DataService.CreateReport:input_type -> shindo.data.v1.CreateReportRequest
+	23, // 28: shindo.data.v1.DataService.ListDetections:input_type -> shindo.data.v1.ListDetectionsRequest
+	25, // 29: shindo.data.v1.DataService.GetDetection:input_type -> shindo.data.v1.GetDetectionRequest
+	28, // 30: shindo.data.v1.DataService.CreateClient:input_type -> shindo.data.v1.CreateClientRequest
+	30, // 31: shindo.data.v1.DataService.ListClients:input_type -> shindo.data.v1.ListClientsRequest
+	32, // 32: shindo.data.v1.DataService.RevokeClient:input_type -> shindo.data.v1.RevokeClientRequest
+	34, // 33: shindo.data.v1.DataService.CheckKeys:input_type -> shindo.data.v1.CheckKeysRequest
+	2,  // 34: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
+	4,  // 35: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
+	7,  // 36: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
+	9,  // 37: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
+	11, // 38: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
+	13, // 39: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
+	17, // 40: shindo.data.v1.DataService.ListReports:output_type -> shindo.data.v1.ListReportsResponse
+	19, // 41: shindo.data.v1.DataService.GetReport:output_type -> shindo.data.v1.GetReportResponse
+	21, // 42: shindo.data.v1.DataService.CreateReport:output_type -> shindo.data.v1.CreateReportResponse
+	24, // 43: shindo.data.v1.DataService.ListDetections:output_type -> shindo.data.v1.ListDetectionsResponse
+	26, // 44: shindo.data.v1.DataService.GetDetection:output_type -> shindo.data.v1.GetDetectionResponse
+	29, // 45: shindo.data.v1.DataService.CreateClient:output_type -> shindo.data.v1.CreateClientResponse
+	31, // 46: shindo.data.v1.DataService.ListClients:output_type -> shindo.data.v1.ListClientsResponse
+	33, // 47: shindo.data.v1.DataService.RevokeClient:output_type -> shindo.data.v1.RevokeClientResponse
+	35, // 48: shindo.data.v1.DataService.CheckKeys:output_type -> shindo.data.v1.CheckKeysResponse
+	34, // [34:49] is the sub-list for method output_type
+	19, // [19:34] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_shindo_data_v1_data_proto_init() }
@@ -2630,7 +2823,7 @@ func file_shindo_data_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_data_v1_data_proto_rawDesc), len(file_shindo_data_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

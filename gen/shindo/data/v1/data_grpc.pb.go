@@ -36,6 +36,7 @@ const (
 	DataService_CreateClient_FullMethodName     = "/shindo.data.v1.DataService/CreateClient"
 	DataService_ListClients_FullMethodName      = "/shindo.data.v1.DataService/ListClients"
 	DataService_RevokeClient_FullMethodName     = "/shindo.data.v1.DataService/RevokeClient"
+	DataService_CheckKeys_FullMethodName        = "/shindo.data.v1.DataService/CheckKeys"
 )
 
 // DataServiceClient is the client API for DataService service.
@@ -46,7 +47,8 @@ const (
 // and, to administrators, provisions stations and their keys and manages
 // API clients. Writes need a credential in the `authorization: Bearer
 // <credential>` metadata (HTTP header): one of the service's admin tokens,
-// or an API client's key with the role the call needs.
+// or an API client's key with the role the call needs. CheckKeys needs
+// none: the keys it is given are what it checks.
 type DataServiceClient interface {
 	// ListStations lists stations, ordered by ID.
 	ListStations(ctx context.Context, in *ListStationsRequest, opts ...grpc.CallOption) (*ListStationsResponse, error)
@@ -85,6 +87,14 @@ type DataServiceClient interface {
 	ListClients(ctx context.Context, in *ListClientsRequest, opts ...grpc.CallOption) (*ListClientsResponse, error)
 	// RevokeClient makes a client's key stop working for good. Admin only.
 	RevokeClient(ctx context.Context, in *RevokeClientRequest, opts ...grpc.CallOption) (*RevokeClientResponse, error)
+	// CheckKeys tells, for each of up to 500 API keys, whether it is a key
+	// of a client and, if so, that client: its role, topics and whether it
+	// was revoked. The edges call it when an app connects with a key and
+	// every few seconds after, to drop revoked keys. It needs no credential
+	// (a key is the capability, so telling its holder whether it works
+	// leaks nothing) and is rate limited per address like every anonymous
+	// call.
+	CheckKeys(ctx context.Context, in *CheckKeysRequest, opts ...grpc.CallOption) (*CheckKeysResponse, error)
 }
 
 type dataServiceClient struct {
@@ -235,6 +245,16 @@ func (c *dataServiceClient) RevokeClient(ctx context.Context, in *RevokeClientRe
 	return out, nil
 }
 
+func (c *dataServiceClient) CheckKeys(ctx context.Context, in *CheckKeysRequest, opts ...grpc.CallOption) (*CheckKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckKeysResponse)
+	err := c.cc.Invoke(ctx, DataService_CheckKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DataServiceServer is the server API for DataService service.
 // All implementations must embed UnimplementedDataServiceServer
 // for forward compatibility.
@@ -243,7 +263,8 @@ func (c *dataServiceClient) RevokeClient(ctx context.Context, in *RevokeClientRe
 // and, to administrators, provisions stations and their keys and manages
 // API clients. Writes need a credential in the `authorization: Bearer
 // <credential>` metadata (HTTP header): one of the service's admin tokens,
-// or an API client's key with the role the call needs.
+// or an API client's key with the role the call needs. CheckKeys needs
+// none: the keys it is given are what it checks.
 type DataServiceServer interface {
 	// ListStations lists stations, ordered by ID.
 	ListStations(context.Context, *ListStationsRequest) (*ListStationsResponse, error)
@@ -282,6 +303,14 @@ type DataServiceServer interface {
 	ListClients(context.Context, *ListClientsRequest) (*ListClientsResponse, error)
 	// RevokeClient makes a client's key stop working for good. Admin only.
 	RevokeClient(context.Context, *RevokeClientRequest) (*RevokeClientResponse, error)
+	// CheckKeys tells, for each of up to 500 API keys, whether it is a key
+	// of a client and, if so, that client: its role, topics and whether it
+	// was revoked. The edges call it when an app connects with a key and
+	// every few seconds after, to drop revoked keys. It needs no credential
+	// (a key is the capability, so telling its holder whether it works
+	// leaks nothing) and is rate limited per address like every anonymous
+	// call.
+	CheckKeys(context.Context, *CheckKeysRequest) (*CheckKeysResponse, error)
 	mustEmbedUnimplementedDataServiceServer()
 }
 
@@ -333,6 +362,9 @@ func (UnimplementedDataServiceServer) ListClients(context.Context, *ListClientsR
 }
 func (UnimplementedDataServiceServer) RevokeClient(context.Context, *RevokeClientRequest) (*RevokeClientResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeClient not implemented")
+}
+func (UnimplementedDataServiceServer) CheckKeys(context.Context, *CheckKeysRequest) (*CheckKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckKeys not implemented")
 }
 func (UnimplementedDataServiceServer) mustEmbedUnimplementedDataServiceServer() {}
 func (UnimplementedDataServiceServer) testEmbeddedByValue()                     {}
@@ -607,6 +639,24 @@ func _DataService_RevokeClient_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DataService_CheckKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).CheckKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_CheckKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).CheckKeys(ctx, req.(*CheckKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DataService_ServiceDesc is the grpc.ServiceDesc for DataService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -669,6 +719,10 @@ var DataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeClient",
 			Handler:    _DataService_RevokeClient_Handler,
+		},
+		{
+			MethodName: "CheckKeys",
+			Handler:    _DataService_CheckKeys_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
