@@ -38,6 +38,7 @@ import (
 	"shindo.dev/svc-edge/internal/source"
 	"shindo.dev/svc-edge/internal/sse"
 	"shindo.dev/svc-edge/internal/wavelive"
+	"shindo.dev/svc-edge/internal/wsapi"
 )
 
 // Name is the binary and service name.
@@ -155,6 +156,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: cfg.ClientBuffer,
 		WriteTimeout: cfg.WriteTimeout, MaxClients: cfg.MaxClients, Stop: svc.Stopping(),
 		History: cfg.History, MaxHistory: int(cfg.History/(250*time.Millisecond)) + 16,
+		WebSocket: wsapi.Frame,
 	}, cfg.MaxPerAddr)
 	if err != nil {
 		return err
@@ -199,6 +201,18 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		mux.Handle("/v1/", api)
 		mux.Handle("/api/", api)
 		mux.Handle("GET /openapi.json", api)
+
+		// The WebSocket API of subscribed apps: its tokens are the data
+		// API's keys.
+		wo := wsapi.Defaults()
+		wo.Hub, wo.Keys, wo.Log = st.hub, newAPIKeys(bal), svc.Logger()
+		wo.Addr, wo.Acquire, wo.Release = clientAddr, st.perAddr.acquire, st.perAddr.release
+		wo.MaxClients = cfg.MaxClients
+		ws := wsapi.New(wo)
+		svc.Metrics().MustRegister(ws.Collectors()...)
+		svc.Go("websocket api", service.ComponentFunc(ws.Run))
+		mux.Handle("GET /ws", ws)
+		mux.Handle("GET /websocket", ws) // the path ExpTech's own edges answer on
 
 		reports := newReportFeed(bal, cfg.ReportPoll, cfg.ReportDelay, cfg.History/2, st.queueReports, svc.Logger())
 		svc.Metrics().MustRegister(reports.collectors()...)

@@ -34,7 +34,14 @@ type Options struct {
 	// Last-Event-ID; MaxHistory bounds their number.
 	History    time.Duration
 	MaxHistory int
+	// WebSocket makes an event's WebSocket frame, built once per event for
+	// all WebSocket clients (ServeConn); nil: the hub has none.
+	WebSocket func(*Event) []byte
 }
+
+// wsPing is the frame sent on a silent WebSocket connection (RFC 6455
+// ping, no payload).
+var wsPing = []byte{0x89, 0x00}
 
 // maxWorkers bounds the goroutines writing to clients: enough that a few
 // clients stuck until WriteTimeout do not hold up the rest.
@@ -62,6 +69,7 @@ type Hub struct {
 type client struct {
 	want       func(*Event) bool
 	compressed bool
+	ws         bool // a WebSocket client: frames, not chunks
 	onClose    func()
 	// conn is the taken-over connection, written by the hub's workers;
 	// nil for a client its handler goroutine serves, woken through wake.
@@ -74,6 +82,7 @@ type client struct {
 	pending   []*Event
 	spare     []*Event // the other buffer, while a worker writes one
 	keepAlive bool     // a keep-alive comment is due
+	closing   bool     // removed once its pending events are written
 	scheduled bool     // in ready, being written, or still writing its head
 	lastWrite time.Time
 	removed   bool
@@ -88,8 +97,13 @@ func NewHub(opts Options) *Hub {
 // in the history.
 func (h *Hub) Publish(e *Event) {
 	var closed []*client
+	if h.opts.WebSocket != nil && !e.raw {
+		e.ws = sync.OnceValue(func() []byte { return h.opts.WebSocket(e) })
+	}
 	h.mu.Lock()
-	h.latest[e.topic] = e
+	if !e.raw {
+		h.latest[e.topic] = e
+	}
 	if h.opts.History > 0 && e.id != "" {
 		h.hist = append(h.hist, e)
 		cut := 0
@@ -101,7 +115,7 @@ func (h *Hub) Publish(e *Event) {
 		}
 	}
 	for c := range h.clients {
-		if c.want != nil && !c.want(e) {
+		if c.want != nil && !c.want(e) || e.raw && !c.ws || c.closing {
 			continue
 		}
 		if len(c.pending) >= h.opts.Buffer {
@@ -190,7 +204,7 @@ func (h *Hub) work() {
 			h.mu.Unlock()
 			continue
 		}
-		evs, ka := c.pending, c.keepAlive
+		evs, ka, last := c.pending, c.keepAlive, c.closing
 		c.pending, c.spare, c.keepAlive = c.spare[:0], nil, false
 		h.mu.Unlock()
 
@@ -204,6 +218,8 @@ func (h *Hub) work() {
 		case c.removed:
 		case err != nil:
 			h.dropped++ // it could not take a write within WriteTimeout
+			closed = h.removeLocked(c)
+		case last && len(c.pending) == 0:
 			closed = h.removeLocked(c)
 		default:
 			c.lastWrite = time.Now()
@@ -234,13 +250,21 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 		if !keepAlive {
 			return nil
 		}
-		bufs = append(bufs, keepAliveFrame)
-		n = len(keepAliveFrame)
+		if c.ws {
+			bufs = append(bufs, wsPing)
+		} else {
+			bufs = append(bufs, keepAliveFrame)
+		}
+		n = len(bufs[0])
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	if c.ws {
+		_, err := bufs.WriteTo(c.conn)
+		return err
 	}
 	size := strconv.AppendInt(nil, int64(n), 16)
 	bufs = slices.Insert(bufs, 0, append(size, '\r', '\n'))
 	bufs = append(bufs, []byte("\r\n"))
-	c.conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
 	_, err := bufs.WriteTo(c.conn)
 	return err
 }
@@ -248,7 +272,12 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 // bytes is e's wire form for c; it tracks c's position. Only the one
 // goroutine writing to c calls it.
 func (c *client) bytes(e *Event) []byte {
-	if e.private {
+	switch {
+	case e.raw:
+		return e.data
+	case c.ws:
+		return e.ws()
+	case e.private:
 		return frame(c.pos, e.name, e.data)
 	}
 	if e.id != "" {
@@ -584,3 +613,68 @@ func (h *Hub) serveInHandler(w http.ResponseWriter, r *http.Request, c *client, 
 		}
 	}
 }
+
+// Conn is a WebSocket client the hub serves (ServeConn).
+type Conn struct {
+	h *Hub
+	c *client
+}
+
+// ServeConn takes over an established WebSocket connection: it writes head
+// (frames of the caller's) and the latest event of each topic the client
+// wants, then every event it wants as it is published, each as the frame
+// Options.WebSocket makes, shared by all. The caller keeps reading the
+// connection (the client's frames) and calls Close when it ends; OnClose
+// runs once when the stream ends for any reason. It reports false, having
+// written nothing, when the hub is full or stopping.
+func (h *Hub) ServeConn(conn net.Conn, head []byte, o ServeOptions) (*Conn, bool) {
+	c := &client{ws: true, onClose: o.OnClose, done: make(chan struct{})}
+	replay, _, _, ok := h.subscribe(c, ServeOptions{Want: o.Want, Latest: true})
+	if !ok {
+		finish([]*client{c})
+		return nil, false
+	}
+	b := append([]byte(nil), head...)
+	for _, e := range replay {
+		b = append(b, e.ws()...)
+	}
+	conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	if _, err := conn.Write(b); err != nil {
+		h.remove(c)
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.removed {
+		return nil, false
+	}
+	c.conn = conn
+	c.lastWrite = time.Now()
+	c.scheduled = false
+	if len(c.pending) > 0 {
+		h.kickLocked(c)
+	}
+	return &Conn{h: h, c: c}, true
+}
+
+// Send queues a frame for this client alone, after what is pending for
+// it; with last, the connection is closed once it is written and nothing
+// more is queued.
+func (wc *Conn) Send(frame []byte, last bool) {
+	h, c := wc.h, wc.c
+	h.mu.Lock()
+	if c.removed || c.closing {
+		h.mu.Unlock()
+		return
+	}
+	c.pending = append(c.pending, NewRaw("", frame))
+	c.closing = c.closing || last
+	h.kickLocked(c)
+	h.mu.Unlock()
+}
+
+// Close ends the client's stream at once.
+func (wc *Conn) Close() { wc.h.remove(wc.c) }
+
+// Done is closed when the client's stream has ended.
+func (wc *Conn) Done() <-chan struct{} { return wc.c.done }

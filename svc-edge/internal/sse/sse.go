@@ -36,11 +36,23 @@ type Event struct {
 	id         string
 	name       string
 	private    bool // one client's, framed with its position
+	raw        bool // written as it is (a WebSocket frame), kept nowhere
 	at         time.Time
 	data       []byte
 	plain      []byte
 	compressed func() []byte
+	ws         func() []byte // the WebSocket form, when the hub has one
 }
+
+// NewRaw is an event of topic whose bytes are written as they are, for
+// the hub's WebSocket clients (a frame made by the caller): it has no ID
+// and is kept neither as its topic's latest nor in the history.
+func NewRaw(topic string, frame []byte) *Event {
+	return &Event{topic: topic, raw: true, at: time.Now(), data: frame}
+}
+
+// At is when the event was made.
+func (e *Event) At() time.Time { return e.at }
 
 // NewEvent frames data (one line of JSON) as an SSE event named name (""
 // for the default "message" event), without an ID.
