@@ -119,9 +119,6 @@ type Options struct {
 	MaxClients int
 	// StartTimeout is how long a client has to send its start message.
 	StartTimeout time.Duration
-	// IdleTimeout drops a client that sends nothing, not even the pong of
-	// the hub's pings, for that long: a dead peer.
-	IdleTimeout time.Duration
 	// MaxMessage bounds a client message, bytes.
 	MaxMessage int
 	// Recheck is how often the keys of connected clients are checked again.
@@ -138,7 +135,7 @@ type Options struct {
 // Defaults returns the options' defaults (Hub, Keys, Acquire, Release and
 // Log still to set).
 func Defaults() Options {
-	return Options{MaxClients: 60000, StartTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second, MaxMessage: 4096,
+	return Options{MaxClients: 60000, StartTimeout: 10 * time.Second, MaxMessage: 4096,
 		Recheck: 3 * time.Second, NTP: time.Minute, FrameRate: 5, FrameBurst: 20}
 }
 
@@ -475,7 +472,7 @@ func (s *Server) session(conn net.Conn, br *bufio.Reader, addr string) {
 	s.sessions[ss] = struct{}{}
 	s.mu.Unlock()
 	s.opts.Log.Debug("websocket client started", slog.String("addr", addr), slog.String("key", key.KeyID), slog.Any("topics", success))
-	s.follow(conn, br, ss)
+	s.follow(br, ss)
 }
 
 var errNotText = errors.New("first message is not text")
@@ -523,12 +520,13 @@ func (s *Server) firstMessage(conn net.Conn, br *bufio.Reader) ([]byte, error) {
 // follow reads a started client's frames until it leaves: pings are
 // answered, a close is echoed, anything else is counted and dropped, and a
 // client that sends faster than the frame rate, or breaks the protocol,
-// is disconnected.
-func (s *Server) follow(conn net.Conn, br *bufio.Reader, ss *session) {
+// is disconnected. A started client need send nothing, so there is no
+// read deadline: a dead peer is found by the writes to it (the hub's
+// write timeout, the pings of silent connections) and by TCP keep-alive.
+func (s *Server) follow(br *bufio.Reader, ss *session) {
 	defer ss.conn.Close()
 	tokens, last := s.opts.FrameBurst, time.Now()
 	for {
-		conn.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		f, err := readFrame(br, s.opts.MaxMessage)
 		if err != nil {
 			if errors.Is(err, errProtocol) || errors.Is(err, errTooBig) {

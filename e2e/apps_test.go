@@ -1,0 +1,650 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// TestAppsDuringAnEarthquake plays an M6 earthquake near Hualien on the
+// whole topology while models of the apps people use (appmodels_test.go:
+// TREM-Lite's released and current builds, its TypeScript rewrite, DPIP,
+// and a WebSocket subscriber) read shindo as their code reads ExpTech's
+// servers, and then checks what each of them would have shown: the live
+// stations, triggered ones as triggered, the early warning raised by our
+// detection, the intensity flash and long-period classes, the report with
+// a place their speech code can say, replays equal to what the live stream
+// carried, and no route they call answering 404.
+func TestAppsDuringAnEarthquake(t *testing.T) {
+	d := startDev(t, "-stations", "100", "-scenario", "hualien-m6", "-scenario-in", "15s")
+	tpe := d.endpoints.get(t, "TPE-1", "edge", "http")
+	khh := d.endpoints.get(t, "KHH-1", "edge", "http")
+	tnn := d.endpoints.get(t, "TNN-1", "dataapi", "http")
+	tyo := d.endpoints.get(t, "TYO-1", "dataapi", "http")
+	token, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := strings.TrimSpace(string(token))
+	stations := map[string]bool{}
+	for _, s := range d.stations {
+		stations[s.ID] = true
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+
+	// What the live stream carried, by event ID, to compare replays with.
+	var liveMu sync.Mutex
+	live := map[string]string{}
+	run(func() {
+		for ev := range openSSE(ctx, t, tpe+"/v1/stream?topics=rts,eew") {
+			if ev.id != "" && ev.name == "" {
+				liveMu.Lock()
+				live[ev.id] = ev.data
+				liveMu.Unlock()
+			}
+		}
+	})
+
+	// TREM-Lite JS, HEAD: both streams by Accept only (http.js:151-168).
+	jsHead := struct {
+		mu        sync.Mutex
+		rtsAt     []time.Time
+		triggered int
+		eew       *tremEEW
+	}{eew: newTremEEW("trem", "cwa")}
+	for _, route := range []string{"/api/v2/trem/rts", "/api/v2/eq/eew"} {
+		status, hdr, chunks := chunkStream(ctx, t, tpe+route, map[string]string{"Accept": "text/event-stream", "Cache-Control": "no-cache"})
+		if status != 200 || hdr.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("TREM-Lite HEAD %s: %d %s", route, status, hdr.Get("Content-Type"))
+		}
+		run(func() {
+			var p tremJSStream
+			for c := range chunks {
+				v, ok := tremValue(p.read(c))
+				if !ok {
+					continue
+				}
+				jsHead.mu.Lock()
+				if route == "/api/v2/trem/rts" {
+					// rts.js:138-148: a value without station draws nothing.
+					if m, _ := v.(map[string]any); m["station"] != nil {
+						jsHead.rtsAt = append(jsHead.rtsAt, time.Now())
+						for _, s := range m["station"].(map[string]any) {
+							if a, _ := s.(map[string]any)["alert"]; a != nil && a != float64(0) && a != false {
+								jsHead.triggered++
+							}
+						}
+					}
+				} else {
+					jsHead.eew.process(t, v)
+				}
+				jsHead.mu.Unlock()
+			}
+		})
+	}
+
+	// TREM-Lite's TypeScript rewrite: the same streams, read whole
+	// (dataHttp.ts:45-65 at 44ea535).
+	tsApp := struct {
+		mu    sync.Mutex
+		rtsAt []time.Time
+		eew   *tremEEW
+	}{eew: newTremEEW("trem", "cwa")}
+	for _, route := range []string{"/api/v2/trem/rts", "/api/v2/eq/eew"} {
+		_, _, chunks := chunkStream(ctx, t, khh+route, map[string]string{"Accept": "text/event-stream"})
+		run(func() {
+			var p tremTSStream
+			for c := range chunks {
+				for _, v := range p.read(c) {
+					tsApp.mu.Lock()
+					if m, ok := v.(map[string]any); ok && m["station"] != nil {
+						tsApp.rtsAt = append(tsApp.rtsAt, time.Now())
+					} else {
+						tsApp.eew.process(t, v)
+					}
+					tsApp.mu.Unlock()
+				}
+			}
+		})
+	}
+
+	// TREM-Lite 3.2.3, released: polls every second, intensity every 5th
+	// and LPGM every 7th time (http.js:275-358 of 3.2.3's http.js:14-97).
+	poll := struct {
+		mu                sync.Mutex
+		polls, accepted   int
+		lastTime          float64
+		eew               *tremEEW
+		flash             *tremFlash
+		incompleteAnswers int
+	}{eew: newTremEEW("trem", "cwa"), flash: newTremFlash()}
+	run(func() {
+		client := &http.Client{Timeout: 5 * time.Second}
+		get := func(path string) (any, bool) {
+			resp, err := client.Get(tpe + path)
+			if err != nil {
+				return nil, false
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			var v any
+			if err != nil || resp.StatusCode != 200 || json.Unmarshal(b, &v) != nil {
+				poll.mu.Lock()
+				poll.incompleteAnswers++
+				poll.mu.Unlock()
+				return nil, false
+			}
+			return v, true
+		}
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rts, _ := get("/api/v2/trem/rts")
+			eew, eewOK := get("/api/v2/eq/eew")
+			poll.mu.Lock()
+			poll.polls++
+			// data.js:210-219: taken only if its time is later.
+			if m, ok := rts.(map[string]any); ok {
+				if tm, _ := m["time"].(float64); tm > poll.lastTime {
+					poll.lastTime = tm
+					poll.accepted++
+				}
+			}
+			if eewOK {
+				poll.eew.process(t, eew)
+			}
+			poll.mu.Unlock()
+			if n%5 == 0 {
+				if v, ok := get("/api/v2/trem/intensity"); ok {
+					poll.mu.Lock()
+					poll.flash.processIntensity(t, v)
+					poll.mu.Unlock()
+				}
+			}
+			if n%7 == 0 {
+				if v, ok := get("/api/v2/trem/lpgm"); ok {
+					poll.mu.Lock()
+					poll.flash.processLPGM(t, v, stations)
+					poll.mu.Unlock()
+				}
+			}
+		}
+	})
+
+	// DPIP: both streams compressed (earthquake_api.dart:33-37, 79-83),
+	// with its headers (sse_client.dart:40-47).
+	dpip := struct {
+		mu         sync.Mutex
+		rtsAt      []time.Time
+		triggered  int
+		errs       []string
+		firstEEW   time.Duration
+		sawFinal   bool
+		eewIDs     map[string]bool
+		retry      int
+		contentEnc string
+	}{eewIDs: map[string]bool{}}
+	for _, route := range []string{"/api/v2/trem/rts", "/api/v2/eq/eew"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, khh+route+"?sse=1&compress=1", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Cache-Control", "no-cache")
+		req.Header.Set("Accept-Encoding", "identity")
+		opened := time.Now()
+		resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("DPIP %s: %v %v", route, resp, err)
+		}
+		dpip.contentEnc += resp.Header.Get("Content-Encoding")
+		frames := make(chan dpipFrame, 64)
+		go dpipFrames(resp.Body, frames)
+		run(func() {
+			defer resp.Body.Close()
+			for f := range frames {
+				payload, err := dpipPayload(f)
+				dpip.mu.Lock()
+				if f.retry > 0 {
+					dpip.retry = f.retry
+				}
+				switch {
+				case err != nil:
+					dpip.errs = append(dpip.errs, route+": "+err.Error())
+				case payload == "":
+				case route == "/api/v2/trem/rts":
+					n, err := dpipRTS(payload)
+					if err != nil {
+						dpip.errs = append(dpip.errs, "rts: "+err.Error())
+					}
+					dpip.rtsAt = append(dpip.rtsAt, time.Now())
+					dpip.triggered += n
+				default:
+					list, err := dpipEEW(payload)
+					if err != nil {
+						dpip.errs = append(dpip.errs, "eew: "+err.Error())
+					}
+					if dpip.firstEEW == 0 {
+						dpip.firstEEW = time.Since(opened)
+					}
+					for _, a := range list {
+						dpip.eewIDs[a["id"].(string)] = true
+						if a["final"] == float64(1) {
+							dpip.sawFinal = true
+						}
+					}
+				}
+				dpip.mu.Unlock()
+			}
+		})
+	}
+
+	// A subscriber of the WebSocket API with a key of its own.
+	code, body := postJSON(t, tnn+"/v1/clients", admin,
+		`{"name":"e2e app","role":"subscriber","topics":["websocket.trem.rts.v1","websocket.eew.v1","websocket.trem.intensity.v1"]}`)
+	var created struct {
+		Key    string `json:"key"`
+		Client struct {
+			KeyID string `json:"key_id"`
+		} `json:"client"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &created) != nil || created.Key == "" {
+		t.Fatalf("create a subscriber key: %d %s", code, body)
+	}
+	wsURL := "ws" + strings.TrimPrefix(tpe, "http") + "/ws"
+	ws, _, err := websocket.Dial(ctx, wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(16 << 20)
+	defer ws.CloseNow()
+	ws.Write(ctx, websocket.MessageText, []byte(`{"type":"start","token":"`+created.Key+`","topic":["websocket.trem.rts.v1","websocket.eew.v1","websocket.trem.lpgm.v1"]}`))
+	wsApp := struct {
+		mu         sync.Mutex
+		connect    map[string][]string
+		data       map[string]int
+		rtsPayload map[string]string // by the payload's time
+		disconnect string
+		ntp        int
+	}{data: map[string]int{}, rtsPayload: map[string]string{}}
+	wsDone := make(chan struct{})
+	go func() {
+		defer close(wsDone)
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				return
+			}
+			var m struct {
+				Type    string          `json:"type"`
+				Event   string          `json:"event"`
+				Msg     string          `json:"msg"`
+				Topic   json.RawMessage `json:"topic"`
+				Payload json.RawMessage `json:"payload"`
+				Time    int64           `json:"time"`
+			}
+			if json.Unmarshal(b, &m) != nil {
+				t.Errorf("WebSocket: not JSON: %q", b)
+				continue
+			}
+			wsApp.mu.Lock()
+			switch {
+			case m.Type == "info" && m.Event == "connect":
+				json.Unmarshal(m.Topic, &wsApp.connect)
+			case m.Type == "info" && m.Event == "disconnect":
+				wsApp.disconnect = m.Msg
+			case m.Type == "ntp":
+				wsApp.ntp++
+			case m.Type == "data":
+				var topic string
+				json.Unmarshal(m.Topic, &topic)
+				wsApp.data[topic]++
+				if topic == "websocket.trem.rts.v1" {
+					var p struct{ Time int64 }
+					json.Unmarshal(m.Payload, &p)
+					wsApp.rtsPayload[strconv.FormatInt(p.Time, 10)] = string(m.Payload)
+				}
+			}
+			wsApp.mu.Unlock()
+		}
+	}()
+
+	// The earthquake: wait for the report our detection becomes.
+	var report map[string]any
+	deadline := time.Now().Add(6 * time.Minute)
+	for report == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no report of the scenario's earthquake within 6 minutes")
+		}
+		time.Sleep(2 * time.Second)
+		var list []map[string]any
+		if code, body := httpGet(t, tnn+"/api/v2/eq/report?limit=5"); code == 200 && json.Unmarshal([]byte(body), &list) == nil {
+			for _, r := range list {
+				if tr, _ := r["trem"].(float64); tr > 0 {
+					report = r
+				}
+			}
+		}
+	}
+	t.Logf("report: %v", report)
+
+	// A revoked key is disconnected within seconds.
+	req, _ := http.NewRequest(http.MethodDelete, tnn+"/v1/clients/"+created.Client.KeyID, nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("revoke: %v %v", resp, err)
+	}
+	revoked := time.Now()
+	select {
+	case <-wsDone:
+	case <-time.After(15 * time.Second):
+		t.Errorf("WebSocket client still connected 15 s after its key was revoked")
+	}
+	wsGone := time.Since(revoked)
+	cancel()
+	wg.Wait()
+
+	t.Run("TREM-Lite HEAD streams", func(t *testing.T) {
+		jsHead.mu.Lock()
+		defer jsHead.mu.Unlock()
+		// loop.js:31-37: the clock turns red 3 s after the last data.
+		if gap := maxGap(jsHead.rtsAt); len(jsHead.rtsAt) < 20 || gap > 3*time.Second {
+			t.Errorf("%d RTS deliveries, longest gap %v (TREM-Lite shows an error past 3 s)", len(jsHead.rtsAt), gap)
+		}
+		if jsHead.triggered == 0 {
+			t.Errorf("no station ever shown triggered")
+		}
+		if len(jsHead.eew.release) == 0 {
+			t.Errorf("no early warning released (author trem must be accepted, constant.js:128)")
+		}
+		t.Logf("RTS deliveries %d (longest gap %v), triggered %d, alerts released %v, updates %d",
+			len(jsHead.rtsAt), maxGap(jsHead.rtsAt), jsHead.triggered, jsHead.eew.release, jsHead.eew.updates)
+	})
+	t.Run("TREM-Lite TypeScript streams", func(t *testing.T) {
+		tsApp.mu.Lock()
+		defer tsApp.mu.Unlock()
+		if gap := maxGap(tsApp.rtsAt); len(tsApp.rtsAt) < 100 || gap > 1500*time.Millisecond {
+			t.Errorf("%d RTS deliveries, longest gap %v: every tick should arrive", len(tsApp.rtsAt), gap)
+		}
+		if len(tsApp.eew.release) == 0 {
+			t.Errorf("no early warning released")
+		}
+	})
+	t.Run("TREM-Lite 3.2.3 polling", func(t *testing.T) {
+		poll.mu.Lock()
+		defer poll.mu.Unlock()
+		if poll.incompleteAnswers > 0 {
+			t.Errorf("%d answers were not a complete JSON document", poll.incompleteAnswers)
+		}
+		if poll.accepted < poll.polls*8/10 {
+			t.Errorf("%d of %d polls gave a newer RTS time (data.js:210-219)", poll.accepted, poll.polls)
+		}
+		if len(poll.eew.release) == 0 {
+			t.Errorf("no early warning released")
+		}
+		if poll.flash.released == 0 {
+			t.Errorf("no intensity flash released")
+		}
+		if len(poll.flash.lpgmFirst) == 0 {
+			t.Errorf("no long-period ground motion released")
+		}
+		t.Logf("polls %d, accepted %d, intensity flashes %d, LPGM %v", poll.polls, poll.accepted, poll.flash.released, poll.flash.lpgmFirst)
+	})
+	t.Run("DPIP streams", func(t *testing.T) {
+		dpip.mu.Lock()
+		defer dpip.mu.Unlock()
+		for _, e := range dpip.errs {
+			t.Error(e)
+		}
+		if dpip.contentEnc != "" {
+			t.Errorf("Content-Encoding %q on a stream DPIP asked identity for", dpip.contentEnc)
+		}
+		// rts_realtime_source.dart:22-27: stale after 3 s without a payload.
+		if gap := maxGap(dpip.rtsAt); len(dpip.rtsAt) < 100 || gap > 3*time.Second {
+			t.Errorf("%d RTS payloads, longest gap %v", len(dpip.rtsAt), gap)
+		}
+		if dpip.triggered == 0 {
+			t.Errorf("no station ever triggered (alert 1)")
+		}
+		// eew_realtime_source.dart:28-31: offline without a payload on connect.
+		if dpip.firstEEW == 0 || dpip.firstEEW > 2*time.Second {
+			t.Errorf("first EEW payload %v after connecting", dpip.firstEEW)
+		}
+		if len(dpip.eewIDs) == 0 || !dpip.sawFinal {
+			t.Errorf("alerts %v, final seen %v", dpip.eewIDs, dpip.sawFinal)
+		}
+		if dpip.retry != 3000 {
+			t.Errorf("retry %d", dpip.retry)
+		}
+	})
+	t.Run("WebSocket subscriber", func(t *testing.T) {
+		wsApp.mu.Lock()
+		defer wsApp.mu.Unlock()
+		if !slices.Equal(wsApp.connect["success"], []string{"websocket.trem.rts.v1", "websocket.eew.v1"}) ||
+			!slices.Equal(wsApp.connect["failed"], []string{"websocket.trem.lpgm.v1"}) {
+			t.Errorf("connect %v: the key has rts and eew, not lpgm", wsApp.connect)
+		}
+		if wsApp.data["websocket.trem.rts.v1"] < 100 || wsApp.data["websocket.eew.v1"] == 0 || wsApp.data["websocket.trem.lpgm.v1"] != 0 {
+			t.Errorf("data frames %v", wsApp.data)
+		}
+		if wsApp.disconnect != "Token has been revoked" {
+			t.Errorf("after revoking: %q (%v)", wsApp.disconnect, wsGone)
+		}
+		// The payloads are the SSE events' data, byte for byte.
+		liveMu.Lock()
+		same := 0
+		for tm, p := range wsApp.rtsPayload {
+			if d, ok := live[tm+"-0"]; ok {
+				if d != p {
+					t.Errorf("tick %s: WebSocket payload differs from the SSE event", tm)
+				}
+				same++
+			}
+		}
+		liveMu.Unlock()
+		if same < 50 {
+			t.Errorf("only %d WebSocket payloads compared with the SSE stream", same)
+		}
+		t.Logf("frames %v, ntp %d, disconnected %v after revoking", wsApp.data, wsApp.ntp, wsGone)
+	})
+
+	t.Run("replays equal the live stream", func(t *testing.T) {
+		liveMu.Lock()
+		defer liveMu.Unlock()
+		var ticks []int64
+		for id := range live {
+			ms, topic, _ := strings.Cut(id, "-")
+			tick, _ := strconv.ParseInt(ms, 10, 64)
+			if tick%1000 == 0 && topic == "0" {
+				ticks = append(ticks, tick)
+			}
+		}
+		sort.Slice(ticks, func(i, j int) bool { return ticks[i] < ticks[j] })
+		if len(ticks) < 60 {
+			t.Fatalf("only %d whole-second ticks captured", len(ticks))
+		}
+		rtsSame, eewSame := 0, 0
+		for i, tick := range ticks {
+			if i%3 != 0 {
+				continue
+			}
+			sec := strconv.FormatInt(tick/1000, 10)
+			for _, base := range []string{tnn, tpe} {
+				code, body := httpGet(t, base+"/api/v2/trem/rts/"+sec)
+				if code != 200 || body != live[fmt.Sprintf("%d-0", tick)] {
+					t.Errorf("%s/api/v2/trem/rts/%s: %d, not the live event:\n got %.200s\nlive %.200s", base, sec, code, body, live[fmt.Sprintf("%d-0", tick)])
+				}
+				rtsSame++
+			}
+			if want, ok := live[fmt.Sprintf("%d-1", tick)]; ok {
+				code, body := httpGet(t, tnn+"/api/v2/eq/eew/"+sec)
+				if code != 200 || body != want {
+					t.Errorf("/api/v2/eq/eew/%s: %d %s, live %s", sec, code, body, want)
+				}
+				eewSame++
+			}
+		}
+		if eewSame < 5 {
+			t.Errorf("only %d alert lists compared", eewSame)
+		}
+		t.Logf("%d RTS and %d EEW replays equal the live events", rtsSame, eewSame)
+	})
+
+	t.Run("report", func(t *testing.T) {
+		id := report["id"].(string)
+		if err := dpipReportRow(report); err != nil {
+			t.Errorf("DPIP drops the row: %v", err)
+		}
+		loc, _ := report["loc"].(string)
+		place, ok := tremReportPlace(loc)
+		if !ok || !strings.HasPrefix(place, "花蓮縣") {
+			t.Errorf("loc %q: TREM-Lite's speech extracts %q (audio.js:303 throws without 位於…))", loc, place)
+		}
+		// DPIP's filter: the day in Taiwan, sorted by magnitude.
+		day := time.Now().In(time.FixedZone("Asia/Taipei", 8*3600)).Format("2006-01-02")
+		code, body := httpGet(t, tnn+"/api/v2/eq/report?limit=30&minMagnitude=0.0&maxMagnitude=8.0&startTime="+day+"&endTime="+day+"&sort=magnitude&order=asc")
+		var rows []map[string]any
+		if code != 200 || json.Unmarshal([]byte(body), &rows) != nil || !slices.ContainsFunc(rows, func(r map[string]any) bool { return r["id"] == id }) {
+			t.Errorf("DPIP's report filter: %d %.300s", code, body)
+		}
+		code, body = httpGet(t, tpe+"/api/v2/eq/report/"+id)
+		var detail map[string]any
+		if code != 200 || json.Unmarshal([]byte(body), &detail) != nil {
+			t.Fatalf("report detail: %d %s", code, body)
+		}
+		if err := dpipReport(detail); err != nil {
+			t.Errorf("DPIP cannot show the report: %v", err)
+		}
+		// audio.js:311 and :340: a county with int > 0, towns at 1–9.
+		counties, _ := detail["list"].(map[string]any)
+		lit := false
+		for _, c := range counties {
+			cm := c.(map[string]any)
+			if cm["int"].(float64) > 0 {
+				lit = true
+			}
+			for name, tw := range cm["town"].(map[string]any) {
+				if l := tw.(map[string]any)["int"].(float64); l < 1 || l > 9 || l != float64(int(l)) {
+					t.Errorf("town %s at %v: TREM-Lite's speech throws (audio.js:340)", name, l)
+				}
+			}
+		}
+		if !lit {
+			t.Errorf("report lists no county with an intensity: %.300s", body)
+		}
+	})
+
+	t.Run("stations", func(t *testing.T) {
+		code, body := httpGet(t, tnn+"/api/v1/trem/station")
+		var list map[string]map[string]any
+		if code != 200 || json.Unmarshal([]byte(body), &list) != nil {
+			t.Fatalf("%d %.200s", code, body)
+		}
+		for id := range stations {
+			info, _ := list[id]["info"].([]any)
+			if len(info) == 0 {
+				t.Fatalf("station %s has no info (trem_station_repository_impl.dart:27-36)", id)
+			}
+			last := info[len(info)-1].(map[string]any)
+			if _, ok := last["lat"].(float64); !ok {
+				t.Errorf("station %s: info lat %v", id, last["lat"])
+			}
+		}
+	})
+
+	t.Run("every route answers", func(t *testing.T) {
+		sec := strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
+		id := report["id"].(string)
+		type route struct{ base, path string }
+		var routes []route
+		for _, edge := range []string{tpe, khh} {
+			for _, p := range []string{"/api/v2/trem/rts", "/api/v2/eq/eew", "/api/v2/trem/intensity", "/api/v2/trem/lpgm", "/ntp",
+				"/api/v2/trem/rts/" + sec, "/api/v2/eq/eew/" + sec, "/api/v2/trem/intensity/" + sec, "/api/v2/trem/lpgm/" + sec,
+				"/api/v2/eq/report?limit=75", "/api/v2/eq/report", "/api/v2/eq/report/" + id, "/api/v1/trem/station"} {
+				routes = append(routes, route{edge, p})
+			}
+		}
+		for _, core := range []string{tnn, tyo} {
+			for _, p := range []string{"/ntp", "/api/v2/trem/rts/" + sec, "/api/v2/eq/eew/" + sec, "/api/v2/trem/intensity/" + sec,
+				"/api/v2/trem/lpgm/" + sec, "/api/v2/eq/report?limit=150", "/api/v2/eq/report/" + id, "/api/v1/trem/station"} {
+				routes = append(routes, route{core, p})
+			}
+		}
+		for _, r := range routes {
+			resp, err := http.Get(r.base + r.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("%s%s: %d", r.base, r.path, resp.StatusCode)
+			}
+			if v := resp.Header.Values("Access-Control-Allow-Origin"); len(v) != 1 || v[0] != "*" {
+				t.Errorf("%s%s: Access-Control-Allow-Origin %q", r.base, r.path, v)
+			}
+			if r.path != "/ntp" && resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("%s%s: Content-Type %q (DPIP casts JSON only for application/json)", r.base, r.path, resp.Header.Get("Content-Type"))
+			}
+		}
+		// The preflight of the TS rewrite's web build (dataHttp.ts:356).
+		for _, base := range []string{tpe, tnn} {
+			req, _ := http.NewRequest(http.MethodOptions, base+"/api/v2/eq/eew?sse=1", nil)
+			req.Header.Set("Origin", "https://exptechtw.github.io")
+			req.Header.Set("Access-Control-Request-Method", "GET")
+			req.Header.Set("Access-Control-Request-Headers", "cache-control")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 204 || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "cache-control") {
+				t.Errorf("%s preflight: %d %v", base, resp.StatusCode, resp.Header)
+			}
+		}
+		// /ntp, as TREM-Lite's TS desktop build reads it (ntp.rs:84-90)
+		// and its web build (ntp.ts:53-61).
+		for _, base := range []string{tpe, tnn, tyo} {
+			resp, err := http.Get(base + "/ntp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			ms, err1 := strconv.ParseFloat(string(b), 64)
+			_, err2 := strconv.ParseFloat(resp.Header.Get("X-NTP-T2"), 64)
+			_, err3 := strconv.ParseFloat(resp.Header.Get("X-NTP-T3"), 64)
+			if err1 != nil || err2 != nil || err3 != nil || time.Since(time.UnixMilli(int64(ms))).Abs() > 5*time.Second {
+				t.Errorf("%s/ntp: %q %v", base, b, resp.Header)
+			}
+		}
+	})
+}
+
+// maxGap is the longest time between consecutive instants.
+func maxGap(at []time.Time) time.Duration {
+	var gap time.Duration
+	for i := 1; i < len(at); i++ {
+		gap = max(gap, at[i].Sub(at[i-1]))
+	}
+	return gap
+}
