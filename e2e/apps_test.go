@@ -134,7 +134,8 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		eew               *tremEEW
 		flash             *tremFlash
 		incompleteAnswers int
-	}{eew: newTremEEW("trem", "cwa"), flash: newTremFlash()}
+		samples           map[string]any // a telling answer of each route, for the shape goldens
+	}{eew: newTremEEW("trem", "cwa"), flash: newTremFlash(), samples: map[string]any{}}
 	run(func() {
 		client := &http.Client{Timeout: 5 * time.Second}
 		get := func(path string) (any, bool) {
@@ -150,6 +151,16 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 				poll.incompleteAnswers++
 				poll.mu.Unlock()
 				return nil, false
+			}
+			// Keep the first answer that shows the fields of an event in
+			// progress: a list that is not empty, a snapshot with a
+			// triggered station.
+			if l, ok := v.([]any); ok && len(l) > 0 || strings.Contains(string(b), `"alert":1`) {
+				poll.mu.Lock()
+				if _, kept := poll.samples[path]; !kept {
+					poll.samples[path] = v
+				}
+				poll.mu.Unlock()
 			}
 			return v, true
 		}
@@ -571,6 +582,40 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		}
 	})
 
+	t.Run("shapes match the goldens", func(t *testing.T) {
+		poll.mu.Lock()
+		samples := poll.samples
+		poll.mu.Unlock()
+		_, stationBody := httpGet(t, tnn+"/api/v1/trem/station")
+		_, detailBody := httpGet(t, tnn+"/api/v2/eq/report/"+report["id"].(string))
+		var stationList, detail any
+		json.Unmarshal([]byte(stationBody), &stationList)
+		json.Unmarshal([]byte(detailBody), &detail)
+		samples["/api/v1/trem/station"] = stationList
+		samples["/api/v2/eq/report/{id}"] = detail
+		samples["/api/v2/eq/report"] = []any{report}
+		for _, g := range shapeGoldens {
+			v, ok := samples[g.route]
+			if !ok {
+				t.Errorf("%s: no answer with its fields during the earthquake", g.route)
+				continue
+			}
+			got, _ := json.MarshalIndent(shapeOf(v, "", g.maps), "", "  ")
+			path := filepath.Join("testdata", "compat", g.file)
+			if os.Getenv("UPDATE_GOLDEN") != "" {
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				os.WriteFile(path, append(got, '\n'), 0o644)
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (UPDATE_GOLDEN=1 writes it)", err)
+			}
+			if strings.TrimSpace(string(want)) != string(got) {
+				t.Errorf("%s: the shape changed (%s, read by %s):\n got %s\nwant %s", g.route, g.file, g.readBy, got, want)
+			}
+		}
+	})
+
 	t.Run("every route answers", func(t *testing.T) {
 		sec := strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
 		id := report["id"].(string)
@@ -647,4 +692,111 @@ func maxGap(at []time.Time) time.Duration {
 		gap = max(gap, at[i].Sub(at[i-1]))
 	}
 	return gap
+}
+
+// shapeGoldens are the routes whose JSON shape is pinned in
+// testdata/compat, with the app code that reads each, and the paths whose
+// objects are maps keyed by data (station IDs, counties) rather than
+// fields.
+var shapeGoldens = []struct {
+	route, file, readBy string
+	maps                []string
+}{
+	{"/api/v2/trem/rts", "rts.json", "TREM-Lite rts.js:112-410; DPIP rts.g.dart:9-33", []string{"station", "box"}},
+	{"/api/v2/eq/eew", "eew.json", "TREM-Lite data.js:341-425, eew.js; DPIP eew.g.dart:9-35", nil},
+	{"/api/v2/trem/intensity", "intensity.json", "TREM-Lite data.js:449-509, intensity.js:73-78", []string{"[].area"}},
+	{"/api/v2/trem/lpgm", "lpgm.json", "TREM-Lite data.js:511-556, lpgm.js:62-93", nil},
+	{"/api/v2/eq/report", "report_list.json", "DPIP partial_earthquake_report.g.dart:11-22; TREM-Lite report.js:193-268", nil},
+	{"/api/v2/eq/report/{id}", "report.json", "DPIP earthquake_report.g.dart:9-58; TREM-Lite audio.js:295-342", []string{"list", "list.*.town"}},
+	{"/api/v1/trem/station", "station.json", "DPIP trem_station_repository_impl.dart:17-41; TREM-Lite rts.js:185", []string{""}},
+}
+
+// shapeOf is a JSON value's shape: objects by field (a key present in only
+// some of the values an array or map holds is marked "?"), maps (the
+// paths listed) as {"*": shape of their values}, arrays as [shape of their
+// elements], and "number", "string", "boolean", "null". Numbers are not
+// told apart as integers: a magnitude of 6.0 prints as 6, and the models
+// check integer fields themselves.
+func shapeOf(v any, path string, maps []string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		if slices.Contains(maps, path) {
+			var vals []any
+			for _, e := range x {
+				vals = append(vals, shapeOf(e, path+".*", maps))
+			}
+			return map[string]any{"*": union(vals)}
+		}
+		out := map[string]any{}
+		prefix := path + "."
+		if path == "" {
+			prefix = ""
+		}
+		for k, e := range x {
+			out[k] = shapeOf(e, prefix+k, maps)
+		}
+		return out
+	case []any:
+		var vals []any
+		for _, e := range x {
+			vals = append(vals, shapeOf(e, path+"[]", maps))
+		}
+		if len(vals) == 0 {
+			return []any{}
+		}
+		return []any{union(vals)}
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "null"
+}
+
+// union merges the shapes of the values of one array or map.
+func union(shapes []any) any {
+	if len(shapes) == 0 {
+		return "nothing"
+	}
+	objs := 0
+	for _, s := range shapes {
+		if _, ok := s.(map[string]any); ok {
+			objs++
+		}
+	}
+	if objs != len(shapes) {
+		seen := map[string]bool{}
+		var kinds []string
+		for _, s := range shapes {
+			b, _ := json.Marshal(s)
+			if !seen[string(b)] {
+				seen[string(b)] = true
+				kinds = append(kinds, string(b))
+			}
+		}
+		if len(kinds) == 1 {
+			return shapes[0]
+		}
+		sort.Strings(kinds)
+		return "one of " + strings.Join(kinds, " | ")
+	}
+	count := map[string]int{}
+	fields := map[string][]any{}
+	for _, s := range shapes {
+		for k, v := range s.(map[string]any) {
+			count[k]++
+			fields[k] = append(fields[k], v)
+		}
+	}
+	out := map[string]any{}
+	for k, vs := range fields {
+		name := k
+		if count[k] < len(shapes) {
+			name += "?"
+		}
+		out[name] = union(vs)
+	}
+	return out
 }
