@@ -62,6 +62,19 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		}
 	})
 
+	// The other edge's stream, topic for topic: the same IDs and data.
+	var otherMu sync.Mutex
+	other := map[string]string{}
+	run(func() {
+		for ev := range openSSE(ctx, t, khh+"/v1/stream?topics=rts,eew,intensity,lpgm") {
+			if ev.id != "" && ev.name == "" {
+				otherMu.Lock()
+				other[ev.id] = ev.data
+				otherMu.Unlock()
+			}
+		}
+	})
+
 	// TREM-Lite JS, HEAD: both streams by Accept only (http.js:151-168).
 	jsHead := struct {
 		mu        sync.Mutex
@@ -476,6 +489,27 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 			t.Errorf("only %d WebSocket payloads compared with the SSE stream", same)
 		}
 		t.Logf("frames %v, ntp %d, disconnected %v after revoking", wsApp.data, wsApp.ntp, wsGone)
+	})
+
+	t.Run("both edges send the same events", func(t *testing.T) {
+		liveMu.Lock()
+		defer liveMu.Unlock()
+		otherMu.Lock()
+		defer otherMu.Unlock()
+		same, topics := 0, map[string]int{}
+		for id, data := range other {
+			if d, ok := live[id]; ok {
+				if d != data {
+					t.Errorf("event %s differs between the edges:\n TPE-1 %.200s\n KHH-1 %.200s", id, d, data)
+				}
+				same++
+			}
+			_, topic, _ := strings.Cut(id, "-")
+			topics[topic]++
+		}
+		if same < 200 || topics["3"] == 0 || topics["4"] == 0 {
+			t.Errorf("%d events compared; KHH-1's by topic %v", same, topics)
+		}
 	})
 
 	t.Run("replays equal the live stream", func(t *testing.T) {

@@ -235,7 +235,9 @@ func benchClients(b *testing.B, mode string, n, ticks int) {
 	hello := sse.NewEvent("info", []byte(`{"location":"TPE-1"}`))
 	mux := http.NewServeMux()
 	mux.Handle("/ws", ws)
-	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) { h.Serve(w, r, sse.ServeOptions{Hello: []*sse.Event{hello}}) })
+	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
+		h.Serve(w, r, sse.ServeOptions{Hello: []*sse.Event{hello}})
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
