@@ -26,8 +26,18 @@ import (
 type apiKeys struct {
 	client *http.Client
 
-	mu    sync.Mutex
-	known map[string]checked
+	mu       sync.Mutex
+	known    map[string]checked
+	inFlight map[string]*keyCall // a single key being asked about
+}
+
+// keyCall is one check of a single key that concurrent starts with the
+// same key wait for: an app that ships one key to all its users, all
+// reconnecting at once, costs one check.
+type keyCall struct {
+	done  chan struct{}
+	state wsapi.KeyState
+	err   error
 }
 
 type checked struct {
@@ -42,12 +52,49 @@ const keyTTL = 2 * time.Second
 const maxKnownKeys = 100_000
 
 func newAPIKeys(bal *route.Balancer) *apiKeys {
-	return &apiKeys{client: &http.Client{Transport: bal, Timeout: 5 * time.Second}, known: map[string]checked{}}
+	return &apiKeys{client: &http.Client{Transport: bal, Timeout: 5 * time.Second}, known: map[string]checked{}, inFlight: map[string]*keyCall{}}
 }
 
 // Check answers from fresh verdicts where it can, and asks the data API
-// about the rest.
+// about the rest; concurrent checks of one key share one request.
 func (k *apiKeys) Check(ctx context.Context, addr string, keys []string) ([]wsapi.KeyState, error) {
+	if len(keys) == 1 {
+		return k.checkOne(ctx, addr, keys[0])
+	}
+	return k.check(ctx, addr, keys)
+}
+
+func (k *apiKeys) checkOne(ctx context.Context, addr, key string) ([]wsapi.KeyState, error) {
+	k.mu.Lock()
+	if c, ok := k.known[key]; ok && time.Now().Before(c.expires) {
+		k.mu.Unlock()
+		return []wsapi.KeyState{c.state}, nil
+	}
+	if call, ok := k.inFlight[key]; ok {
+		k.mu.Unlock()
+		select {
+		case <-call.done:
+			return []wsapi.KeyState{call.state}, call.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	call := &keyCall{done: make(chan struct{})}
+	k.inFlight[key] = call
+	k.mu.Unlock()
+	states, err := k.check(ctx, addr, []string{key})
+	if err == nil {
+		call.state = states[0]
+	}
+	call.err = err
+	k.mu.Lock()
+	delete(k.inFlight, key)
+	k.mu.Unlock()
+	close(call.done)
+	return states, err
+}
+
+func (k *apiKeys) check(ctx context.Context, addr string, keys []string) ([]wsapi.KeyState, error) {
 	out := make([]wsapi.KeyState, len(keys))
 	var ask []string
 	var at []int
