@@ -651,3 +651,128 @@ func (c *counter) get(k string) int {
 	defer c.mu.Unlock()
 	return c.n[k]
 }
+
+// ---------------------------------------------------------------------
+// TREM-Lite TS, the newest generation (dataHttp.ts, rtsV1.ts and
+// intensityV1.ts at 2400a0e/b120a76/2c552ae): GET /api/v1/trem/sse with
+// named events. frameReader deletes every \r and splits on "\n\n";
+// parseFrame takes event and data fields (data lines joined with \n) and
+// `:` comments; a frame with neither data nor event is skipped. The first
+// frame with one makes the connection "up" (READY_MS 10 s).
+
+type tremV1Frame struct{ event, data, id string }
+
+type tremV1Stream struct{ buffer string }
+
+func (p *tremV1Stream) read(chunk []byte) []tremV1Frame {
+	p.buffer += strings.ReplaceAll(string(chunk), "\r", "")
+	blocks := strings.Split(p.buffer, "\n\n")
+	p.buffer = blocks[len(blocks)-1]
+	var out []tremV1Frame
+	for _, b := range blocks[:len(blocks)-1] {
+		var f tremV1Frame
+		var data []string
+		for _, line := range strings.Split(b, "\n") {
+			if line == "" || strings.HasPrefix(line, ":") {
+				continue
+			}
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "event":
+				f.event = value
+			case "data":
+				data = append(data, value)
+			case "id": // not read by the app; kept to compare with replays
+				f.id = value
+			}
+		}
+		f.data = strings.Join(data, "\n")
+		if f.data != "" || f.event != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// tremV1Payload is decodePayload (rtsV1.ts:58-70): base64 of gzip, or the
+// data as it is when it is not.
+func tremV1Payload(data string) string {
+	compact := strings.Join(strings.Fields(data), "")
+	z, err := base64.StdEncoding.DecodeString(compact)
+	if err != nil || len(z) < 2 || z[0] != 0x1f || z[1] != 0x8b {
+		return data
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		return data
+	}
+	b, _ := io.ReadAll(zr)
+	return string(b)
+}
+
+// tremRTSv1 is readRtsV1 (rtsV1.ts:83-112): no stations, no frame; a
+// station without a numeric i is skipped; alert only for 1, "1" or true.
+func tremRTSv1(payload string) (stations, alerting int, err error) {
+	var p struct {
+		TS       *float64                  `json:"ts"`
+		Stations map[string]map[string]any `json:"stations"`
+		EQ       []any                     `json:"eq"`
+	}
+	if err := json.Unmarshal([]byte(payload), &p); err != nil {
+		return 0, 0, err
+	}
+	if p.Stations == nil {
+		return 0, 0, errors.New("no stations: the frame is dropped")
+	}
+	for id, s := range p.Stations {
+		if _, ok := s["i"].(float64); !ok {
+			return 0, 0, fmt.Errorf("station %s: i %#v is not a number", id, s["i"])
+		}
+		stations++
+		if a := s["alert"]; a == float64(1) || a == "1" || a == true {
+			alerting++
+		}
+	}
+	for _, e := range p.EQ {
+		q, ok := e.([]any)
+		if !ok || len(q) < 4 {
+			return 0, 0, fmt.Errorf("eq entry %#v: four numbers", e)
+		}
+	}
+	return stations, alerting, nil
+}
+
+var (
+	xmlHead   = regexp.MustCompile(`<Head>([\s\S]*?)</Head>`)
+	xmlID     = regexp.MustCompile(`<EventID>(\d{14})</EventID>`)
+	xmlSerial = regexp.MustCompile(`<Serial>(\d+)</Serial>`)
+	xmlArea   = regexp.MustCompile(`<Area level="([^"]+)">([\s\S]*?)</Area>`)
+	xmlTown   = regexp.MustCompile(`<Town code="(\d+)"`)
+)
+
+// tremIntensityXML is readIntensityXml (intensityV1.ts:58-82): the Head's
+// EventID (14 digits, +08:00) and Serial, or no report; the towns of each
+// Area by JMA level.
+func tremIntensityXML(xml string) (id time.Time, serial int, towns int, ok bool) {
+	head := xmlHead.FindStringSubmatch(xml)
+	if head == nil {
+		return time.Time{}, 0, 0, false
+	}
+	stamp, s := xmlID.FindStringSubmatch(head[1]), xmlSerial.FindStringSubmatch(head[1])
+	if stamp == nil || s == nil {
+		return time.Time{}, 0, 0, false
+	}
+	id, err := time.ParseInLocation("20060102150405", stamp[1], time.FixedZone("", 8*3600))
+	if err != nil {
+		return time.Time{}, 0, 0, false
+	}
+	serial, _ = strconv.Atoi(s[1])
+	levels := []string{"1", "2", "3", "4", "5-", "5+", "6-", "6+", "7"}
+	for _, m := range xmlArea.FindAllStringSubmatch(xml, -1) {
+		if slices.Contains(levels, m[1]) {
+			towns += len(xmlTown.FindAllStringSubmatch(m[2], -1))
+		}
+	}
+	return id, serial, towns, true
+}

@@ -138,6 +138,56 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		})
 	}
 
+	// TREM-Lite TS, newest: GET /api/v1/trem/sse with its headers
+	// (dataHttp.ts:356 at 2400a0e).
+	tsNew := struct {
+		mu        sync.Mutex
+		greeting  time.Duration
+		rtsAt     []time.Time
+		alerting  int
+		errs      []string
+		intensity int
+		liveRTSv1 map[string]string // by event ID, to compare with the v3 replays
+	}{liveRTSv1: map[string]string{}}
+	{
+		opened := time.Now()
+		status, hdr, chunks := chunkStream(ctx, t, tpe+"/api/v1/trem/sse?topics=trem.intensity.v1,trem.rts.v1&mode=live",
+			map[string]string{"Accept": "text/event-stream", "Cache-Control": "no-cache"})
+		if status != 200 || hdr.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("TREM-Lite newest: %d %s", status, hdr.Get("Content-Type"))
+		}
+		run(func() {
+			var p tremV1Stream
+			for c := range chunks {
+				for _, f := range p.read(c) {
+					tsNew.mu.Lock()
+					switch f.event {
+					case "info":
+						if tsNew.greeting == 0 {
+							tsNew.greeting = time.Since(opened)
+						}
+					case "trem.rts.v1":
+						payload := tremV1Payload(f.data)
+						if _, n, err := tremRTSv1(payload); err != nil {
+							tsNew.errs = append(tsNew.errs, err.Error())
+						} else {
+							tsNew.alerting += n
+							tsNew.rtsAt = append(tsNew.rtsAt, time.Now())
+							tsNew.liveRTSv1[f.id] = payload
+						}
+					case "trem.intensity.v1":
+						if _, _, towns, ok := tremIntensityXML(tremV1Payload(f.data)); ok && towns > 0 {
+							tsNew.intensity++
+						} else {
+							tsNew.errs = append(tsNew.errs, "intensity XML not read: "+f.data)
+						}
+					}
+					tsNew.mu.Unlock()
+				}
+			}
+		})
+	}
+
 	// TREM-Lite 3.2.3, released: polls every second, intensity every 5th
 	// and LPGM every 7th time (http.js:275-358 of 3.2.3's http.js:14-97).
 	poll := struct {
@@ -413,6 +463,55 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 			t.Errorf("no early warning released")
 		}
 	})
+	t.Run("TREM-Lite TypeScript, newest", func(t *testing.T) {
+		tsNew.mu.Lock()
+		defer tsNew.mu.Unlock()
+		for _, e := range tsNew.errs {
+			t.Error(e)
+		}
+		if tsNew.greeting == 0 || tsNew.greeting > 10*time.Second {
+			t.Errorf("info greeting after %v (READY_MS 10 s)", tsNew.greeting)
+		}
+		if gap := maxGap(tsNew.rtsAt); len(tsNew.rtsAt) < 100 || gap > 1500*time.Millisecond {
+			t.Errorf("%d rts.v1 frames, longest gap %v", len(tsNew.rtsAt), gap)
+		}
+		if tsNew.alerting == 0 || tsNew.intensity == 0 {
+			t.Errorf("alerting stations %d, intensity reports %d", tsNew.alerting, tsNew.intensity)
+		}
+		// Its station list: CSV, columns by header (resource.ts:32-55).
+		for _, base := range []string{tnn, tpe} {
+			code, body := httpGet(t, base+"/resource/station")
+			lines := strings.Split(strings.TrimSpace(body), "\n")
+			header := strings.Split(lines[0], ",")
+			col := func(name string) int { return slices.Index(header, name) }
+			if code != 200 || col("id") < 0 || col("lat") < 0 || col("lon") < 0 || col("code") < 0 || len(lines) != len(stations)+1 {
+				t.Fatalf("%s/resource/station: %d, %d lines, header %v", base, code, len(lines), header)
+			}
+			for _, l := range lines[1:] {
+				f := strings.Split(l, ",")
+				if len(f) != len(header) || !stations[f[col("id")]] {
+					t.Errorf("row %q", l)
+				}
+			}
+		}
+		// Its replays: /api/v3/trem/rts/{s} is the live rts.v1 event.
+		same := 0
+		for id, payload := range tsNew.liveRTSv1 {
+			ms, _, _ := strings.Cut(id, "-")
+			tick, _ := strconv.ParseInt(ms, 10, 64)
+			if tick%1000 != 0 || same >= 30 {
+				continue
+			}
+			code, body := replayOf(t, tnn, "/api/v3/trem/rts/"+strconv.FormatInt(tick/1000, 10), payload, tyo)
+			if code != 200 || body != payload {
+				t.Errorf("/api/v3/trem/rts/%d: %d, not the live event:\n got %.200s\nlive %.200s", tick/1000, code, body, payload)
+			}
+			same++
+		}
+		if same < 20 {
+			t.Errorf("only %d v3 replays compared", same)
+		}
+	})
 	t.Run("TREM-Lite 3.2.3 polling", func(t *testing.T) {
 		poll.mu.Lock()
 		defer poll.mu.Unlock()
@@ -534,14 +633,14 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 			}
 			sec := strconv.FormatInt(tick/1000, 10)
 			for _, base := range []string{tnn, tpe} {
-				code, body := httpGet(t, base+"/api/v2/trem/rts/"+sec)
+				code, body := replayOf(t, base, "/api/v2/trem/rts/"+sec, live[fmt.Sprintf("%d-0", tick)], tyo)
 				if code != 200 || body != live[fmt.Sprintf("%d-0", tick)] {
 					t.Errorf("%s/api/v2/trem/rts/%s: %d, not the live event:\n got %.200s\nlive %.200s", base, sec, code, body, live[fmt.Sprintf("%d-0", tick)])
 				}
 				rtsSame++
 			}
 			if want, ok := live[fmt.Sprintf("%d-1", tick)]; ok {
-				code, body := httpGet(t, tnn+"/api/v2/eq/eew/"+sec)
+				code, body := replayOf(t, tnn, "/api/v2/eq/eew/"+sec, want, tyo)
 				if code != 200 || body != want {
 					t.Errorf("/api/v2/eq/eew/%s: %d %s, live %s", sec, code, body, want)
 				}
@@ -658,30 +757,27 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		for _, edge := range []string{tpe, khh} {
 			for _, p := range []string{"/api/v2/trem/rts", "/api/v2/eq/eew", "/api/v2/trem/intensity", "/api/v2/trem/lpgm", "/ntp",
 				"/api/v2/trem/rts/" + sec, "/api/v2/eq/eew/" + sec, "/api/v2/trem/intensity/" + sec, "/api/v2/trem/lpgm/" + sec,
-				"/api/v2/eq/report?limit=75", "/api/v2/eq/report", "/api/v2/eq/report/" + id, "/api/v1/trem/station"} {
+				"/api/v2/eq/report?limit=75", "/api/v2/eq/report", "/api/v2/eq/report/" + id, "/api/v1/trem/station",
+				"/api/v3/trem/rts/" + sec, "/api/v3/trem/intensity/" + sec, "/resource/station"} {
 				routes = append(routes, route{edge, p})
 			}
 		}
 		for _, core := range []string{tnn, tyo} {
 			for _, p := range []string{"/ntp", "/api/v2/trem/rts/" + sec, "/api/v2/eq/eew/" + sec, "/api/v2/trem/intensity/" + sec,
-				"/api/v2/trem/lpgm/" + sec, "/api/v2/eq/report?limit=150", "/api/v2/eq/report/" + id, "/api/v1/trem/station"} {
+				"/api/v2/trem/lpgm/" + sec, "/api/v2/eq/report?limit=150", "/api/v2/eq/report/" + id, "/api/v1/trem/station",
+				"/api/v3/trem/rts/" + sec, "/api/v3/trem/intensity/" + sec, "/resource/station"} {
 				routes = append(routes, route{core, p})
 			}
 		}
 		for _, r := range routes {
-			resp, err := http.Get(r.base + r.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			resp := getWithin429(t, r.base+r.path)
 			if resp.StatusCode != 200 {
 				t.Errorf("%s%s: %d", r.base, r.path, resp.StatusCode)
 			}
 			if v := resp.Header.Values("Access-Control-Allow-Origin"); len(v) != 1 || v[0] != "*" {
 				t.Errorf("%s%s: Access-Control-Allow-Origin %q", r.base, r.path, v)
 			}
-			if r.path != "/ntp" && resp.Header.Get("Content-Type") != "application/json" {
+			if r.path != "/ntp" && r.path != "/resource/station" && resp.Header.Get("Content-Type") != "application/json" {
 				t.Errorf("%s%s: Content-Type %q (DPIP casts JSON only for application/json)", r.base, r.path, resp.Header.Get("Content-Type"))
 			}
 		}
@@ -833,4 +929,40 @@ func union(shapes []any) any {
 		out[name] = union(vs)
 	}
 	return out
+}
+
+// getWithin429 GETs url, waiting out the data API's rate limit (per client
+// address: this test asks much more than an app) as its Retry-After says.
+func getWithin429(t *testing.T, url string) *http.Response {
+	t.Helper()
+	for range 10 {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return resp
+		}
+		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		time.Sleep(time.Duration(max(wait, 1)) * time.Second)
+	}
+	t.Fatalf("%s: still rate limited", url)
+	return nil
+}
+
+// replayOf asks base for a replay and, when it is not the live event,
+// the other core: the edge serves one core's stream at a time and moves to
+// the other when it is late (on a loaded machine it may, for a few ticks),
+// and a replay equals what the core that sent the event archived.
+func replayOf(t *testing.T, base, path, live, otherCore string) (int, string) {
+	t.Helper()
+	code, body := httpGet(t, base+path)
+	if code == 200 && body != live {
+		if c2, b2 := httpGet(t, otherCore+path); c2 == 200 && b2 == live {
+			return c2, b2
+		}
+	}
+	return code, body
 }

@@ -106,6 +106,18 @@ func TestCompatGolden(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.path, a.body, want)
 		}
 	}
+
+	// The newest TREM-Lite's station list is CSV (resource.ts at 2400a0e:
+	// columns found by their header names, fields split on commas).
+	a := do(t, "GET", base+"/resource/station", "", nil)
+	golden := filepath.Join("testdata", "golden", "station.csv")
+	if *update {
+		os.WriteFile(golden, a.body, 0o644)
+	}
+	want, _ := os.ReadFile(golden)
+	if a.code != 200 || !strings.HasPrefix(a.header.Get("Content-Type"), "text/csv") || !bytes.Equal(a.body, want) {
+		t.Errorf("/resource/station: %d %s\n got %s\nwant %s", a.code, a.header.Get("Content-Type"), a.body, want)
+	}
 }
 
 // TestCoreCrossOriginAndTime: the cores open their reads to pages of any

@@ -399,7 +399,7 @@ func etagRoute(path string) httpapi.Data {
 		return httpapi.Reports | httpapi.Stations // township places may come from stations
 	case path == "/v1/detections", strings.HasPrefix(path, "/v1/detections/"):
 		return httpapi.Detections
-	case path == "/api/v1/trem/station":
+	case path == "/api/v1/trem/station", path == "/resource/station":
 		return httpapi.Stations
 	}
 	return httpapi.BodyHash

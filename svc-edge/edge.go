@@ -200,6 +200,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		api := bal.Handler()
 		mux.Handle("/v1/", api)
 		mux.Handle("/api/", api)
+		mux.Handle("/resource/", api) // the newest TREM-Lite's station list (CSV)
 		mux.Handle("GET /openapi.json", api)
 
 		// The WebSocket API of subscribed apps: its tokens are the data
@@ -294,6 +295,12 @@ const (
 	topicReport    = "report"
 	topicIntensity = "intensity"
 	topicLPGM      = "lpgm"
+	// The v1 topics of GET /api/v1/trem/sse (the newest TREM-Lite): every
+	// tick's rts.v1, the ticks with a triggered station, and the intensity
+	// flashes as TREM XML.
+	topicRTSv1        = "rts.v1"
+	topicRTSv1Alert   = "rts.v1.alert"
+	topicIntensityXML = "intensity.v1"
 )
 
 // topicNotify is a client's own notifications (/v1/stream with client=);
@@ -301,7 +308,11 @@ const (
 // position as their ID.
 const topicNotify = "notify"
 
-var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1, topicReport: 2, topicIntensity: 3, topicLPGM: 4}
+// streamTopics are the topics /v1/stream serves (notify apart).
+var streamTopics = map[string]bool{topicRTS: true, topicEEW: true, topicReport: true, topicIntensity: true, topicLPGM: true}
+
+var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1, topicReport: 2, topicIntensity: 3, topicLPGM: 4,
+	topicRTSv1: 5, topicRTSv1Alert: 6, topicIntensityXML: 7}
 
 // streams hold the edge's events: one hub, every event tagged with its
 // topic and an ID from its data (the tick), kept for the SSE history. The
@@ -319,10 +330,12 @@ var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1, topicReport: 2, topicI
 type streams struct {
 	hub    *sse.Hub
 	feed   *eew.Feed
+	site   string // this edge's
 	author string // of the alerts
-	// The flashes and long-period stations last published; guarded by
-	// publishing.
+	// The flashes and long-period stations last published, and each
+	// detection's flash last sent as XML; guarded by publishing.
 	lastIntensity, lastLPGM []byte
+	sentXML                 map[string]flashVersion
 	info                    *sse.Event
 	perAddr                 *addrLimit
 	notify                  *notify.Service // nil: this edge serves no notifications
@@ -347,6 +360,7 @@ func newStreams(site, author string, opts sse.Options, maxPerAddr int) (*streams
 	return &streams{
 		hub:     sse.NewHub(opts),
 		feed:    eew.New(),
+		site:    site,
 		author:  author,
 		info:    sse.NewEvent("info", hello),
 		perAddr: newAddrLimit(maxPerAddr),
@@ -355,7 +369,14 @@ func newStreams(site, author string, opts sse.Options, maxPerAddr int) (*streams
 		reportEvents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shindo_edge_report_events_total", Help: "Events of the report topic served."}),
 		pendingReports: map[string]pendingReport{},
+		sentXML:        map[string]flashVersion{},
 	}, nil
+}
+
+// flashVersion is what of a flash its XML depends on.
+type flashVersion struct {
+	serial uint32
+	final  bool
 }
 
 func (s *streams) collectors() []prometheus.Collector {
@@ -394,7 +415,38 @@ func (s *streams) serve(snap *rtsv1.Snapshot) {
 		s.lastLPGM = b
 		s.hub.Publish(sse.NewEventID(topicLPGM, sse.ID(t, topicIndex[topicLPGM]), "", b))
 	}
+	s.publishV1Locked(t, snap, alerts)
 	s.publishReportsLocked(t)
+}
+
+// publishV1Locked publishes the v1 topics of tick t: the rts.v1 payload,
+// again on the alert topic when a station is triggered, and the XML of one
+// flash that changed — the earliest detection's; another that changed in
+// the same tick goes at the next, so every event keeps its own ID.
+func (s *streams) publishV1Locked(t int64, snap *rtsv1.Snapshot, alerts []*rtsv1.Detection) {
+	rts := compatjson.RTSv1(snap)
+	s.hub.Publish(sse.NewEventID(topicRTSv1, sse.ID(t, topicIndex[topicRTSv1]), "trem.rts.v1", rts))
+	if slices.ContainsFunc(snap.GetStations(), (*rtsv1.StationState).GetAlert) {
+		s.hub.Publish(sse.NewEventID(topicRTSv1Alert, sse.ID(t, topicIndex[topicRTSv1Alert]), "trem.rts.v1", rts))
+	}
+	listed := map[string]bool{}
+	var due *rtsv1.Detection
+	for _, d := range alerts { // by first trigger
+		listed[d.GetId()] = true
+		v := flashVersion{serial: d.GetAreaSerial(), final: d.GetFinal()}
+		if len(d.GetAreas()) > 0 && s.sentXML[d.GetId()] != v && due == nil {
+			due = d
+		}
+	}
+	for id := range s.sentXML {
+		if !listed[id] {
+			delete(s.sentXML, id)
+		}
+	}
+	if due != nil {
+		s.sentXML[due.GetId()] = flashVersion{serial: due.GetAreaSerial(), final: due.GetFinal()}
+		s.hub.Publish(sse.NewEventID(topicIntensityXML, sse.ID(t, topicIndex[topicIntensityXML]), "trem.intensity.v1", compatjson.IntensityXML(due)))
+	}
 }
 
 // queueReports holds reports for their ticks (reportFeed); a report
@@ -446,6 +498,7 @@ func (s *streams) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v2/trem/intensity", s.compat(topicIntensity))
 	mux.HandleFunc("GET /api/v2/trem/lpgm", s.compat(topicLPGM))
 	mux.HandleFunc("GET /v1/stream", s.stream)
+	mux.HandleFunc("GET /api/v1/trem/sse", s.tremSSE)
 }
 
 // compat serves one topic: its latest event as a JSON document, or as a
@@ -499,7 +552,7 @@ func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 	notifications := false
 	for _, part := range strings.Split(q.Get("topics"), ",") {
 		part = strings.TrimSpace(part)
-		switch _, public := topicIndex[part]; {
+		switch public := streamTopics[part]; {
 		case part == "":
 			continue
 		case part == topicNotify:
@@ -562,6 +615,74 @@ func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 	}()
 	o.Private, o.OnClose = private, cancel
 	s.serveSSE(w, r, o)
+}
+
+// tremTopics are the topics of GET /api/v1/trem/sse and the hub topics
+// they carry (with mode=live, or without, asleep).
+var tremTopics = map[string]struct{ live, asleep string }{
+	"trem.rts.v1":       {topicRTSv1, topicRTSv1Alert},
+	"trem.intensity.v1": {topicIntensityXML, topicIntensityXML},
+}
+
+// tremSSE serves GET /api/v1/trem/sse?topics=trem.intensity.v1,trem.rts.v1
+// [&mode=live], the stream of the newest TREM-Lite
+// (packages/core/src/features/data/dataHttp.ts of ExpTechTW/TREM-Lite at
+// 2400a0e): one named event per topic, rts.v1 as JSON and the intensity
+// flashes as TREM XML, opened by an info event naming the topics granted
+// and denied. With mode=live every tick's rts.v1; without, asleep, only the
+// ticks with a triggered station. Resumes with Last-Event-ID like
+// /v1/stream.
+func (s *streams) tremSSE(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	live := false
+	switch q.Get("mode") {
+	case "live":
+		live = true
+	case "":
+	default:
+		writeError(w, http.StatusBadRequest, "mode: live, or none for alert frames only")
+		return
+	}
+	want := map[string]bool{}
+	var granted []string
+	denied := map[string]string{}
+	for _, name := range strings.Split(q.Get("topics"), ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || slices.Contains(granted, name) {
+			continue
+		}
+		if len(granted)+len(denied) >= 16 {
+			writeError(w, http.StatusBadRequest, "topics: at most 16")
+			return
+		}
+		t, ok := tremTopics[name]
+		if !ok {
+			denied[name] = "unknown topic: this edge serves trem.rts.v1 and trem.intensity.v1"
+			continue
+		}
+		granted = append(granted, name)
+		if live {
+			want[t.live] = true
+		} else {
+			want[t.asleep] = true
+		}
+	}
+	if len(granted) == 0 {
+		writeError(w, http.StatusBadRequest, "topics: give trem.rts.v1 and/or trem.intensity.v1 (comma-separated)")
+		return
+	}
+	lastID, err := lastEventID(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	greeting := map[string]any{"location": s.site, "topics": granted}
+	if len(denied) > 0 {
+		greeting["denied"] = denied
+	}
+	hello, _ := json.Marshal(greeting)
+	s.serveSSE(w, r, sse.ServeOptions{Hello: []*sse.Event{sse.NewEvent("info", hello)}, LastID: lastID,
+		Latest: lastID == "" && live, Want: func(t string) bool { return want[t] }})
 }
 
 // serveSSE serves a stream within the per-address connection limit.

@@ -488,3 +488,78 @@ func TestFlashRoutes(t *testing.T) {
 		t.Fatalf("lpgm %s, want %s", got, want)
 	}
 }
+
+// TestTremSSE: GET /api/v1/trem/sse, the stream of the newest TREM-Lite
+// (packages/core/src/features/data/dataHttp.ts at 2400a0e): the info
+// greeting with the topics granted and denied, named events, every tick
+// with mode=live and only the triggered ones without, the intensity flash
+// as XML when it changes; bad requests refused.
+func TestTremSSE(t *testing.T) {
+	t.Parallel()
+	a, _, _, st, url := edgeWithCores(t)
+	serveTick(t, st, a, 500)
+	for _, bad := range []string{"", "?topics=", "?topics=trem.eew.v1", "?topics=trem.rts.v1&mode=sleep"} {
+		resp, err := http.Get(url + "/api/v1/trem/sse" + bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%q: %d", bad, resp.StatusCode)
+		}
+	}
+	open := func(query string) <-chan string {
+		resp, err := http.Get(url + "/api/v1/trem/sse" + query)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", query, resp, err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		blocks := readBlocks(resp.Body)
+		if got := next(t, blocks); got != "retry: 3000\n" {
+			t.Fatalf("%q", got)
+		}
+		return blocks
+	}
+	live := open("?topics=trem.intensity.v1,trem.rts.v1,trem.eew.v1&mode=live")
+	asleep := open("?topics=trem.rts.v1")
+	hello := next(t, live)
+	if !strings.Contains(hello, `event: info`) || !strings.Contains(hello, `"topics":["trem.intensity.v1","trem.rts.v1"]`) || !strings.Contains(hello, `"denied":{"trem.eew.v1"`) {
+		t.Fatalf("greeting %q", hello)
+	}
+	next(t, asleep)
+	// The latest rts.v1 at once for a live client.
+	if got := next(t, live); !strings.Contains(got, "event: trem.rts.v1\n") || !strings.Contains(got, `"ts":500`) {
+		t.Fatalf("latest %q", got)
+	}
+	waitClients(t, st.hub, 2)
+	d := detection("X", 1, false)
+	d.Areas, d.AreaSerial = []*rtsv1.AreaLevel{{Code: 974, Level: 6}}, 1
+	a.feed <- &rtsv1.Snapshot{TimeMs: 1000, Site: "TNN-1", Detections: []*rtsv1.Detection{d},
+		Stations: []*rtsv1.StationState{{StationId: "S1", Intensity: 4, Alert: true}}}
+	for want := 0; want < 2; want++ {
+		got := next(t, live)
+		switch {
+		case strings.Contains(got, "event: trem.rts.v1\n"):
+			if !strings.Contains(got, `"alert":1`) {
+				t.Fatalf("rts.v1 %q", got)
+			}
+		case strings.Contains(got, "event: trem.intensity.v1\n"):
+			if !strings.Contains(got, `<Area level="5+"><Town code="974"/></Area>`) || !strings.Contains(got, `<InfoType>發表</InfoType>`) {
+				t.Fatalf("intensity %q", got)
+			}
+		default:
+			t.Fatalf("unexpected %q", got)
+		}
+	}
+	// Asleep: only the tick with a triggered station.
+	if got := next(t, asleep); !strings.Contains(got, "event: trem.rts.v1\n") || !strings.Contains(got, `"ts":1000`) {
+		t.Fatalf("asleep %q", got)
+	}
+	serveTick(t, st, a, 1500) // nobody triggered: no event asleep
+	serveTick(t, st, a, 2000)
+	select {
+	case extra := <-asleep:
+		t.Fatalf("asleep, a quiet tick: %q", extra)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -47,32 +47,8 @@ func Intensity(author string, ds []*rtsv1.Detection) []byte {
 		}
 		b = append(b, `,"max":`...)
 		b = strconv.AppendUint(b, uint64(top), 10)
-		b = append(b, `,"area":{`...)
-		first := true
-		for level := top; level >= 1; level-- {
-			codes := false
-			for _, a := range areas { // by code
-				if a.GetLevel() != level {
-					continue
-				}
-				if !codes {
-					if !first {
-						b = append(b, ',')
-					}
-					first, codes = false, true
-					b = append(b, '"')
-					b = strconv.AppendUint(b, uint64(level), 10)
-					b = append(b, `":[`...)
-				} else {
-					b = append(b, ',')
-				}
-				b = strconv.AppendUint(b, uint64(a.GetCode()), 10)
-			}
-			if codes {
-				b = append(b, ']')
-			}
-		}
-		b = append(b, '}')
+		b = append(b, `,"area":`...)
+		b = appendAreasByLevel(b, areas)
 		if d.GetFinal() {
 			b = append(b, `,"IntensityEnd":1`...)
 		}
@@ -141,4 +117,35 @@ func appendFlag(b []byte, v bool) []byte {
 		return append(b, '1')
 	}
 	return append(b, '0')
+}
+
+// appendAreasByLevel writes areas as an object of level → codes, highest
+// level first, codes ascending: {"6":[974],"5":[970,975]}.
+func appendAreasByLevel(b []byte, areas []*rtsv1.AreaLevel) []byte {
+	b = append(b, '{')
+	first := true
+	for level := uint32(9); level >= 1; level-- {
+		opened := false
+		for _, a := range areas { // by code
+			if a.GetLevel() != level {
+				continue
+			}
+			if opened {
+				b = append(b, ',')
+			} else {
+				if !first {
+					b = append(b, ',')
+				}
+				first, opened = false, true
+				b = append(b, '"')
+				b = strconv.AppendUint(b, uint64(level), 10)
+				b = append(b, `":[`...)
+			}
+			b = strconv.AppendUint(b, uint64(a.GetCode()), 10)
+		}
+		if opened {
+			b = append(b, ']')
+		}
+	}
+	return append(b, '}')
 }

@@ -83,6 +83,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("/api/v2/eq/report", OnlyGET(http.HandlerFunc(h.reportList)))
 	mux.Handle("/api/v2/eq/report/{id}", OnlyGET(http.HandlerFunc(h.report)))
 	mux.Handle("/api/v1/trem/station", OnlyGET(http.HandlerFunc(h.stations)))
+	mux.Handle("/resource/station", OnlyGET(http.HandlerFunc(h.stationCSV)))
 }
 
 // OnlyGET answers any other method with a JSON 405 (net/http's own would
@@ -157,6 +158,28 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) stations(w http.ResponseWriter, r *http.Request) {
+	list, ok := h.stationList(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, AppendStations(make([]byte, 0, 64+len(list)*110), list))
+}
+
+// stationCSV serves GET /resource/station: the station list the newest
+// TREM-Lite reads (packages/core/src/features/data/resource.ts at
+// 2400a0e), CSV with a header naming the columns.
+func (h *Handler) stationCSV(w http.ResponseWriter, r *http.Request) {
+	list, ok := h.stationList(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Write(AppendStationCSV(make([]byte, 0, 64+len(list)*64), list))
+}
+
+// stationList reads the stations, from the database or the registry; on
+// failure it has answered the request.
+func (h *Handler) stationList(w http.ResponseWriter, r *http.Request) ([]stationdb.StationInfo, bool) {
 	var list []stationdb.StationInfo
 	if h.store == nil {
 		for _, st := range h.registry().All() {
@@ -171,10 +194,10 @@ func (h *Handler) stations(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if list, err = h.store.StationInfos(ctx); err != nil {
 			h.fail(w, r, err)
-			return
+			return nil, false
 		}
 	}
-	writeJSON(w, AppendStations(make([]byte, 0, 64+len(list)*110), list))
+	return list, true
 }
 
 func writeJSON(w http.ResponseWriter, b []byte) {

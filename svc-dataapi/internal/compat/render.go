@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"shindo.dev/lib/stationdb"
@@ -132,6 +133,51 @@ func AppendStations(b []byte, list []stationdb.StationInfo) []byte {
 		b = append(b, '}')
 	}
 	return append(b, '}')
+}
+
+// AppendStationCSV appends the body of GET /resource/station:
+//
+//	loc_code,id,lat,lon,floor,code,net,time,work
+//	970,HUA01,23.991,121.611,0,970,MS-Net,2024-04-03,1
+//
+// code (and loc_code, the app's location column) is the township's postal
+// code, floor 0 (a station's floor is not recorded), time the day it was
+// provisioned (Taiwan time), work 1 while in service. Fields are never
+// quoted (the app splits on commas): a comma or line break in an ID or
+// network, which provisioning refuses anyway, is replaced by a space.
+func AppendStationCSV(b []byte, list []stationdb.StationInfo) []byte {
+	b = append(b, "loc_code,id,lat,lon,floor,code,net,time,work\n"...)
+	for i := range list {
+		st := &list[i]
+		b = strconv.AppendUint(b, uint64(st.Code), 10)
+		b = append(b, ',')
+		b = append(b, csvField(st.ID)...)
+		b = append(b, ',')
+		b = appendFloat(b, st.Lat)
+		b = append(b, ',')
+		b = appendFloat(b, st.Lon)
+		b = append(b, ",0,"...)
+		b = strconv.AppendUint(b, uint64(st.Code), 10)
+		b = append(b, ',')
+		b = append(b, csvField(st.Net)...)
+		b = append(b, ',')
+		b = st.CreatedAt.In(taiwan).AppendFormat(b, "2006-01-02")
+		if st.Active {
+			b = append(b, ",1\n"...)
+		} else {
+			b = append(b, ",0\n"...)
+		}
+	}
+	return b
+}
+
+func csvField(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ',' || r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // Place returns a township's position: its seat if lib/township knows it,

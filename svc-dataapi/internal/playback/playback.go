@@ -8,6 +8,11 @@
 //	GET /api/v2/eq/eew/{t}          the alerts listed then
 //	GET /api/v2/trem/intensity/{t}  the intensity flashes then
 //	GET /api/v2/trem/lpgm/{t}       the long-period ground motion then
+//	GET /api/v3/trem/rts/{t}        the rts.v1 payload of that tick
+//	GET /api/v3/trem/intensity/{t}  the intensity.v1 flashes then
+//
+// (the v3 pair is what the newest TREM-Lite replays:
+// packages/core/src/features/data/dataHttp.ts at 2400a0e)
 //
 // The apps put Unix seconds in the path (TREM-Lite:
 // src/js/index/data/http.js:276 of ExpTechTW/TREM-Lite at 9bbaccf; DPIP:
@@ -65,6 +70,8 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		"/api/v2/eq/eew/{t}":         func(s *rtsv1.Snapshot) []byte { return compatjson.EEW(h.author, s.GetDetections()) },
 		"/api/v2/trem/intensity/{t}": func(s *rtsv1.Snapshot) []byte { return compatjson.Intensity(h.author, s.GetDetections()) },
 		"/api/v2/trem/lpgm/{t}":      func(s *rtsv1.Snapshot) []byte { return compatjson.LPGM(h.author, s.GetDetections()) },
+		"/api/v3/trem/rts/{t}":       compatjson.RTSv1,
+		"/api/v3/trem/intensity/{t}": compatjson.IntensityV1,
 	} {
 		mux.Handle("GET "+path, h.route(render))
 	}

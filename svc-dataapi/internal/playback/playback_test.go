@@ -96,6 +96,8 @@ func TestReplayRoutes(t *testing.T) {
 		{"/api/v2/eq/eew/1800000000", string(compatjson.EEW("trem", s.Detections))},
 		{"/api/v2/trem/intensity/1800000000", string(compatjson.Intensity("trem", s.Detections))},
 		{"/api/v2/trem/lpgm/1800000000?cachebuster=1", string(compatjson.LPGM("trem", s.Detections))},
+		{"/api/v3/trem/rts/1800000000", string(compatjson.RTSv1(s))},
+		{"/api/v3/trem/intensity/1800000000", string(compatjson.IntensityV1(s))},
 	} {
 		code, hdr, body := get(tc.path)
 		if code != 200 || body != tc.want || hdr.Get("Content-Type") != "application/json" || hdr.Get("X-Shindo-Archived") != "1" {
