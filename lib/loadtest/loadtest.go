@@ -5,8 +5,10 @@
 package loadtest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,4 +69,56 @@ func Quantile(xs []float64, q float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// GoMemory is the Go runtime's memory in use after a collection: heap,
+// goroutine stacks and the allocator's own structures.
+func GoMemory() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse + m.MSpanInuse + m.MCacheInuse
+}
+
+// Ticks is what a child process of clients reports: how many connected,
+// every read's latency (publish → read, ms), the latency of the last
+// client to read each tick, and the reads that never came.
+type Ticks struct {
+	Connected  int
+	PerClient  []float64
+	LastClient []float64
+	Missing    int
+}
+
+// Collect summarizes latencies by client, then tick (0: never read).
+func Collect(lat [][]float64, ticks int) Ticks {
+	res := Ticks{Connected: len(lat)}
+	for tick := range ticks {
+		last := 0.0
+		for _, row := range lat {
+			l := row[tick]
+			if l == 0 {
+				res.Missing++
+				continue
+			}
+			res.PerClient = append(res.PerClient, l)
+			last = max(last, l)
+		}
+		res.LastClient = append(res.LastClient, last)
+	}
+	return res
+}
+
+// ParseTick reads the test payload {"seq":S,"t":T} (T: publish time, Unix
+// ns) anywhere in msg.
+func ParseTick(msg []byte) (seq int, t int64, ok bool) {
+	_, rest, found := bytes.Cut(msg, []byte(`{"seq":`))
+	if !found {
+		return 0, 0, false
+	}
+	s, rest, _ := bytes.Cut(rest, []byte(`,"t":`))
+	v, _, _ := bytes.Cut(rest, []byte("}"))
+	n, err1 := strconv.Atoi(string(s))
+	tt, err2 := strconv.ParseInt(string(v), 10, 64)
+	return n, tt, err1 == nil && err2 == nil && n >= 0 && tt > 0
 }

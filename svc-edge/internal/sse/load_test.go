@@ -2,7 +2,6 @@ package sse
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,8 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,16 +28,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runLoadClients(spec))
 	}
 	os.Exit(m.Run())
-}
-
-// loadResult is what the client process reports.
-type loadResult struct {
-	Connected int
-	// PerClient are every client's latencies (publish → read), ms.
-	PerClient []float64
-	// LastClient is, per tick, the latency of the last client to read it.
-	LastClient []float64
-	Missing    int
 }
 
 // runLoadClients is the child: "addr clients ticks" — connect, print
@@ -100,7 +87,7 @@ func runLoadClients(spec string) int {
 					return
 				}
 				now := time.Now().UnixNano()
-				seq, t, ok := parseTick(line)
+				seq, t, ok := loadtest.ParseTick(line)
 				if !ok || seq >= ticks {
 					continue
 				}
@@ -110,43 +97,8 @@ func runLoadClients(spec string) int {
 		})
 	}
 	wg.Wait()
-	res := loadResult{Connected: len(clients)}
-	for tick := range ticks {
-		last := 0.0
-		for i := range clients {
-			l := lat[i][tick]
-			if l == 0 {
-				res.Missing++
-				continue
-			}
-			res.PerClient = append(res.PerClient, l)
-			last = max(last, l)
-		}
-		res.LastClient = append(res.LastClient, last)
-	}
-	json.NewEncoder(os.Stdout).Encode(res)
+	json.NewEncoder(os.Stdout).Encode(loadtest.Collect(lat, ticks))
 	return 0
-}
-
-// parseTick reads `data: {"seq":S,"t":T}`.
-func parseTick(line []byte) (seq int, t int64, ok bool) {
-	rest, found := bytes.CutPrefix(line, []byte(`data: {"seq":`))
-	if !found {
-		return 0, 0, false
-	}
-	s, rest, _ := bytes.Cut(rest, []byte(`,"t":`))
-	v, _, _ := bytes.Cut(rest, []byte("}"))
-	n, err1 := strconv.Atoi(string(s))
-	tt, err2 := strconv.ParseInt(string(v), 10, 64)
-	return n, tt, err1 == nil && err2 == nil && n >= 0 && tt > 0
-}
-
-// goMemory is the Go runtime's memory in use: heap and goroutine stacks.
-func goMemory() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse + m.StackInuse + m.MSpanInuse + m.MCacheInuse
 }
 
 // BenchmarkSSEClients holds N idle SSE clients on one hub (the edge's
@@ -186,7 +138,7 @@ func benchClients(b *testing.B, n, ticks int) {
 	go srv.Serve(ln)
 	defer func() { close(stop); srv.Close() }()
 
-	before, rssBefore := goMemory(), loadtest.RSS(0)
+	before, rssBefore := loadtest.GoMemory(), loadtest.RSS(0)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", loadEnv, ln.Addr(), n, ticks))
 	cmd.Stderr = os.Stderr
@@ -203,7 +155,7 @@ func benchClients(b *testing.B, n, ticks int) {
 		b.Fatalf("load clients: %q %v", line, err)
 	}
 	clients, _ := h.Stats()
-	after, rssAfter := goMemory(), loadtest.RSS(0)
+	after, rssAfter := loadtest.GoMemory(), loadtest.RSS(0)
 
 	for seq := range ticks {
 		h.Publish(NewEventID("rts", ID(int64(seq)*500, 0), "", fmt.Appendf(nil, `{"seq":%d,"t":%d}`, seq, time.Now().UnixNano())))
@@ -211,7 +163,7 @@ func benchClients(b *testing.B, n, ticks int) {
 	}
 	body, _ := io.ReadAll(r)
 	cmd.Wait()
-	var res loadResult
+	var res loadtest.Ticks
 	if err := json.Unmarshal(body, &res); err != nil {
 		b.Fatalf("load result %q: %v", body, err)
 	}

@@ -2,7 +2,6 @@ package wsapi
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -36,13 +33,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runLoadClients(spec))
 	}
 	os.Exit(m.Run())
-}
-
-type loadResult struct {
-	Connected  int
-	PerClient  []float64 // publish → read, ms
-	LastClient []float64 // per tick, the last client's
-	Missing    int
 }
 
 // runLoadClients is the child: "mode addr clients ticks" with mode ws or
@@ -120,7 +110,7 @@ func runLoadClients(spec string) int {
 					return
 				}
 				now := time.Now().UnixNano()
-				seq, t, ok := parseTick(msg)
+				seq, t, ok := loadtest.ParseTick(msg)
 				if !ok || seq >= ticks {
 					continue
 				}
@@ -130,21 +120,7 @@ func runLoadClients(spec string) int {
 		})
 	}
 	wg.Wait()
-	res := loadResult{Connected: len(conns)}
-	for tick := range ticks {
-		last := 0.0
-		for i := range conns {
-			l := lat[i][tick]
-			if l == 0 {
-				res.Missing++
-				continue
-			}
-			res.PerClient = append(res.PerClient, l)
-			last = max(last, l)
-		}
-		res.LastClient = append(res.LastClient, last)
-	}
-	json.NewEncoder(os.Stdout).Encode(res)
+	json.NewEncoder(os.Stdout).Encode(loadtest.Collect(lat, ticks))
 	return 0
 }
 
@@ -168,26 +144,6 @@ func readServerFrame(r *bufio.Reader) ([]byte, error) {
 	b := make([]byte, n)
 	_, err := io.ReadFull(r, b)
 	return b, err
-}
-
-// parseTick finds {"seq":S,"t":T} in a message.
-func parseTick(msg []byte) (seq int, t int64, ok bool) {
-	_, rest, found := bytes.Cut(msg, []byte(`{"seq":`))
-	if !found {
-		return 0, 0, false
-	}
-	s, rest, _ := bytes.Cut(rest, []byte(`,"t":`))
-	v, _, _ := bytes.Cut(rest, []byte("}"))
-	n, err1 := strconv.Atoi(string(s))
-	tt, err2 := strconv.ParseInt(string(v), 10, 64)
-	return n, tt, err1 == nil && err2 == nil && n >= 0 && tt > 0
-}
-
-func goMemory() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse + m.StackInuse + m.MSpanInuse + m.MCacheInuse
 }
 
 // allowAll is a data API where every key may subscribe to everything.
@@ -246,7 +202,7 @@ func benchClients(b *testing.B, mode string, n, ticks int) {
 	go srv.Serve(ln)
 	defer func() { close(stop); srv.Close() }()
 
-	before, rssBefore := goMemory(), loadtest.RSS(0)
+	before, rssBefore := loadtest.GoMemory(), loadtest.RSS(0)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %d", loadEnv, mode, ln.Addr(), n, ticks))
 	cmd.Stderr = os.Stderr
@@ -263,7 +219,7 @@ func benchClients(b *testing.B, mode string, n, ticks int) {
 		b.Fatalf("load clients: %q %v", line, err)
 	}
 	clients, _ := h.Stats()
-	after, rssAfter := goMemory(), loadtest.RSS(0)
+	after, rssAfter := loadtest.GoMemory(), loadtest.RSS(0)
 
 	for seq := range ticks {
 		h.Publish(sse.NewEventID("rts", sse.ID(int64(seq)*500, 0), "", fmt.Appendf(nil, `{"seq":%d,"t":%d}`, seq, time.Now().UnixNano())))
@@ -271,7 +227,7 @@ func benchClients(b *testing.B, mode string, n, ticks int) {
 	}
 	body, _ := io.ReadAll(r)
 	cmd.Wait()
-	var res loadResult
+	var res loadtest.Ticks
 	if err := json.Unmarshal(body, &res); err != nil {
 		b.Fatalf("load result %q: %v", body, err)
 	}
