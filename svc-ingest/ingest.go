@@ -43,6 +43,9 @@ type Config struct {
 	Waveform     string        `conf:"waveform" help:"svc-waveform gRPC address of this core"`
 	Freshness    time.Duration `conf:"freshness" default:"30s" help:"largest accepted difference between a packet's sent_at and the server clock"`
 	ReplayWindow int           `conf:"replay-window" default:"4096" help:"seqs remembered per station for replay protection"`
+	MaxSeqJump   uint64        `conf:"max-seq-jump" default:"100000000" help:"how far above a station's highest recorded seq a new one may be (0: no bound); an admin resets a station whose counter restarted"`
+	StationRate  float64       `conf:"station-rate" default:"20" help:"packets per second one station may send (0: no bound); beyond, dropped and counted"`
+	StationBurst float64       `conf:"station-burst" default:"100" help:"packets one station may send at once"`
 	Readers      int           `conf:"udp-readers" default:"0" help:"UDP reader goroutines; 0 means one per CPU"`
 	DataDir      string        `conf:"data-dir" help:"directory of the record journal (what was acked is kept here)"`
 	Retention    time.Duration `conf:"journal-retention" default:"2h" help:"how long journal records are kept, at least, for the peer core's backfill"`
@@ -84,6 +87,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplayWindow < 64 {
 		errs = append(errs, errors.New("replay-window must be at least 64"))
+	}
+	if !(c.StationRate >= 0 && c.StationRate <= 1e6) || !(c.StationBurst >= 1 && c.StationBurst <= 1e6) {
+		errs = append(errs, errors.New("station-rate: 0 to 1000000 per second; station-burst: 1 to 1000000"))
 	}
 	if c.MaxBatch < 1 || c.Window < 1 || c.MaxLag < 1 {
 		errs = append(errs, errors.New("forward-batch, forward-window and max-lag must be positive"))
@@ -149,7 +155,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	linkTable := links.New(cfg.Site)
 	svc.Metrics().MustRegister(linkTable.Collector())
 	in := &intake{
-		site: cfg.Site, gate: verify.New(cfg.Site, reg.Source, cfg.Freshness, cfg.ReplayWindow), journal: j,
+		site: cfg.Site, gate: verify.New(cfg.Site, reg.Source, verify.Limits{
+			Freshness: cfg.Freshness, Window: cfg.ReplayWindow, MaxSeqJump: cfg.MaxSeqJump, Rate: cfg.StationRate, Burst: cfg.StationBurst}), journal: j,
 		links: linkTable, counts: newPacketCounter(svc.Metrics(), cfg.Site), log: log,
 		overloaded: func() bool { return max(toRTS.Lag(), toWaveform.Lag()) > cfg.MaxLag },
 	}

@@ -67,7 +67,7 @@ func pipeline(ctx context.Context, tb testing.TB, set *registry.Set) string {
 	fwd := forward.New("rts", rtsOpener(conn), jr, forward.Options{MaxBatch: 512, Window: 64},
 		forward.NewMetrics(prometheus.NewRegistry()), log)
 	go fwd.Run(ctx)
-	in := &intake{site: "TNN-1", gate: verify.New("TNN-1", set, time.Minute, 4096), journal: jr,
+	in := &intake{site: "TNN-1", gate: verify.New("TNN-1", set, verify.Limits{Freshness: time.Minute, Window: 4096}), journal: jr,
 		links: links.New("TNN-1"), counts: newPacketCounter(prometheus.NewRegistry(), "TNN-1"), log: log,
 		overloaded: func() bool { return false }}
 	udp, err := listen.ListenUDP("127.0.0.1:0", 0, in.handle, log)

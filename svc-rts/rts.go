@@ -32,6 +32,7 @@ type Config struct {
 	stationsource.Config
 	TickMaxDelay   time.Duration `conf:"tick-max-delay" default:"150ms" help:"latest a tick is emitted after its time when some stations have not reported"`
 	AlertIntensity float64       `conf:"alert-intensity" default:"1.5" help:"real-time intensity at which a station counts as triggered"`
+	MaxAhead       time.Duration `conf:"max-ahead" default:"1m" help:"frames ending further than this after the server clock are ignored (0: no bound)"`
 	DisplayDecay   float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
 	Areas          string        `conf:"areas" help:"JSON file of the areas (boxes) triggered stations light; empty: the grid of SPEC §4"`
 	NATS           string        `conf:"nats" help:"this core's NATS server URL: snapshots and detections are published there; empty: gRPC only"`
@@ -70,6 +71,9 @@ func (c *Config) Validate() error {
 
 	if c.Retention < time.Hour || c.Retention > 90*24*time.Hour {
 		errs = append(errs, errors.New("archive-retention: 1h to 90 days"))
+	}
+	if c.MaxAhead < 0 {
+		errs = append(errs, errors.New("max-ahead must not be negative"))
 	}
 	if c.DisplayDecay <= 0 {
 		errs = append(errs, errors.New("display-decay must be positive"))
@@ -110,6 +114,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}
 	engine := shake.New(shake.Config{
 		AlertIntensity:     cfg.AlertIntensity,
+		MaxAheadMs:         cfg.MaxAhead.Milliseconds(),
 		DisplayDecayPerSec: cfg.DisplayDecay,
 		Areas:              areas,
 		Detect:             cfg.detectConfig(),

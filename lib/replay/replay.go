@@ -51,6 +51,13 @@ func (w *Window) check(seq uint64) Verdict {
 	}
 }
 
+// Top is the highest seq accepted, 0 before any.
+func (w *Window) Top() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.top
+}
+
 // Accept records seq as accepted and returns the verdict it had before, so
 // that of two concurrent deliveries of one seq exactly one sees New.
 func (w *Window) Accept(seq uint64) Verdict {

@@ -24,7 +24,12 @@ import (
 type Result int
 
 // Results, one per label value of SPEC §3, plus Overloaded for a valid new
-// packet that could not be handed on (not acked, so the station retries).
+// packet that could not be handed on (not acked, so the station retries),
+// OutOfBounds for a signed packet whose content no station could mean (a
+// frame time far from its send time, a value off any scale, a seq leaping
+// past the jump bound) and RateLimited for a station sending faster than
+// its budget. A key can leak; what it signs is bounded before it is
+// trusted, so one key cannot take its station, or a core, down.
 const (
 	Accepted Result = iota
 	Duplicate
@@ -35,9 +40,12 @@ const (
 	Oversize
 	UnknownStation
 	Overloaded
+	OutOfBounds
+	RateLimited
 )
 
-var resultNames = [...]string{"accepted", "duplicate", "bad_mac", "replayed", "stale", "malformed", "oversize", "unknown_station", "overloaded"}
+var resultNames = [...]string{"accepted", "duplicate", "bad_mac", "replayed", "stale", "malformed", "oversize", "unknown_station",
+	"overloaded", "out_of_bounds", "rate_limited"}
 
 func (r Result) String() string { return resultNames[r] }
 
@@ -55,20 +63,46 @@ type Stations interface {
 	Lookup(id string) (*registry.Station, bool)
 }
 
-// Gate checks datagrams for one core site.
-type Gate struct {
-	site      string
-	stations  Stations
-	freshness time.Duration
-	windows   *replay.Set
-	now       func() time.Time
+// Limits bound what a station may send and claim.
+type Limits struct {
+	// Freshness is how far sent_at_ms, and the times a frame carries, may
+	// be from the server clock.
+	Freshness time.Duration
+	// Window is how many seqs per station are remembered for replay
+	// protection.
+	Window int
+	// MaxSeqJump is how far above the highest seq recorded a new one may
+	// be (0: no bound): a seq leaping further is refused, so a packet with
+	// seq 2^63−1 cannot make every later one a replay. An admin resets a
+	// station whose counter really restarted (registry.Station.SeqResetMs).
+	MaxSeqJump uint64
+	// Rate and Burst are the packets per second a station may send, and
+	// at once (0: no bound).
+	Rate, Burst float64
 }
 
-// New returns a gate for site. Packets whose sent_at_ms is further than
-// freshness from the server clock are stale; windowSize seqs per station are
-// remembered for replay protection.
-func New(site string, stations Stations, freshness time.Duration, windowSize int) *Gate {
-	return &Gate{site: site, stations: stations, freshness: freshness, windows: replay.NewSet(windowSize), now: time.Now}
+// DefaultLimits are the limits of SPEC §3 and the bounds ingest applies.
+// A station sends 4 packets a second (intensity and sensor frames every
+// 500 ms), twice that while it retransmits: 20 a second with a burst of
+// 100 leave room; 100 million seqs are 290 days of a station's packets.
+func DefaultLimits() Limits {
+	return Limits{Freshness: 30 * time.Second, Window: 4096, MaxSeqJump: 100_000_000, Rate: 20, Burst: 100}
+}
+
+// Gate checks datagrams for one core site.
+type Gate struct {
+	site     string
+	stations Stations
+	limits   Limits
+	windows  *replay.Set
+	buckets  buckets
+	now      func() time.Time
+}
+
+// New returns a gate for site.
+func New(site string, stations Stations, limits Limits) *Gate {
+	return &Gate{site: site, stations: stations, limits: limits, windows: replay.NewSet(limits.Window),
+		buckets: buckets{m: map[string]*bucket{}}, now: time.Now}
 }
 
 // Outcome is the gate's decision on one datagram.
@@ -123,18 +157,31 @@ func (g *Gate) Check(b []byte) Outcome {
 		out.Result = Malformed
 		return out
 	}
-	if skew := now.Sub(time.UnixMilli(p.GetSentAtMs())); skew > g.freshness || skew < -g.freshness {
+	if skew := now.Sub(time.UnixMilli(p.GetSentAtMs())); skew > g.limits.Freshness || skew < -g.limits.Freshness {
 		out.Result = Stale
 		return out
 	}
+	if !g.buckets.take(p.GetStationId(), now, g.limits.Rate, g.limits.Burst) {
+		out.Result = RateLimited
+		return out
+	}
+	if !Bounded(p, g.limits.Freshness) {
+		out.Result = OutOfBounds
+		return out
+	}
 	out.signer, out.keyID = signer, d.GetKeyId()
-	switch g.windows.For(p.GetStationId()).Check(p.GetSeq()) {
+	w := g.windows.For(p.GetStationId())
+	switch w.Check(p.GetSeq()) {
 	case replay.TooOld:
 		out.Result = Replayed
 	case replay.Duplicate:
 		out.Result = Duplicate
 		out.Ack = out.sign(g.site)
 	case replay.New:
+		if top := w.Top(); g.limits.MaxSeqJump > 0 && top > 0 && p.GetSeq() > top && p.GetSeq()-top > g.limits.MaxSeqJump {
+			out.Result = OutOfBounds
+			break
+		}
 		out.Result = Accepted
 	}
 	return out

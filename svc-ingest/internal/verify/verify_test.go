@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"math"
 	"testing"
 	"time"
 
@@ -26,7 +27,9 @@ func testGate(t testing.TB) *Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New("TNN-1", set, 30*time.Second, 1024)
+	limits := DefaultLimits()
+	limits.Window = 1024
+	g := New("TNN-1", set, limits)
 	g.now = func() time.Time { return epoch }
 	return g
 }
@@ -146,5 +149,75 @@ func BenchmarkCheck(b *testing.B) {
 	for b.Loop() {
 		check(g, datagrams[i%len(datagrams)], true)
 		i++
+	}
+}
+
+// TestSignedContentBounded: what a valid key signs is bounded before it is
+// trusted. A frame dated far from its send time, values no ground motion
+// has, a seq leaping past the jump bound are refused — and the station's
+// next honest packets are accepted, so one bad packet cannot take it off
+// the network. A station sending past its budget is dropped and counted.
+func TestSignedContentBounded(t *testing.T) {
+	t.Parallel()
+	g := testGate(t)
+	seq := uint64(100)
+	honest := func() Result {
+		t.Helper()
+		seq++
+		return check(g, seal(t, key, 1, packet("S1", seq, epoch)), true).Result
+	}
+	if r := honest(); r != Accepted {
+		t.Fatalf("first packet: %v", r)
+	}
+	farFuture := packet("S1", 200, epoch)
+	farFuture.GetIntensity().WindowEndMs = 253402300799000 // the year 9999
+	nan := packet("S1", 201, epoch)
+	nan.GetIntensity().Intensity = float32(math.NaN())
+	huge := packet("S1", 202, epoch)
+	huge.GetIntensity().PgaGal = 1e9
+	sensor := func(mod func(*stationv1.SensorFrame)) *stationv1.Packet {
+		f := &stationv1.SensorFrame{FirstSampleMs: epoch.UnixMilli() - 500, RateHz: 50, ScaleGal: 0.001,
+			Ns: make([]int32, 25), Ew: make([]int32, 25), Ud: make([]int32, 25)}
+		mod(f)
+		return &stationv1.Packet{StationId: "S1", Seq: 203, SentAtMs: epoch.UnixMilli(), Body: &stationv1.Packet_Sensor{Sensor: f}}
+	}
+	jump := packet("S1", math.MaxInt64, epoch)
+	for _, tc := range []struct {
+		name string
+		p    *stationv1.Packet
+	}{
+		{"a window end in the year 9999", farFuture},
+		{"NaN intensity", nan},
+		{"a PGA of a million g", huge},
+		{"samples from an hour ago", sensor(func(f *stationv1.SensorFrame) { f.FirstSampleMs -= 3600_000 })},
+		{"a sample rate of 0", sensor(func(f *stationv1.SensorFrame) { f.RateHz = 0 })},
+		{"a negative scale", sensor(func(f *stationv1.SensorFrame) { f.ScaleGal = -1 })},
+		{"axes of different lengths", sensor(func(f *stationv1.SensorFrame) { f.Ud = f.Ud[:3] })},
+		{"seq 2^63−1", jump},
+	} {
+		if o := check(g, seal(t, key, 1, tc.p), true); o.Result != OutOfBounds || o.Ack != nil {
+			t.Errorf("%s: %v (ack %v)", tc.name, o.Result, o.Ack != nil)
+		}
+		if r := honest(); r != Accepted {
+			t.Fatalf("after %s the station's next packet is %v", tc.name, r)
+		}
+	}
+	if o := check(g, seal(t, key, 1, sensor(func(*stationv1.SensorFrame) {})), true); o.Result != Accepted {
+		t.Errorf("an honest sensor frame: %v", o.Result)
+	}
+
+	// The budget: a burst, then the rate.
+	limited := 0
+	for range 200 {
+		if honest() == RateLimited {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("200 packets at one instant were all accepted")
+	}
+	g.now = func() time.Time { return epoch.Add(time.Second) }
+	if r := honest(); r != Accepted {
+		t.Fatalf("a second later: %v", r)
 	}
 }

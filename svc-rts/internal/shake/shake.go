@@ -26,6 +26,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"shindo.dev/seismo/jma"
 	"shindo.dev/seismo/lpgm"
@@ -82,6 +83,13 @@ type Config struct {
 	Areas *area.Set
 	// Detect tunes the network trigger.
 	Detect detect.Config
+	// MaxAheadMs refuses frames ending further than this after Now (0: no
+	// bound): ingest bounds what stations sign, and the engine does not
+	// rely on it — one frame from the far future would hold a station's
+	// newest time there and every real frame after it would be ignored.
+	MaxAheadMs int64
+	// Now is the clock MaxAheadMs is measured on (nil: time.Now).
+	Now func() time.Time
 }
 
 // StationValue is one station's state in a snapshot.
@@ -177,6 +185,9 @@ func (e *Engine) Apply(id string, f Frame) bool {
 	if f.WindowEndMs <= 0 || f.WindowEndMs%TickMs != 0 || !finite(f.Intensity, f.PGA, f.PGV, f.SvaCms) {
 		return false
 	}
+	if e.cfg.MaxAheadMs > 0 && f.WindowEndMs > e.now().UnixMilli()+e.cfg.MaxAheadMs {
+		return false
+	}
 	// A station's claim is bounded before it is trusted: no ground moves
 	// at more than MaxSvaCms, and firmware without the measurement sends 0.
 	f.SvaCms = min(max(f.SvaCms, 0), MaxSvaCms)
@@ -219,6 +230,13 @@ func (e *Engine) Apply(id string, f Frame) bool {
 		}
 	}
 	return true
+}
+
+func (e *Engine) now() time.Time {
+	if e.cfg.Now != nil {
+		return e.cfg.Now()
+	}
+	return time.Now()
 }
 
 // Await announces that tick t is the next to be computed and returns a

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 )
 
 var places = map[string]Place{
@@ -289,5 +290,27 @@ func BenchmarkSnapshot(b *testing.B) {
 				e.Snapshot(tick)
 			}
 		})
+	}
+}
+
+// TestIgnoresTheFarFuture: a frame dated far ahead of the clock is refused
+// (ingest bounds it too; the engine does not rely on that), and the
+// station's real frames go on being taken — one such frame used to hold
+// its newest time in the year 9999 and hide it until a restart.
+func TestIgnoresTheFarFuture(t *testing.T) {
+	t.Parallel()
+	e := New(Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15, Locate: func(string) (Place, bool) { return Place{}, false },
+		MaxAheadMs: 60_000, Now: func() time.Time { return time.UnixMilli(t0) }})
+	if e.Apply("HUA", Frame{WindowEndMs: 253402300799000}) {
+		t.Fatal("accepted a frame from the year 9999")
+	}
+	if e.Apply("HUA", Frame{WindowEndMs: t0 + 61_000}) {
+		t.Fatal("accepted a frame a minute ahead")
+	}
+	if !e.Apply("HUA", Frame{WindowEndMs: t0, Intensity: 2}) || !e.Apply("HUA", Frame{WindowEndMs: t0 + 60_000, Intensity: 2}) {
+		t.Fatal("refused the station's real frames")
+	}
+	if s := e.Snapshot(t0); len(s.Stations) != 1 {
+		t.Fatalf("the station is not in the snapshot: %+v", s)
 	}
 }

@@ -1,0 +1,87 @@
+package verify
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	stationv1 "shindo.dev/gen/shindo/station/v1"
+)
+
+// Bounds on a frame's values: beyond them no ground motion, and no honest
+// station, could be.
+const (
+	minIntensity = -5
+	maxIntensity = 10   // JMA's scale ends at 7
+	maxPGAGal    = 1e4  // about 10 g; the largest ever recorded is near 4,000 gal
+	maxPGVCms    = 1e3  //
+	maxSvaCms    = 1e3  // ten times the bottom of JMA's top long-period class
+	maxRateHz    = 1000 // stations sample at 50 Hz
+	maxScaleGal  = 100  // a count of more than 100 gal would be no sensor
+	maxSamples   = 1000 // per axis and frame; a datagram holds far fewer
+)
+
+// Bounded reports whether a signed packet's content is plausible: the
+// frame's time within freshness of its send time (so also of the server
+// clock), and every value finite and within what ground motion can be.
+// A station holding a valid key could otherwise, with one packet, move its
+// own clock into the year 9999 and vanish from the network's view.
+func Bounded(p *stationv1.Packet, freshness time.Duration) bool {
+	sent := p.GetSentAtMs()
+	near := func(ms int64) bool {
+		d := time.Duration(ms-sent) * time.Millisecond
+		return ms > 0 && d <= freshness && d >= -freshness
+	}
+	within := func(v float32, lo, hi float64) bool {
+		f := float64(v)
+		return !math.IsNaN(f) && f >= lo && f <= hi
+	}
+	switch {
+	case p.GetIntensity() != nil:
+		f := p.GetIntensity()
+		return near(f.GetWindowEndMs()) && within(f.GetIntensity(), minIntensity, maxIntensity) &&
+			within(f.GetPgaGal(), 0, maxPGAGal) && within(f.GetPgvCms(), 0, maxPGVCms) && within(f.GetSvaCms(), 0, maxSvaCms)
+	case p.GetSensor() != nil:
+		f := p.GetSensor()
+		n := len(f.GetNs())
+		return near(f.GetFirstSampleMs()) && f.GetRateHz() >= 1 && f.GetRateHz() <= maxRateHz &&
+			within(f.GetScaleGal(), math.SmallestNonzeroFloat32, maxScaleGal) &&
+			n <= maxSamples && len(f.GetEw()) == n && len(f.GetUd()) == n
+	}
+	return true // a probe carries nothing
+}
+
+// buckets are the stations' token buckets.
+type buckets struct {
+	mu sync.Mutex
+	m  map[string]*bucket // known stations only: the lookup comes first
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// take draws a token from station's bucket (rate per second, burst at
+// once); rate 0 means no bound.
+func (b *buckets) take(station string, now time.Time, rate, burst float64) bool {
+	if rate <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := b.m[station]
+	if k == nil {
+		k = &bucket{tokens: burst, last: now}
+		b.m[station] = k
+	}
+	if dt := now.Sub(k.last).Seconds(); dt > 0 {
+		k.tokens = min(burst, k.tokens+dt*rate)
+	}
+	k.last = now
+	if k.tokens < 1 {
+		return false
+	}
+	k.tokens--
+	return true
+}
