@@ -57,6 +57,8 @@ type Config struct {
 	MaxClients   int           `conf:"sse-max-clients" default:"60000" help:"most SSE clients per stream"`
 	History      time.Duration `conf:"sse-history" default:"120s" help:"how long events are kept for clients resuming with Last-Event-ID"`
 	MaxPerAddr   int           `conf:"sse-max-per-ip" default:"200" help:"most SSE connections from one client address"`
+	MaxQueued    int           `conf:"sse-max-queued" default:"1048576" help:"bytes a stream's socket may hold unread by its client for sse-max-stall before the client is dropped (0: no bound)"`
+	MaxStall     time.Duration `conf:"sse-max-stall" default:"15s" help:"how long a stream's client may leave more than sse-max-queued bytes unread"`
 	EEWAuthor    string        `conf:"eew-author" default:"trem" help:"the author of the alerts this network issues from its detections (/api/v2/eq/eew): the apps accept trem (a network's own alerts) and cwa"`
 
 	DataAPI          []string      `conf:"data-api" help:"data API base URLs of the cores (http://host:port), comma-separated, preferred first; empty serves no data API"`
@@ -115,6 +117,9 @@ func (c *Config) Validate() error {
 	if !validAuthor(c.EEWAuthor) {
 		errs = append(errs, fmt.Errorf("eew-author %q: 1 to 32 lowercase letters, digits, '-' or '_'", c.EEWAuthor))
 	}
+	if c.MaxQueued < 0 || c.MaxStall < time.Second {
+		errs = append(errs, errors.New("sse-max-queued must not be negative, sse-max-stall at least 1s"))
+	}
 	if c.ClientBuffer < 1 || c.MaxClients < 1 || c.MaxPerAddr < 1 {
 		errs = append(errs, errors.New("sse-buffer, sse-max-clients and sse-max-per-ip must be positive"))
 	}
@@ -156,7 +161,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: cfg.ClientBuffer,
 		WriteTimeout: cfg.WriteTimeout, MaxClients: cfg.MaxClients, Stop: svc.Stopping(),
 		History: cfg.History, MaxHistory: int(cfg.History/(250*time.Millisecond)) + 16,
-		WebSocket: wsapi.Frame,
+		WebSocket: wsapi.Frame, MaxQueued: cfg.MaxQueued, MaxStall: cfg.MaxStall,
 	}, cfg.MaxPerAddr)
 	if err != nil {
 		return err
@@ -275,7 +280,8 @@ func waveforms(ctx context.Context, svc *service.Service, cfg Config, st *stream
 	}
 	live := wavelive.New(ctx, cfg.Waveform, conns, wavelive.Options{
 		SSE: sse.Options{Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: 64, WriteTimeout: cfg.WriteTimeout,
-			MaxClients: cfg.MaxClients, Stop: svc.Stopping(), History: time.Minute, MaxHistory: 130},
+			MaxClients: cfg.MaxClients, Stop: svc.Stopping(), History: time.Minute, MaxHistory: 130,
+			MaxQueued: cfg.MaxQueued, MaxStall: cfg.MaxStall},
 		Linger: time.Minute, MaxStations: cfg.WaveformStations,
 	}, svc.Logger())
 	svc.Metrics().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -37,6 +37,12 @@ type Options struct {
 	// WebSocket makes an event's WebSocket frame, built once per event for
 	// all WebSocket clients (ServeConn); nil: the hub has none.
 	WebSocket func(*Event) []byte
+	// MaxQueued and MaxStall drop a client that does not read: one whose
+	// socket holds more than MaxQueued bytes not yet taken by the client
+	// for longer than MaxStall (0: no bound). Writes alone cannot tell:
+	// the kernels' buffers take megabytes before a write would block.
+	MaxQueued int
+	MaxStall  time.Duration
 }
 
 // wsPing is the frame sent on a silent WebSocket connection (RFC 6455
@@ -80,10 +86,11 @@ type client struct {
 	// mu-guarded:
 	pos       string // ID of the newest event written: private events carry it
 	pending   []*Event
-	spare     []*Event // the other buffer, while a worker writes one
-	keepAlive bool     // a keep-alive comment is due
-	closing   bool     // removed once its pending events are written
-	scheduled bool     // in ready, being written, or still writing its head
+	spare     []*Event  // the other buffer, while a worker writes one
+	keepAlive bool      // a keep-alive comment is due
+	closing   bool      // removed once its pending events are written
+	stalled   time.Time // since when its socket has held more than MaxQueued
+	scheduled bool      // in ready, being written, or still writing its head
 	lastWrite time.Time
 	removed   bool
 }
@@ -336,6 +343,7 @@ func (h *Hub) watch() {
 			finish(closed)
 			return
 		case now := <-t.C:
+			var slow []*client
 			h.mu.Lock()
 			if len(h.clients) == 0 {
 				h.janitor = false
@@ -347,8 +355,20 @@ func (h *Hub) watch() {
 					c.keepAlive = true
 					h.kickLocked(c)
 				}
+				if h.opts.MaxQueued > 0 && c.conn != nil {
+					switch q, ok := unread(c.conn); {
+					case !ok || q <= h.opts.MaxQueued:
+						c.stalled = time.Time{}
+					case c.stalled.IsZero():
+						c.stalled = now
+					case now.Sub(c.stalled) >= h.opts.MaxStall:
+						h.dropped++
+						slow = append(slow, h.removeLocked(c))
+					}
+				}
 			}
 			h.mu.Unlock()
+			finish(slow)
 		}
 	}
 }

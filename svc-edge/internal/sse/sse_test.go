@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -488,5 +489,55 @@ func TestConnectionSurge(t *testing.T) {
 	wg.Wait()
 	if clients, dropped := h.Stats(); clients != n || dropped != 0 {
 		t.Fatalf("%d clients, %d dropped after the surge", clients, dropped)
+	}
+}
+
+// TestNonReaderDropped: a client that stops reading while events trickle
+// in — too slowly for a write ever to block within the write timeout, as
+// the kernels' buffers take them — is dropped once its socket has held
+// more than MaxQueued unread bytes for MaxStall, and counted; a reading
+// client is untouched.
+func TestNonReaderDropped(t *testing.T) {
+	t.Parallel()
+	h, srv := testHub(t, Options{Buffer: 10_000, WriteTimeout: time.Minute, MaxQueued: 16 << 10, MaxStall: 300 * time.Millisecond})
+	// The non-reader: a small receive buffer, so its window closes soon
+	// and the bytes wait in the edge's socket.
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	_, reader := connect(t, srv.URL)
+	<-reader
+	<-reader
+	waitClients(t, h, 2)
+
+	event := bytes.Repeat([]byte("y"), 4<<10)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if n, _ := h.Stats(); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the non-reading client was never dropped")
+		}
+		h.Publish(NewEvent("", event))
+		select {
+		case <-reader:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the reading client stalled")
+		}
+		time.Sleep(20 * time.Millisecond) // a trickle, not a flood
+	}
+	if _, dropped := h.Stats(); dropped != 1 {
+		t.Fatalf("dropped %d", dropped)
+	}
+	h.Publish(NewEvent("", []byte("still here")))
+	if got := <-reader; !strings.Contains(got, "still here") {
+		t.Fatalf("reader got %q", got)
 	}
 }
