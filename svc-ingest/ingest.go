@@ -46,6 +46,10 @@ type Config struct {
 	MaxSeqJump   uint64        `conf:"max-seq-jump" default:"100000000" help:"how far above a station's highest recorded seq a new one may be (0: no bound); an admin resets a station whose counter restarted"`
 	StationRate  float64       `conf:"station-rate" default:"20" help:"packets per second one station may send (0: no bound); beyond, dropped and counted"`
 	StationBurst float64       `conf:"station-burst" default:"100" help:"packets one station may send at once"`
+	WSFirst      time.Duration `conf:"ws-first-within" default:"5s" help:"how long a new WebSocket uplink has to send its first message, which must be a valid signed packet"`
+	WSIdle       time.Duration `conf:"ws-idle" default:"1m" help:"a WebSocket uplink silent this long is closed"`
+	WSPerAddr    int           `conf:"ws-max-per-ip" default:"256" help:"most WebSocket uplinks from one client address (0: no bound)"`
+	WSPerStation int           `conf:"ws-max-per-station" default:"2" help:"most WebSocket uplinks of one station; a newer one replaces the oldest"`
 	Readers      int           `conf:"udp-readers" default:"0" help:"UDP reader goroutines; 0 means one per CPU"`
 	DataDir      string        `conf:"data-dir" help:"directory of the record journal (what was acked is kept here)"`
 	Retention    time.Duration `conf:"journal-retention" default:"2h" help:"how long journal records are kept, at least, for the peer core's backfill"`
@@ -87,6 +91,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplayWindow < 64 {
 		errs = append(errs, errors.New("replay-window must be at least 64"))
+	}
+	if c.WSFirst < 100*time.Millisecond || c.WSIdle < time.Second || c.WSPerAddr < 0 || c.WSPerStation < 1 {
+		errs = append(errs, errors.New("ws-first-within at least 100ms, ws-idle at least 1s, ws-max-per-ip not negative, ws-max-per-station at least 1"))
 	}
 	if !(c.StationRate >= 0 && c.StationRate <= 1e6) || !(c.StationBurst >= 1 && c.StationBurst <= 1e6) {
 		errs = append(errs, errors.New("station-rate: 0 to 1000000 per second; station-burst: 1 to 1000000"))
@@ -179,7 +186,14 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}
 	svc.OnShutdown("udp socket", func(context.Context) error { udp.Close(); return nil })
 	svc.Go("udp listener", udp)
-	wsAddr, err := svc.Listen("station websocket", cfg.WSAddr, listen.WebSocket(handle, log))
+	wsRefused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shindo_ingest_ws_refused_total", Help: "WebSocket uplinks refused or closed unstarted, by reason.",
+	}, []string{"reason"})
+	svc.Metrics().MustRegister(wsRefused)
+	wsAddr, err := svc.Listen("station websocket", cfg.WSAddr, listen.WebSocket(handle, listen.WSOptions{
+		FirstWithin: cfg.WSFirst, Idle: cfg.WSIdle, PerAddr: cfg.WSPerAddr, PerStation: cfg.WSPerStation,
+		Refused: func(reason string) { wsRefused.WithLabelValues(reason).Inc() },
+	}, log))
 	if err != nil {
 		return err
 	}

@@ -212,7 +212,10 @@ func newPlan(cfg Config) *plan {
 			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", dbURL(c),
 			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
 			"-nats", natsURL(c), "-peer-nats", "nats://"+addr(peer, natsPeerProxy), "-peer-site", peer.name,
-			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC))
+			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC),
+			// The simulated fleet is one process: all its stations' uplinks
+			// come from one address.
+			"-ws-max-per-ip", "0")
 		ing.listeners["udp"], ing.listeners["ws"] = addr(c, ingestUDP), ws
 		backends = append(backends, rts, wf, data)
 		dataAPIs = append(dataAPIs, data)

@@ -11,13 +11,16 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	"shindo.dev/lib/stationwire"
 )
 
 // Handler processes datagrams received together over tr. It decides on
@@ -173,37 +176,160 @@ func (u *UDP) sendAcks(ctx context.Context, bc batchConn, f finishing) {
 // WSPath is where stations open their WebSocket uplink.
 const WSPath = "/v1/station/ws"
 
+// WSOptions bound the WebSocket uplink.
+type WSOptions struct {
+	// FirstWithin is how long a new connection has to send its first
+	// message, which must be a packet the gate accepts (acked): until it
+	// is, the connection is anonymous and costs the server for nothing.
+	FirstWithin time.Duration
+	// Idle closes a connection silent this long: a station sends several
+	// packets a second, and one that stopped is gone.
+	Idle time.Duration
+	// PerAddr bounds connections per client address, started or not (0:
+	// no bound); PerStation the connections of one station — the newest
+	// replaces the oldest, as a station that moved networks reconnects
+	// before its old connection is known dead.
+	PerAddr, PerStation int
+	// Refused counts refusals by reason ("per_address", "first_message").
+	Refused func(reason string)
+}
+
 // WebSocket returns the HTTP handler of the WebSocket uplink: each binary
 // message is one datagram, each ack one binary message back.
-func WebSocket(handle Handler, log *slog.Logger) http.Handler {
+func WebSocket(handle Handler, opts WSOptions, log *slog.Logger) http.Handler {
+	ws := &wsUplink{handle: handle, opts: opts, log: log, perAddr: map[string]int{}, stations: map[string][]*websocket.Conn{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+WSPath, func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return // Accept has answered the client
-		}
-		defer c.CloseNow()
-		// Oversize messages must reach the handler to be counted; far
-		// larger ones are an abuse and end the connection.
-		c.SetReadLimit(64 << 10)
-		ctx := r.Context()
-		for {
-			typ, b, err := c.Read(ctx)
-			if err != nil {
-				return
-			}
-			if typ != websocket.MessageBinary {
-				b = nil // counted as malformed by the handler
-			}
-			ack := handle([][]byte{b}, ingestv1.Transport_TRANSPORT_WS)()[0]
-			if ack == nil {
-				continue
-			}
-			if err := c.Write(ctx, websocket.MessageBinary, ack); err != nil {
-				log.Debug("ws ack not sent", slog.Any("error", err))
-				return
-			}
-		}
-	})
+	mux.HandleFunc("GET "+WSPath, ws.serve)
 	return mux
+}
+
+type wsUplink struct {
+	handle Handler
+	opts   WSOptions
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	perAddr  map[string]int
+	stations map[string][]*websocket.Conn // oldest first
+}
+
+func (u *wsUplink) refuse(reason string) {
+	if u.opts.Refused != nil {
+		u.opts.Refused(reason)
+	}
+}
+
+func (u *wsUplink) serve(w http.ResponseWriter, r *http.Request) {
+	addr, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		addr = r.RemoteAddr
+	}
+	u.mu.Lock()
+	if u.opts.PerAddr > 0 && u.perAddr[addr] >= u.opts.PerAddr {
+		u.mu.Unlock()
+		u.refuse("per_address")
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many uplink connections from this address", http.StatusTooManyRequests)
+		return
+	}
+	u.perAddr[addr]++
+	u.mu.Unlock()
+	defer func() {
+		u.mu.Lock()
+		if u.perAddr[addr]--; u.perAddr[addr] <= 0 {
+			delete(u.perAddr, addr)
+		}
+		u.mu.Unlock()
+	}()
+
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has answered the client
+	}
+	defer c.CloseNow()
+	// Oversize messages must reach the handler to be counted; far larger
+	// ones are an abuse and end the connection.
+	c.SetReadLimit(64 << 10)
+	ctx := r.Context()
+	station := ""
+	defer func() {
+		if station != "" {
+			u.mu.Lock()
+			u.stations[station] = slices.DeleteFunc(u.stations[station], func(x *websocket.Conn) bool { return x == c })
+			if len(u.stations[station]) == 0 {
+				delete(u.stations, station)
+			}
+			u.mu.Unlock()
+		}
+	}()
+	for {
+		wait := u.opts.Idle
+		if station == "" {
+			wait = u.opts.FirstWithin
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		typ, b, err := c.Read(rctx)
+		cancel()
+		if err != nil {
+			if station == "" {
+				u.refuse("first_message")
+			}
+			return
+		}
+		if typ != websocket.MessageBinary {
+			b = nil // counted as malformed by the handler
+		}
+		id := stationOf(b) // before the handler: the slice is only valid during it
+		ack := u.handle([][]byte{b}, ingestv1.Transport_TRANSPORT_WS)()[0]
+		if ack == nil {
+			if station == "" {
+				// The first message proves nothing: no valid packet, no
+				// connection.
+				u.refuse("first_message")
+				c.Close(websocket.StatusPolicyViolation, "the first message must be a signed packet of a known station")
+				return
+			}
+			continue
+		}
+		if station == "" {
+			station = id
+			u.admit(station, c)
+		}
+		if err := c.Write(ctx, websocket.MessageBinary, ack); err != nil {
+			u.log.Debug("ws ack not sent", slog.Any("error", err))
+			return
+		}
+	}
+}
+
+// admit registers a station's connection, closing its oldest beyond
+// PerStation.
+func (u *wsUplink) admit(station string, c *websocket.Conn) {
+	u.mu.Lock()
+	conns := append(u.stations[station], c)
+	var old []*websocket.Conn
+	if u.opts.PerStation > 0 && len(conns) > u.opts.PerStation {
+		old, conns = conns[:len(conns)-u.opts.PerStation], conns[len(conns)-u.opts.PerStation:]
+	}
+	u.stations[station] = conns
+	u.mu.Unlock()
+	for _, o := range old {
+		// In the background: the close handshake waits for the old peer,
+		// which may be dead, and the new connection's ack must not.
+		go o.Close(websocket.StatusPolicyViolation, "replaced by a newer connection of the station")
+	}
+}
+
+// stationOf reads the station a datagram names, without verifying it (the
+// handler does); "" when it names none.
+func stationOf(b []byte) string {
+	d, err := stationwire.Open(b)
+	if err != nil {
+		return ""
+	}
+	p, err := stationwire.Packet(d)
+	if err != nil {
+		return ""
+	}
+	return p.GetStationId()
 }

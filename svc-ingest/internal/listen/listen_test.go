@@ -1,0 +1,145 @@
+package listen
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/lib/stationwire"
+)
+
+var testKey = make([]byte, 32)
+
+func datagram(t *testing.T, station string) []byte {
+	t.Helper()
+	b, err := stationwire.Seal(testKey, 1, &stationv1.Packet{StationId: station, Seq: 1, Body: &stationv1.Packet_Probe{Probe: &stationv1.Probe{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// gate acks the datagrams of stations named S…, as the real gate acks the
+// valid packets of known stations.
+func gate(batch [][]byte, _ ingestv1.Transport) func() [][]byte {
+	acks := make([][]byte, len(batch))
+	for i, b := range batch {
+		if strings.HasPrefix(stationOf(b), "S") {
+			acks[i] = []byte("ack")
+		}
+	}
+	return func() [][]byte { return acks }
+}
+
+type refusals struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *refusals) add(reason string) { r.mu.Lock(); r.n[reason]++; r.mu.Unlock() }
+func (r *refusals) get(reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[reason]
+}
+
+func uplink(t *testing.T, opts WSOptions) (string, *refusals) {
+	t.Helper()
+	ref := &refusals{n: map[string]int{}}
+	opts.Refused = ref.add
+	srv := httptest.NewServer(WebSocket(gate, opts, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http") + WSPath, ref
+}
+
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.Dial(context.Background(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func closedWith(c *websocket.Conn) websocket.StatusCode {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			return websocket.CloseStatus(err)
+		}
+	}
+}
+
+// TestWebSocketFirstMessage: a connection proves itself with its first
+// message — a packet the gate acks — within FirstWithin, or it is closed;
+// once started, junk is only counted by the gate.
+func TestWebSocketFirstMessage(t *testing.T) {
+	t.Parallel()
+	url, ref := uplink(t, WSOptions{FirstWithin: 200 * time.Millisecond, Idle: time.Minute, PerStation: 2})
+	ctx := context.Background()
+
+	junk := dial(t, url)
+	junk.Write(ctx, websocket.MessageBinary, []byte("hello"))
+	if code := closedWith(junk); code != websocket.StatusPolicyViolation {
+		t.Errorf("junk first: closed with %d", code)
+	}
+	silent := dial(t, url)
+	if code := closedWith(silent); code != -1 {
+		t.Errorf("silent: closed with %d", code)
+	}
+	if ref.get("first_message") != 2 {
+		t.Errorf("refusals %v", ref.n)
+	}
+
+	good := dial(t, url)
+	good.Write(ctx, websocket.MessageBinary, datagram(t, "S1"))
+	if _, b, err := good.Read(ctx); err != nil || string(b) != "ack" {
+		t.Fatalf("ack %q %v", b, err)
+	}
+	good.Write(ctx, websocket.MessageBinary, []byte("junk after the start"))
+	time.Sleep(300 * time.Millisecond) // past FirstWithin: a started connection is not held to it
+	good.Write(ctx, websocket.MessageBinary, datagram(t, "S1"))
+	if _, b, err := good.Read(ctx); err != nil || string(b) != "ack" {
+		t.Fatalf("after junk: %q %v", b, err)
+	}
+}
+
+// TestWebSocketLimits: connections per address are capped (429), and a
+// station's newest connection replaces its oldest beyond PerStation.
+func TestWebSocketLimits(t *testing.T) {
+	t.Parallel()
+	url, ref := uplink(t, WSOptions{FirstWithin: 5 * time.Second, Idle: time.Minute, PerAddr: 2, PerStation: 1})
+	ctx := context.Background()
+	first := dial(t, url)
+	first.Write(ctx, websocket.MessageBinary, datagram(t, "S1"))
+	first.Read(ctx)
+	second := dial(t, url)
+	second.Write(ctx, websocket.MessageBinary, datagram(t, "S1"))
+	second.Read(ctx)
+	if code := closedWith(first); code != websocket.StatusPolicyViolation {
+		t.Errorf("the older connection of S1: closed with %d", code)
+	}
+	// Two held, S1's newest and S2's: a third is refused.
+	third := dial(t, url)
+	third.Write(ctx, websocket.MessageBinary, datagram(t, "S2"))
+	third.Read(ctx)
+	_, resp, err := websocket.Dial(ctx, url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a third connection from the address: %v %v", resp, err)
+	}
+	if ref.get("per_address") != 1 {
+		t.Errorf("refusals %v", ref.n)
+	}
+}
