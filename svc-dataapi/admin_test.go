@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +159,112 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestResetStationSeq: an admin (token or key) records a station's seq
+// reset at the server's clock; the answer and, without a restart, the
+// station's reads carry it; other callers and other stations are refused.
+func TestResetStationSeq(t *testing.T) {
+	base := start(t, testConfig(t, "-database-url", pgtest.Shared(t).NewDatabase(t), "-admin-tokens", adminToken))
+	_, writer := newClient(t, base, adminToken, "writer", nil)
+	_, subscriber := newClient(t, base, adminToken, "subscriber", map[string]any{"topics": []string{"rts"}})
+	_, admin := newClient(t, base, adminToken, "admin", nil)
+	for _, id := range []string{"HUA01", "TTN01", "a:b"} {
+		if a := do(t, "POST", base+"/v1/stations", adminToken, map[string]any{"id": id, "lat": 23.99, "lon": 121.61}); a.code != 200 {
+			t.Fatalf("create %s: %d %s", id, a.code, a.body)
+		}
+	}
+	if a := do(t, "DELETE", base+"/v1/stations/TTN01", adminToken, nil); a.code != 200 {
+		t.Fatalf("retire: %d %s", a.code, a.body)
+	}
+	resetURL := func(id string) string { return base + "/v1/stations/" + url.PathEscape(id) + ":resetSeq" }
+	// seqReset returns the station's seq_reset_ms, a string in proto JSON.
+	seqReset := func(a answer) int64 {
+		t.Helper()
+		st, _ := a.json(t)["station"].(map[string]any)
+		s, _ := st["seq_reset_ms"].(string)
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("seq_reset_ms %q in %s", st["seq_reset_ms"], a.body)
+		}
+		return ms
+	}
+
+	for _, tc := range []struct {
+		name, token, id string
+		body            any
+		want            int
+	}{
+		{"anonymous", "", "HUA01", nil, 401},
+		{"unknown key", "shk_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "HUA01", nil, 401},
+		{"writer key", writer, "HUA01", nil, 403},
+		{"subscriber key", subscriber, "HUA01", nil, 403},
+		{"unknown station", admin, "NOPE", nil, 404},
+		{"retired station", admin, "TTN01", nil, 404},
+		{"unknown field", admin, "HUA01", map[string]any{"seq_reset_ms": "1"}, 400},
+		{"not JSON", admin, "HUA01", "{", 400},
+	} {
+		a := do(t, "POST", resetURL(tc.id), tc.token, tc.body)
+		if a.code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, a.code, a.body, tc.want)
+			continue
+		}
+		if msg := errorBody(t, a); tc.want == 404 && !strings.Contains(msg, tc.id) {
+			t.Errorf("%s: 404 %q does not name the station", tc.name, msg)
+		}
+	}
+	waitFor(t, "HUA01 in the registry", func() bool { return do(t, "GET", base+"/v1/stations/HUA01", "", nil).code == 200 })
+	if a := do(t, "GET", base+"/v1/stations/HUA01", "", nil); seqReset(a) != 0 {
+		t.Fatalf("refused resets changed HUA01: %d %s", a.code, a.body)
+	}
+
+	var last int64
+	for _, tc := range []struct {
+		name, token string
+		body        any
+	}{
+		{"admin key, empty object", admin, map[string]any{}},
+		{"admin token, no body", adminToken, nil},
+	} {
+		before := time.Now().UnixMilli()
+		a := do(t, "POST", resetURL("HUA01"), tc.token, tc.body)
+		after := time.Now().UnixMilli()
+		if a.code != 200 {
+			t.Fatalf("%s: %d %s", tc.name, a.code, a.body)
+		}
+		st := a.json(t)["station"].(map[string]any)
+		ms := seqReset(a)
+		if st["id"] != "HUA01" || st["active"] != true || strings.Contains(string(a.body), "key") {
+			t.Fatalf("%s: %s", tc.name, a.body)
+		}
+		if ms < before || ms > after || ms <= last {
+			t.Fatalf("%s: seq_reset_ms %d, want from %d to %d and after the previous reset %d", tc.name, ms, before, after, last)
+		}
+		last = ms
+	}
+	// The registry the reads answer from follows without a restart.
+	waitFor(t, "the reset in GET /v1/stations/HUA01", func() bool {
+		a := do(t, "GET", base+"/v1/stations/HUA01", "", nil)
+		return a.code == 200 && seqReset(a) == last
+	})
+	a := do(t, "GET", base+"/v1/stations", "", nil)
+	var list struct {
+		Stations []struct {
+			ID         string `json:"id"`
+			SeqResetMs string `json:"seq_reset_ms"`
+		} `json:"stations"`
+	}
+	if err := json.Unmarshal(a.body, &list); err != nil || len(list.Stations) != 3 {
+		t.Fatalf("list: %d %s", a.code, a.body)
+	}
+	for _, st := range list.Stations {
+		if want := map[string]string{"HUA01": strconv.FormatInt(last, 10), "TTN01": "0", "a:b": "0"}[st.ID]; st.SeqResetMs != want {
+			t.Errorf("listed %s with seq_reset_ms %q, want %q", st.ID, st.SeqResetMs, want)
+		}
+	}
+
+	// An ID holding the verb's colon is still one station.
+	if a := do(t, "POST", resetURL("a:b"), admin, nil); a.code != 200 || a.json(t)["station"].(map[string]any)["id"] != "a:b" {
+		t.Fatalf("reset a:b: %d %s", a.code, a.body)
+	}
 }

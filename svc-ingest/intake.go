@@ -42,8 +42,8 @@ const rebuildScan = 4_000_000
 func (in *intake) rebuild(log *slog.Logger) error {
 	start := time.Now()
 	n := 0
-	err := in.scanRecent(func(station string, seq, _ uint64) {
-		in.gate.Record(station, seq)
+	err := in.scanRecent(func(station string, seq, _ uint64, recvAtMs int64) {
+		in.gate.Record(station, seq, recvAtMs)
 		n++
 	})
 	if n > 0 {
@@ -54,10 +54,10 @@ func (in *intake) rebuild(log *slog.Logger) error {
 
 // rebuildIndex tells idx where the newest journal records are.
 func (in *intake) rebuildIndex(idx interface{ Indexed(string, uint64, uint64) }) {
-	in.scanRecent(idx.Indexed)
+	in.scanRecent(func(station string, seq, index uint64, _ int64) { idx.Indexed(station, seq, index) })
 }
 
-func (in *intake) scanRecent(fn func(station string, seq, index uint64)) error {
+func (in *intake) scanRecent(fn func(station string, seq, index uint64, recvAtMs int64)) error {
 	next := in.journal.Next()
 	from := in.journal.First()
 	if next > rebuildScan && next-rebuildScan > from {
@@ -73,7 +73,7 @@ func (in *intake) scanRecent(fn func(station string, seq, index uint64)) error {
 		}
 		for _, e := range entries {
 			if station, seq, ok := peersync.Peek(e.Payload); ok {
-				fn(station, seq, e.Index)
+				fn(station, seq, e.Index, peersync.RecvAt(e.Payload))
 			}
 		}
 		from = entries[len(entries)-1].Index + 1

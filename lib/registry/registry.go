@@ -36,6 +36,14 @@ type Station struct {
 	Previous []OldKey `json:"previous_keys,omitempty"`
 	// Active is false for retired stations; their packets are rejected.
 	Active *bool `json:"active,omitempty"`
+	// SeqResetMs is when an admin last reset the station's seq counter,
+	// Unix ms; 0 if never. A station whose counter really restarted
+	// (firmware reflashed, counter lost) would have every new packet taken
+	// for a replay: ingest forgets the station's replay window at this
+	// moment, and the journal records it received before it. Each reset
+	// is later than the one before (stationdb.Store.ResetStationSeq), so a
+	// changed value is a new reset.
+	SeqResetMs int64 `json:"seq_reset_ms,omitempty"`
 
 	key        []byte
 	olds       [][]byte
@@ -88,6 +96,26 @@ func (s *Station) CurrentKey() []byte { return s.key }
 // InService reports whether the station is active.
 func (s *Station) InService() bool { return s.Active == nil || *s.Active }
 
+// Bounds of Station.SeqResetMs other than 0. A reset time before 2020 or
+// more than a day past the clock is a mistake (seconds taken for
+// milliseconds, a clock far off), and taking it would have ingest drop a
+// station's whole journal, or keep dropping it.
+const (
+	// MinSeqResetMs is 2020-01-01T00:00:00Z, Unix ms.
+	MinSeqResetMs int64 = 1_577_836_800_000
+	// MaxSeqResetAhead is how far past the clock a reset time may be.
+	MaxSeqResetAhead = 24 * time.Hour
+)
+
+// CheckSeqReset checks a Station.SeqResetMs at now: 0, or from
+// MinSeqResetMs to MaxSeqResetAhead past now.
+func CheckSeqReset(ms int64, now time.Time) error {
+	if ms != 0 && (ms < MinSeqResetMs || ms > now.Add(MaxSeqResetAhead).UnixMilli()) {
+		return fmt.Errorf("seq_reset_ms %d is neither 0 nor a time from 2020 to a day from now", ms)
+	}
+	return nil
+}
+
 // Set is an immutable set of stations.
 type Set struct {
 	byID map[string]*Station
@@ -107,8 +135,10 @@ func Parse(b []byte) (*Set, error) {
 }
 
 // NewSet validates stations (unique IDs, 16–64 byte hex keys, positions in
-// range) and indexes them; it takes ownership of the slice.
+// range, seq reset times as CheckSeqReset) and indexes them; it takes
+// ownership of the slice.
 func NewSet(list []*Station) (*Set, error) {
+	now := time.Now()
 	set := &Set{byID: make(map[string]*Station, len(list))}
 	for i, s := range list {
 		if s == nil || s.ID == "" {
@@ -138,6 +168,9 @@ func NewSet(list []*Station) (*Set, error) {
 		s.signer = stationwire.NewSigner(key)
 		if s.Lat < -90 || s.Lat > 90 || s.Lon < -180 || s.Lon > 180 {
 			return nil, fmt.Errorf("station %q: position %.4f,%.4f out of range", s.ID, s.Lat, s.Lon)
+		}
+		if err := CheckSeqReset(s.SeqResetMs, now); err != nil {
+			return nil, fmt.Errorf("station %q: %w", s.ID, err)
 		}
 		s.key = key
 		set.byID[s.ID] = s

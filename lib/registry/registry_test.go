@@ -2,6 +2,8 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -103,6 +105,7 @@ func TestOpenMissingFile(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[{"id":"A","key_id":1,"key_hex":"` + key32 + `","lat":23.9,"lon":121.6,"code":970}]`))
+	f.Add([]byte(`[{"id":"A","key_id":1,"key_hex":"` + key32 + `","seq_reset_ms":1712102289000}]`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`[{"id":"","key_hex":""}]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -113,6 +116,9 @@ func FuzzParse(f *testing.F) {
 		for _, s := range set.All() {
 			if _, ok := s.Key(s.KeyID); !ok {
 				t.Fatalf("station %q has no usable key", s.ID)
+			}
+			if err := CheckSeqReset(s.SeqResetMs, time.Now()); err != nil {
+				t.Fatalf("station %q accepted with %v", s.ID, err)
 			}
 		}
 	})
@@ -172,5 +178,76 @@ func TestSignerFollowsKeyRules(t *testing.T) {
 	}
 	if _, ok := a.Signer(1); ok {
 		t.Fatal("signer for an expired key")
+	}
+}
+
+func TestSeqReset(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	station := func(ms int64) string {
+		return fmt.Sprintf(`[{"id":"A","key_hex":"%s","seq_reset_ms":%d}]`, key32, ms)
+	}
+	tests := []struct {
+		name string
+		ms   int64
+		ok   bool
+	}{
+		{"never reset", 0, true},
+		{"start of 2020", MinSeqResetMs, true},
+		{"now", now.UnixMilli(), true},
+		{"an hour ahead (clock skew)", now.Add(time.Hour).UnixMilli(), true},
+		{"just before 2020", MinSeqResetMs - 1, false},
+		{"seconds, not milliseconds", now.Unix(), false},
+		{"negative", -1, false},
+		{"two days ahead", now.Add(48 * time.Hour).UnixMilli(), false},
+		{"far future", 1 << 62, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			set, err := Parse([]byte(station(tt.ms)))
+			if !tt.ok {
+				if err == nil || !strings.Contains(err.Error(), "seq_reset_ms") {
+					t.Fatalf("accepted seq_reset_ms %d (err %v)", tt.ms, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, _ := set.Lookup("A"); a.SeqResetMs != tt.ms {
+				t.Fatalf("SeqResetMs = %d, want %d", a.SeqResetMs, tt.ms)
+			}
+		})
+	}
+}
+
+// The registry file carries seq_reset_ms both ways, and leaves it out for
+// a station never reset, so files written before it existed read the same.
+func TestSeqResetInFileFormat(t *testing.T) {
+	t.Parallel()
+	reset := time.Date(2025, 3, 4, 5, 6, 7, 890_000_000, time.UTC).UnixMilli()
+	set, err := NewSet([]*Station{
+		{ID: "A", KeyID: 1, KeyHex: key32, SeqResetMs: reset},
+		{ID: "B", KeyID: 1, KeyHex: key32},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(set.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`"seq_reset_ms":%d`, reset); strings.Count(string(b), `"seq_reset_ms"`) != 1 || !strings.Contains(string(b), want) {
+		t.Fatalf("encoded %s, want %s on A only", b, want)
+	}
+	back, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := back.Lookup("A")
+	bb, _ := back.Lookup("B")
+	if a.SeqResetMs != reset || bb.SeqResetMs != 0 {
+		t.Fatalf("read back: A %d, B %d", a.SeqResetMs, bb.SeqResetMs)
 	}
 }

@@ -18,10 +18,11 @@ const (
 
 // Window tracks accepted seqs of one station. It is safe for concurrent use.
 type Window struct {
-	mu   sync.Mutex
-	size uint64
-	top  uint64   // highest accepted seq; 0 before any
-	bits []uint64 // bit (top - seq) set when seq was accepted
+	mu      sync.Mutex
+	size    uint64
+	top     uint64   // highest accepted seq; 0 before any
+	bits    []uint64 // bit (top - seq) set when seq was accepted
+	resetAt int64    // the station's counter reset this window follows (Unix ms)
 }
 
 // NewWindow returns a window remembering the size seqs below the highest
@@ -49,6 +50,20 @@ func (w *Window) check(seq uint64) Verdict {
 	default:
 		return New
 	}
+}
+
+// Reset forgets every seq, for a station whose counter restarted at
+// Unix ms at (an admin says so); a reset not later than the last is
+// ignored. It reports whether the window was reset.
+func (w *Window) Reset(at int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if at <= w.resetAt {
+		return false
+	}
+	w.top, w.resetAt = 0, at
+	clear(w.bits)
+	return true
 }
 
 // Top is the highest seq accepted, 0 before any.

@@ -62,6 +62,8 @@ type Common struct {
 	DrainDelay      time.Duration `conf:"drain-delay" default:"0s" help:"time between reporting NOT_SERVING and closing listeners"`
 	ShutdownTimeout time.Duration `conf:"shutdown-timeout" default:"8s" help:"upper bound on the whole graceful shutdown"`
 	DependencyWait  time.Duration `conf:"dependency-wait" default:"10s" help:"how long to wait at start for a dependency to become reachable"`
+	MaxConns        int           `conf:"max-conns" default:"0" help:"most connections of the public HTTP listeners together; beyond, refused and counted (0: the open-file limit less 512 kept for files and the service's own connections)"`
+	MaxConnsPerIP   int           `conf:"max-conns-per-ip" default:"4096" help:"most connections to the public HTTP listeners from one address (0: no bound)"`
 }
 
 // ValidateCommon checks the common fields; services call it from Validate.
@@ -83,6 +85,9 @@ func (c *Common) ValidateCommon() error {
 	}
 	if c.DependencyWait <= 0 {
 		errs = append(errs, errors.New("dependency-wait must be positive"))
+	}
+	if c.MaxConns < 0 || c.MaxConnsPerIP < 0 {
+		errs = append(errs, errors.New("max-conns and max-conns-per-ip must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -127,6 +132,7 @@ type Service struct {
 	adminLn   net.Listener
 	admin     *http.Server
 	metrics   *prometheus.Registry
+	budget    *budget
 	listeners []httpListener
 	comps     []namedComponent
 	closers   []namedCloser
@@ -165,8 +171,9 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 		metrics:   prometheus.NewRegistry(),
 		telemetry: shutdownTel,
 		stopping:  make(chan struct{}),
+		budget:    newBudget(common.MaxConns, common.MaxConnsPerIP),
 	}
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused)
 
 	if s.grpcLn, err = net.Listen("tcp", common.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("listen grpc %s: %w", common.GRPCAddr, err)
@@ -279,12 +286,18 @@ func (s *Service) listen(name, addr string, h http.Handler, lc net.ListenConfig)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s %s: %w", name, addr, err)
 	}
+	// Timeouts bound what a client may hold without asking for anything:
+	// headers, a request's body, an idle keep-alive. Streams are taken
+	// over from net/http (their deadlines cleared) or write with their own.
 	srv := &http.Server{
 		Handler:           otelhttp.NewHandler(h, name),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	s.listeners = append(s.listeners, httpListener{name: name, ln: ln, srv: srv})
+	s.listeners = append(s.listeners, httpListener{name: name, ln: s.budget.listener(name, ln), srv: srv})
 	return ln.Addr(), nil
 }
 

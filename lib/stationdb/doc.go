@@ -34,6 +34,17 @@
 // which previous keys a snapshot carries; services compare not_after with
 // their own clock, which NTP keeps within far less than any overlap.
 //
+// # Seq counter resets
+//
+// Stations number their packets with a strictly increasing seq, and ingest
+// refuses a seq it has seen (a replay) or one far above the highest. A
+// station whose counter really restarted would have every packet refused;
+// ResetStationSeq records the moment an admin reset it (seq_reset_at,
+// registry.Station.SeqResetMs), and ingest, seeing it in its registry,
+// forgets the station's replay window and the journal records received
+// before it. The time comes from the caller's clock (the data API's), to
+// the millisecond; each reset of a station is later than the previous one.
+//
 // # Schema and migrations
 //
 // The schema is versioned by the embedded migrations/NNNN_*.sql files,

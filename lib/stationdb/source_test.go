@@ -81,6 +81,12 @@ func TestSourceFollowsNotifications(t *testing.T) {
 	}
 	eventually(t, "B moved", func() bool { return station(src, "B").Name == "moved" })
 
+	reset, err := s.ResetStationSeq(ctx, "B", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "B's seq reset in the registry", func() bool { return station(src, "B").SeqResetMs == reset.SeqResetMs })
+
 	if err := s.RetireStation(ctx, "A"); err != nil {
 		t.Fatal(err)
 	}

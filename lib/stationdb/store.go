@@ -213,6 +213,46 @@ func (s *Store) RotateKey(ctx context.Context, id string, overlap time.Duration)
 	return keyID, key, nil
 }
 
+// ResetStationSeq records that an active station's seq counter was reset
+// at (the caller's clock, the server's: never a client's) and returns the
+// station. Ingest forgets the station's replay window then, and the
+// journal records it received before at (registry.Station.SeqResetMs); the
+// change reaches every service's registry like any other. The time is
+// kept to the millisecond, as the registry carries it, and each reset of a
+// station is later than the one before — by a millisecond if at is not
+// (two cores' clocks apart) — so a service that saw one reset can tell the
+// next. It fails with ErrInvalid for a time before 2020 or more than a day
+// ahead, and with ErrNotFound for an unknown station and for a retired one
+// (which wraps ErrRetired too): a retired station has no counter to reset.
+func (s *Store) ResetStationSeq(ctx context.Context, id string, at time.Time) (*registry.Station, error) {
+	at = time.UnixMilli(at.UnixMilli())
+	if err := registry.CheckSeqReset(at.UnixMilli(), time.Now()); err != nil {
+		return nil, fmt.Errorf("reset seq of %q: %w: %v", id, ErrInvalid, err)
+	}
+	var st *registry.Station
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockActive(ctx, tx, id); errors.Is(err, ErrRetired) {
+			return fmt.Errorf("%w (%w)", ErrNotFound, ErrRetired)
+		} else if err != nil {
+			return err
+		}
+		// GREATEST skips a NULL: the first reset takes at as it is.
+		if _, err := tx.Exec(ctx, `UPDATE stations SET seq_reset_at = GREATEST($2, seq_reset_at + interval '1 millisecond') WHERE id = $1`,
+			id, at); err != nil {
+			return err
+		}
+		list, err := readStations(ctx, tx, "s.id = $1", id)
+		if err == nil {
+			st = list[0]
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reset seq of %q: %w", id, translate(err))
+	}
+	return validated(st)
+}
+
 // Snapshot returns every station, retired ones included (so that their
 // packets are refused as retired rather than unknown), with its current key
 // and the previous keys accepted now, read in one consistent statement.
@@ -254,7 +294,7 @@ type querier interface {
 // not ended by the database's clock. Errors are already translated.
 func readStations(ctx context.Context, q querier, where string, args ...any) ([]*registry.Station, error) {
 	rows, err := q.Query(ctx, `
-		SELECT s.id, s.name, s.net, s.lat, s.lon, s.code, s.active, k.key_id, k.secret, k.not_after
+		SELECT s.id, s.name, s.net, s.lat, s.lon, s.code, s.active, s.seq_reset_at, k.key_id, k.secret, k.not_after
 		FROM stations s
 		LEFT JOIN station_keys k ON k.station_id = s.id AND (k.not_after IS NULL OR k.not_after > now())
 		WHERE `+where+`
@@ -273,15 +313,19 @@ func readStations(ctx context.Context, q querier, where string, args ...any) ([]
 			lat, lon      float64
 			code          int32
 			active        bool
+			seqReset      *time.Time
 			keyID         *int64
 			secret        []byte
 			notAfter      *time.Time
 		)
-		if err := rows.Scan(&id, &name, &net, &lat, &lon, &code, &active, &keyID, &secret, &notAfter); err != nil {
+		if err := rows.Scan(&id, &name, &net, &lat, &lon, &code, &active, &seqReset, &keyID, &secret, &notAfter); err != nil {
 			return nil, translate(err)
 		}
 		if cur == nil || cur.ID != id {
 			cur = &registry.Station{ID: id, Name: name, Net: net, Lat: lat, Lon: lon, Code: uint32(code), Active: &active}
+			if seqReset != nil {
+				cur.SeqResetMs = seqReset.UnixMilli()
+			}
 			list = append(list, cur)
 		}
 		switch {

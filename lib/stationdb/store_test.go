@@ -135,6 +135,11 @@ func TestSchemaConstraints(t *testing.T) {
 		`INSERT INTO station_keys (station_id, key_id, secret) VALUES ('A', 2, repeat('k', 16)::bytea)`, // a second current key
 		`INSERT INTO station_keys (station_id, key_id, secret, not_after) VALUES ('A', 4294967296, repeat('k', 16)::bytea, now())`,
 		`INSERT INTO station_keys (station_id, key_id, secret, not_after) VALUES ('Z', 2, repeat('k', 16)::bytea, now())`,
+		`UPDATE stations SET seq_reset_at = '2019-12-31 23:59:59.999+00' WHERE id = 'A'`,
+		`UPDATE stations SET seq_reset_at = '-infinity' WHERE id = 'A'`,
+		`UPDATE stations SET seq_reset_at = 'infinity' WHERE id = 'A'`,
+		`UPDATE stations SET seq_reset_at = now() + interval '25 hours' WHERE id = 'A'`,
+		`INSERT INTO stations (id, lat, lon, seq_reset_at) VALUES ('B', 0, 0, now() + interval '2 days')`,
 	} {
 		if _, err := pool.Exec(ctx, sql); err == nil {
 			t.Errorf("schema accepted %s", sql)
@@ -202,6 +207,99 @@ func TestRetireStation(t *testing.T) {
 	}
 	if err := s.RetireStation(ctx, "nope"); !errors.Is(err, stationdb.ErrNotFound) {
 		t.Fatalf("unknown station: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestResetStationSeq(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t)
+	mustCreate(t, s, hualien("A"))
+	mustCreate(t, s, hualien("B"))
+	if st, err := s.GetStation(ctx, "A"); err != nil || st.SeqResetMs != 0 {
+		t.Fatalf("never reset: %+v, %v", st, err)
+	}
+	version := func() (v int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, "SELECT version FROM data_versions WHERE name = 'stations'").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := version()
+
+	// Kept to the millisecond, as the registry carries it.
+	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond).Add(123456 * time.Nanosecond)
+	want := at.Truncate(time.Millisecond).UnixMilli()
+	st, err := s.ResetStationSeq(ctx, "A", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ID != "A" || st.SeqResetMs != want || st.KeyID != 1 || len(st.CurrentKey()) != stationdb.GeneratedKeyBytes || !st.InService() {
+		t.Fatalf("reset: %+v, want seq_reset_ms %d", st, want)
+	}
+	var stored time.Time
+	if err := pool.QueryRow(ctx, "SELECT seq_reset_at FROM stations WHERE id = 'A'").Scan(&stored); err != nil || stored.UnixMicro() != want*1000 {
+		t.Fatalf("stored %v (%v), want %d ms exactly", stored, err, want)
+	}
+	if version() == before {
+		t.Error("a reset left the stations data version alone")
+	}
+	set, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := set.Lookup("A"); a.SeqResetMs != want {
+		t.Fatalf("snapshot: A reset at %d, want %d", a.SeqResetMs, want)
+	}
+	if b, _ := set.Lookup("B"); b.SeqResetMs != 0 {
+		t.Fatalf("snapshot: B reset at %d, want never", b.SeqResetMs)
+	}
+
+	// Each reset is later than the previous, even from a clock behind.
+	steps := []struct {
+		name string
+		at   time.Time
+		want int64
+	}{
+		{"from a clock an hour behind", at.Add(-time.Hour), want + 1},
+		{"at the same moment again", time.UnixMilli(want + 1), want + 2},
+		{"later", at.Add(30 * time.Second), at.Add(30 * time.Second).UnixMilli()},
+	}
+	for _, step := range steps {
+		st, err := s.ResetStationSeq(ctx, "A", step.at)
+		if err != nil || st.SeqResetMs != step.want {
+			t.Fatalf("%s: %+v, %v; want seq_reset_ms %d", step.name, st, err, step.want)
+		}
+		if got, err := s.GetStation(ctx, "A"); err != nil || got.SeqResetMs != step.want {
+			t.Fatalf("%s, read back: %+v, %v", step.name, got, err)
+		}
+	}
+
+	for _, bad := range []time.Time{{}, time.Date(2019, 12, 31, 23, 59, 59, 0, time.UTC), time.Now().Add(25 * time.Hour)} {
+		if _, err := s.ResetStationSeq(ctx, "B", bad); !errors.Is(err, stationdb.ErrInvalid) {
+			t.Errorf("reset at %v: err = %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := s.ResetStationSeq(ctx, "nope", time.Now()); !errors.Is(err, stationdb.ErrNotFound) {
+		t.Fatalf("unknown station: err = %v, want ErrNotFound", err)
+	}
+	if err := s.RetireStation(ctx, "B"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.ResetStationSeq(ctx, "B", time.Now())
+	if !errors.Is(err, stationdb.ErrNotFound) || !errors.Is(err, stationdb.ErrRetired) {
+		t.Fatalf("retired station: err = %v, want ErrNotFound and ErrRetired", err)
+	}
+	if b, err := s.GetStation(ctx, "B"); err != nil || b.SeqResetMs != 0 {
+		t.Fatalf("refused resets changed B: %+v, %v", b, err)
+	}
+	// Retiring keeps the record of a reset.
+	if err := s.RetireStation(ctx, "A"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.GetStation(ctx, "A"); err != nil || a.SeqResetMs != steps[len(steps)-1].want {
+		t.Fatalf("retired A: %+v, %v", a, err)
 	}
 }
 

@@ -1,12 +1,13 @@
 // Package stations serves station metadata through DataService — reads from
 // the cached registry (never the keys) — and, to administrators (an admin
-// token or an admin key), provisions stations and rotates their keys in the
-// metadata database.
+// token or an admin key), provisions stations, rotates their keys and
+// records resets of their seq counters in the metadata database.
 package stations
 
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"math"
 	"strings"
@@ -33,6 +34,7 @@ type Admin interface {
 	RetireStation(ctx context.Context, id string) error
 	RotateKey(ctx context.Context, id string, overlap time.Duration) (keyID uint32, key []byte, err error)
 	GetStation(ctx context.Context, id string) (*registry.Station, error)
+	ResetStationSeq(ctx context.Context, id string, at time.Time) (*registry.Station, error)
 }
 
 // maxOverlap bounds a key rotation's overlap.
@@ -78,7 +80,7 @@ func (s *Server) ListStations(_ context.Context, req *datav1.ListStationsRequest
 
 // GetStation returns one station.
 func (s *Server) GetStation(_ context.Context, req *datav1.GetStationRequest) (*datav1.GetStationResponse, error) {
-	if err := checkID(req.GetId()); err != nil {
+	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
 	st, ok := s.source().Lookup(req.GetId())
@@ -90,10 +92,10 @@ func (s *Server) GetStation(_ context.Context, req *datav1.GetStationRequest) (*
 
 // CreateStation provisions a station.
 func (s *Server) CreateStation(ctx context.Context, req *datav1.CreateStationRequest) (*datav1.CreateStationResponse, error) {
-	if err := s.authorize(ctx); err != nil {
+	if _, err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.GetId()); err != nil {
+	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
 	if err := checkPlace(req.GetName(), req.GetNet(), req.GetLat(), req.GetLon()); err != nil {
@@ -118,10 +120,10 @@ func (s *Server) CreateStation(ctx context.Context, req *datav1.CreateStationReq
 
 // UpdateStation replaces a station's metadata.
 func (s *Server) UpdateStation(ctx context.Context, req *datav1.UpdateStationRequest) (*datav1.UpdateStationResponse, error) {
-	if err := s.authorize(ctx); err != nil {
+	if _, err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.GetId()); err != nil {
+	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
 	if err := checkPlace(req.GetName(), req.GetNet(), req.GetLat(), req.GetLon()); err != nil {
@@ -138,10 +140,10 @@ func (s *Server) UpdateStation(ctx context.Context, req *datav1.UpdateStationReq
 
 // RetireStation takes a station out of service.
 func (s *Server) RetireStation(ctx context.Context, req *datav1.RetireStationRequest) (*datav1.RetireStationResponse, error) {
-	if err := s.authorize(ctx); err != nil {
+	if _, err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.GetId()); err != nil {
+	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
 	if err := s.admin.RetireStation(ctx, req.GetId()); err != nil {
@@ -156,10 +158,10 @@ func (s *Server) RetireStation(ctx context.Context, req *datav1.RetireStationReq
 
 // RotateStationKey issues a new key.
 func (s *Server) RotateStationKey(ctx context.Context, req *datav1.RotateStationKeyRequest) (*datav1.RotateStationKeyResponse, error) {
-	if err := s.authorize(ctx); err != nil {
+	if _, err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.GetId()); err != nil {
+	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
 	overlap := time.Duration(req.GetOverlapSeconds()) * time.Second
@@ -176,18 +178,47 @@ func (s *Server) RotateStationKey(ctx context.Context, req *datav1.RotateStation
 	}, nil
 }
 
-// authorize admits administrators: an admin token or an admin key.
-func (s *Server) authorize(ctx context.Context) error {
-	if s.admin == nil {
-		return status.Error(codes.FailedPrecondition, "stations come from a registry file here; provisioning needs the metadata database (-database-url)")
+// ResetStationSeq records that a station's seq counter was reset, now by
+// this server's clock: ingest forgets the station's replay window and the
+// journal records received before it. Unknown and retired stations are
+// NOT_FOUND.
+func (s *Server) ResetStationSeq(ctx context.Context, req *datav1.ResetStationSeqRequest) (*datav1.ResetStationSeqResponse, error) {
+	who, err := s.authorize(ctx)
+	if err != nil {
+		return nil, err
 	}
-	_, err := s.authz.Require(ctx, stationdb.RoleAdmin)
-	return err
+	id := req.GetId()
+	if err := checkID("id", id); err != nil {
+		return nil, err
+	}
+	st, err := s.admin.ResetStationSeq(ctx, id, time.Now())
+	switch {
+	case errors.Is(err, stationdb.ErrRetired):
+		return nil, status.Errorf(codes.NotFound, "station %q is retired", id)
+	case errors.Is(err, stationdb.ErrNotFound):
+		return nil, status.Errorf(codes.NotFound, "station %q not found", id)
+	case err != nil:
+		return nil, s.fail(ctx, err)
+	}
+	// A reset makes ingest accept seqs it refused before: who did it is
+	// worth a record.
+	s.log.InfoContext(ctx, "station seq counter reset", slog.String("station", id),
+		slog.Int64("seq_reset_ms", st.SeqResetMs), slog.Bool("admin_token", who.Token), slog.String("key_id", who.KeyID))
+	return &datav1.ResetStationSeqResponse{Station: toProto(st)}, nil
 }
 
-func checkID(id string) error {
+// authorize admits administrators: an admin token or an admin key.
+func (s *Server) authorize(ctx context.Context) (auth.Principal, error) {
+	if s.admin == nil {
+		return auth.Principal{}, status.Error(codes.FailedPrecondition, "stations come from a registry file here; provisioning needs the metadata database (-database-url)")
+	}
+	return s.authz.Require(ctx, stationdb.RoleAdmin)
+}
+
+// checkID checks a station ID given in field.
+func checkID(field, id string) error {
 	if id == "" || len(id) > 64 || strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return status.Error(codes.InvalidArgument, "id: 1 to 64 bytes, no control characters")
+		return status.Error(codes.InvalidArgument, field+": 1 to 64 bytes, no control characters")
 	}
 	return nil
 }
@@ -213,5 +244,6 @@ func (s *Server) fail(ctx context.Context, err error) error {
 func toProto(st *registry.Station) *datav1.Station {
 	return &datav1.Station{
 		Id: st.ID, Name: st.Name, Net: st.Net, Lat: st.Lat, Lon: st.Lon, Code: st.Code, Active: st.InService(),
+		SeqResetMs: st.SeqResetMs,
 	}
 }

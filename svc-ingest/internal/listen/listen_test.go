@@ -99,9 +99,7 @@ func TestWebSocketFirstMessage(t *testing.T) {
 	if code := closedWith(silent); code != -1 {
 		t.Errorf("silent: closed with %d", code)
 	}
-	if ref.get("first_message") != 2 {
-		t.Errorf("refusals %v", ref.n)
-	}
+	waitFor(t, func() bool { return ref.get("first_message") == 2 }) // counted as the server lets go
 
 	good := dial(t, url)
 	good.Write(ctx, websocket.MessageBinary, datagram(t, "S1"))
@@ -131,15 +129,34 @@ func TestWebSocketLimits(t *testing.T) {
 	if code := closedWith(first); code != websocket.StatusPolicyViolation {
 		t.Errorf("the older connection of S1: closed with %d", code)
 	}
-	// Two held, S1's newest and S2's: a third is refused.
-	third := dial(t, url)
+	// Two held, S1's newest and S2's (once the replaced one has gone): a
+	// third is refused.
+	var third *websocket.Conn
+	waitFor(t, func() bool {
+		c, _, err := websocket.Dial(ctx, url, nil)
+		third = c
+		return err == nil
+	})
+	t.Cleanup(func() { third.CloseNow() })
 	third.Write(ctx, websocket.MessageBinary, datagram(t, "S2"))
 	third.Read(ctx)
 	_, resp, err := websocket.Dial(ctx, url, nil)
 	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("a third connection from the address: %v %v", resp, err)
 	}
-	if ref.get("per_address") != 1 {
+	if ref.get("per_address") == 0 {
 		t.Errorf("refusals %v", ref.n)
+	}
+}
+
+// waitFor polls cond until it holds, for up to 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

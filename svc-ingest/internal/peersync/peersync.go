@@ -47,7 +47,7 @@ func Subject(site string) string { return "shindo.sync." + site + ".diff" }
 // Gate is the part of the packet gate the sync uses.
 type Gate interface {
 	Recorded(station string) *replay.Window
-	Record(station string, seq uint64) bool
+	Record(station string, seq uint64, recvAtMs int64) bool
 }
 
 // Config wires a Syncer.
@@ -272,7 +272,7 @@ func (s *Syncer) record(ctx context.Context, recs []*ingestv1.Record) error {
 	var fresh []*ingestv1.Record
 	for _, r := range recs {
 		p := r.GetPacket()
-		if p.GetStationId() == "" || !s.cfg.Gate.Record(p.GetStationId(), p.GetSeq()) {
+		if p.GetStationId() == "" || !s.cfg.Gate.Record(p.GetStationId(), p.GetSeq(), r.GetRecvAtMs()) {
 			continue
 		}
 		b, err := proto.Marshal(r)
@@ -381,6 +381,31 @@ func (s *Syncer) answer(m *nats.Msg) {
 		}
 	}
 	flush(true)
+}
+
+// RecvAt reads a journal record's receive time (Record.recv_at_ms, field
+// 2) without decoding the rest; 0 if it has none.
+func RecvAt(rec []byte) int64 {
+	for len(rec) > 0 {
+		num, typ, n := protowire.ConsumeTag(rec)
+		if n < 0 {
+			return 0
+		}
+		rec = rec[n:]
+		if num == 2 && typ == protowire.VarintType {
+			v, m := protowire.ConsumeVarint(rec)
+			if m < 0 {
+				return 0
+			}
+			return int64(v)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, rec)
+		if m < 0 {
+			return 0
+		}
+		rec = rec[m:]
+	}
+	return 0
 }
 
 // Peek reads the station and seq of a journal record without decoding all

@@ -54,7 +54,7 @@ type gate struct {
 }
 
 func (g *gate) Recorded(station string) *replay.Window { return g.w.For(station) }
-func (g *gate) Record(station string, seq uint64) bool {
+func (g *gate) Record(station string, seq uint64, _ int64) bool {
 	return g.w.For(station).Accept(seq) == replay.New
 }
 
@@ -80,7 +80,7 @@ func newCore(t *testing.T, site string) *core {
 func (c *core) receive(t *testing.T, station string, seqs ...uint64) {
 	t.Helper()
 	for _, seq := range seqs {
-		if !c.gate.Record(station, seq) {
+		if !c.gate.Record(station, seq, 0) {
 			continue
 		}
 		rec := &ingestv1.Record{Site: c.site, Packet: &stationv1.Packet{StationId: station, Seq: seq,

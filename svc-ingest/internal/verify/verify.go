@@ -170,7 +170,7 @@ func (g *Gate) Check(b []byte) Outcome {
 		return out
 	}
 	out.signer, out.keyID = signer, d.GetKeyId()
-	w := g.windows.For(p.GetStationId())
+	w := g.window(st)
 	switch w.Check(p.GetSeq()) {
 	case replay.TooOld:
 		out.Result = Replayed
@@ -203,9 +203,28 @@ func (g *Gate) AckOnly(o *Outcome) []byte {
 	return o.Ack
 }
 
-// Record marks (station, seq) as recorded when it arrived another way (from
-// the peer core) and reports whether it was new.
-func (g *Gate) Record(station string, seq uint64) bool {
+// window is the station's replay window, forgotten first if an admin
+// reset the station's counter since (registry.Station.SeqResetMs): its
+// new seqs start low again.
+func (g *Gate) window(st *registry.Station) *replay.Window {
+	w := g.windows.For(st.ID)
+	if st.SeqResetMs > 0 {
+		w.Reset(st.SeqResetMs)
+	}
+	return w
+}
+
+// Record marks (station, seq), received at Unix ms recvAtMs, as recorded
+// when it arrived another way (from the peer core, or the journal after a
+// restart) and reports whether it was new. A record received before the
+// station's counter was reset belongs to the old count and is not new.
+func (g *Gate) Record(station string, seq uint64, recvAtMs int64) bool {
+	if st, ok := g.stations.Lookup(station); ok {
+		if recvAtMs < st.SeqResetMs {
+			return false
+		}
+		return g.window(st).Accept(seq) == replay.New
+	}
 	return g.windows.For(station).Accept(seq) == replay.New
 }
 

@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -117,7 +118,7 @@ func TestRecordedOncePerSeq(t *testing.T) {
 	}
 	// A copy that came from the peer core first makes the direct one a
 	// duplicate.
-	if !g.Record("S1", 2) || g.Record("S1", 2) {
+	if !g.Record("S1", 2, epoch.UnixMilli()) || g.Record("S1", 2, epoch.UnixMilli()) {
 		t.Fatal("Record")
 	}
 	if o := check(g, seal(t, key, 1, packet("S1", 2, epoch)), true); o.Result != Duplicate || o.Ack == nil {
@@ -219,5 +220,53 @@ func TestSignedContentBounded(t *testing.T) {
 	g.now = func() time.Time { return epoch.Add(time.Second) }
 	if r := honest(); r != Accepted {
 		t.Fatalf("a second later: %v", r)
+	}
+}
+
+// swappable is a registry that changes under the gate, as the database's
+// does.
+type swappable struct{ set *registry.Set }
+
+func (s *swappable) Lookup(id string) (*registry.Station, bool) { return s.set.Lookup(id) }
+
+// TestSeqReset: a station whose counter restarted has its low seqs taken
+// for replays, until an admin records the reset (registry SeqResetMs):
+// then its window starts afresh, and records received before the reset —
+// from the journal after a restart, or the peer core — are not taken as
+// new.
+func TestSeqReset(t *testing.T) {
+	t.Parallel()
+	parse := func(reset int64) *registry.Set {
+		set, err := registry.Parse([]byte(`[{"id":"S1","key_id":1,"key_hex":"` + keyHex + `","seq_reset_ms":` + strconv.FormatInt(reset, 10) + `}]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	reg := &swappable{set: parse(0)}
+	g := New("TNN-1", reg, DefaultLimits())
+	g.now = func() time.Time { return epoch }
+	for seq := uint64(5000); seq < 5010; seq++ {
+		if r := check(g, seal(t, key, 1, packet("S1", seq, epoch)), true).Result; r != Accepted {
+			t.Fatalf("seq %d: %v", seq, r)
+		}
+	}
+	if r := check(g, seal(t, key, 1, packet("S1", 1, epoch)), true).Result; r != Replayed {
+		t.Fatalf("a restarted counter before the reset: %v", r)
+	}
+	resetAt := time.Now().UnixMilli() - 1000 // the registry bounds resets by the real clock
+	reg.set = parse(resetAt)
+	if r := check(g, seal(t, key, 1, packet("S1", 1, epoch)), true).Result; r != Accepted {
+		t.Fatalf("after the reset: %v", r)
+	}
+	if g.Record("S1", 5005, resetAt-1) {
+		t.Fatal("a record from before the reset taken as new")
+	}
+	if !g.Record("S1", 2, resetAt+1) {
+		t.Fatal("a record from after the reset not taken")
+	}
+	// The same reset seen again changes nothing.
+	if r := check(g, seal(t, key, 1, packet("S1", 1, epoch)), true).Result; r != Duplicate {
+		t.Fatalf("seq 1 again: %v", r)
 	}
 }

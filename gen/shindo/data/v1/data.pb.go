@@ -40,7 +40,11 @@ type Station struct {
 	// Township postal code where it stands.
 	Code uint32 `protobuf:"varint,6,opt,name=code,proto3" json:"code,omitempty"`
 	// Whether it is in service.
-	Active        bool `protobuf:"varint,7,opt,name=active,proto3" json:"active,omitempty"`
+	Active bool `protobuf:"varint,7,opt,name=active,proto3" json:"active,omitempty"`
+	// When an admin last reset the station's seq counter, Unix ms; 0 if
+	// never: ingest forgets the station's replay window and journal records
+	// received before it.
+	SeqResetMs    int64 `protobuf:"varint,8,opt,name=seq_reset_ms,json=seqResetMs,proto3" json:"seq_reset_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +126,13 @@ func (x *Station) GetActive() bool {
 		return x.Active
 	}
 	return false
+}
+
+func (x *Station) GetSeqResetMs() int64 {
+	if x != nil {
+		return x.SeqResetMs
+	}
+	return 0
 }
 
 // ListStationsRequest filters the list.
@@ -859,6 +870,99 @@ func (x *RotateStationKeyResponse) GetPreviousValidUntilMs() int64 {
 	return 0
 }
 
+// ResetStationSeqRequest names the station whose seq counter was reset.
+// The time of the reset is the server's, never the caller's.
+type ResetStationSeqRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetStationSeqRequest) Reset() {
+	*x = ResetStationSeqRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetStationSeqRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetStationSeqRequest) ProtoMessage() {}
+
+func (x *ResetStationSeqRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetStationSeqRequest.ProtoReflect.Descriptor instead.
+func (*ResetStationSeqRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ResetStationSeqRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// ResetStationSeqResponse holds the station with its new reset time.
+type ResetStationSeqResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The station; seq_reset_ms is the reset just recorded.
+	Station       *Station `protobuf:"bytes,1,opt,name=station,proto3" json:"station,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetStationSeqResponse) Reset() {
+	*x = ResetStationSeqResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetStationSeqResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetStationSeqResponse) ProtoMessage() {}
+
+func (x *ResetStationSeqResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetStationSeqResponse.ProtoReflect.Descriptor instead.
+func (*ResetStationSeqResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ResetStationSeqResponse) GetStation() *Station {
+	if x != nil {
+		return x.Station
+	}
+	return nil
+}
+
 // Report is an earthquake report.
 type Report struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -896,7 +1000,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[14]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1012,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[14]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1025,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{14}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Report) GetId() string {
@@ -1035,7 +1139,7 @@ type ReportArea struct {
 
 func (x *ReportArea) Reset() {
 	*x = ReportArea{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[15]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1151,7 @@ func (x *ReportArea) String() string {
 func (*ReportArea) ProtoMessage() {}
 
 func (x *ReportArea) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[15]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1164,7 @@ func (x *ReportArea) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportArea.ProtoReflect.Descriptor instead.
 func (*ReportArea) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{15}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReportArea) GetCode() uint32 {
@@ -1106,7 +1210,7 @@ type ListReportsRequest struct {
 
 func (x *ListReportsRequest) Reset() {
 	*x = ListReportsRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[16]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1222,7 @@ func (x *ListReportsRequest) String() string {
 func (*ListReportsRequest) ProtoMessage() {}
 
 func (x *ListReportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[16]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1235,7 @@ func (x *ListReportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReportsRequest.ProtoReflect.Descriptor instead.
 func (*ListReportsRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{16}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListReportsRequest) GetStartTimeMs() int64 {
@@ -1217,7 +1321,7 @@ type ListReportsResponse struct {
 
 func (x *ListReportsResponse) Reset() {
 	*x = ListReportsResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[17]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1333,7 @@ func (x *ListReportsResponse) String() string {
 func (*ListReportsResponse) ProtoMessage() {}
 
 func (x *ListReportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[17]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1346,7 @@ func (x *ListReportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReportsResponse.ProtoReflect.Descriptor instead.
 func (*ListReportsResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{17}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListReportsResponse) GetReports() []*Report {
@@ -1270,7 +1374,7 @@ type GetReportRequest struct {
 
 func (x *GetReportRequest) Reset() {
 	*x = GetReportRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[18]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1386,7 @@ func (x *GetReportRequest) String() string {
 func (*GetReportRequest) ProtoMessage() {}
 
 func (x *GetReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[18]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1399,7 @@ func (x *GetReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReportRequest.ProtoReflect.Descriptor instead.
 func (*GetReportRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetReportRequest) GetId() string {
@@ -1316,7 +1420,7 @@ type GetReportResponse struct {
 
 func (x *GetReportResponse) Reset() {
 	*x = GetReportResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[19]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1432,7 @@ func (x *GetReportResponse) String() string {
 func (*GetReportResponse) ProtoMessage() {}
 
 func (x *GetReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[19]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1445,7 @@ func (x *GetReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReportResponse.ProtoReflect.Descriptor instead.
 func (*GetReportResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetReportResponse) GetReport() *Report {
@@ -1378,7 +1482,7 @@ type CreateReportRequest struct {
 
 func (x *CreateReportRequest) Reset() {
 	*x = CreateReportRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[20]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1494,7 @@ func (x *CreateReportRequest) String() string {
 func (*CreateReportRequest) ProtoMessage() {}
 
 func (x *CreateReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[20]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1507,7 @@ func (x *CreateReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReportRequest.ProtoReflect.Descriptor instead.
 func (*CreateReportRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateReportRequest) GetId() string {
@@ -1482,7 +1586,7 @@ type CreateReportResponse struct {
 
 func (x *CreateReportResponse) Reset() {
 	*x = CreateReportResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[21]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1598,7 @@ func (x *CreateReportResponse) String() string {
 func (*CreateReportResponse) ProtoMessage() {}
 
 func (x *CreateReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[21]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1611,7 @@ func (x *CreateReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReportResponse.ProtoReflect.Descriptor instead.
 func (*CreateReportResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateReportResponse) GetReport() *Report {
@@ -1562,7 +1666,7 @@ type Detection struct {
 
 func (x *Detection) Reset() {
 	*x = Detection{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[22]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1678,7 @@ func (x *Detection) String() string {
 func (*Detection) ProtoMessage() {}
 
 func (x *Detection) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[22]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1691,7 @@ func (x *Detection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detection.ProtoReflect.Descriptor instead.
 func (*Detection) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Detection) GetId() string {
@@ -1705,7 +1809,7 @@ type ListDetectionsRequest struct {
 
 func (x *ListDetectionsRequest) Reset() {
 	*x = ListDetectionsRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[23]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1821,7 @@ func (x *ListDetectionsRequest) String() string {
 func (*ListDetectionsRequest) ProtoMessage() {}
 
 func (x *ListDetectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[23]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1834,7 @@ func (x *ListDetectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDetectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDetectionsRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListDetectionsRequest) GetActiveOnly() bool {
@@ -1774,7 +1878,7 @@ type ListDetectionsResponse struct {
 
 func (x *ListDetectionsResponse) Reset() {
 	*x = ListDetectionsResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[24]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1890,7 @@ func (x *ListDetectionsResponse) String() string {
 func (*ListDetectionsResponse) ProtoMessage() {}
 
 func (x *ListDetectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[24]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1903,7 @@ func (x *ListDetectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDetectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDetectionsResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListDetectionsResponse) GetDetections() []*Detection {
@@ -1827,7 +1931,7 @@ type GetDetectionRequest struct {
 
 func (x *GetDetectionRequest) Reset() {
 	*x = GetDetectionRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[25]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +1943,7 @@ func (x *GetDetectionRequest) String() string {
 func (*GetDetectionRequest) ProtoMessage() {}
 
 func (x *GetDetectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[25]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +1956,7 @@ func (x *GetDetectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDetectionRequest.ProtoReflect.Descriptor instead.
 func (*GetDetectionRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetDetectionRequest) GetId() string {
@@ -1873,7 +1977,7 @@ type GetDetectionResponse struct {
 
 func (x *GetDetectionResponse) Reset() {
 	*x = GetDetectionResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[26]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +1989,7 @@ func (x *GetDetectionResponse) String() string {
 func (*GetDetectionResponse) ProtoMessage() {}
 
 func (x *GetDetectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[26]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2002,7 @@ func (x *GetDetectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDetectionResponse.ProtoReflect.Descriptor instead.
 func (*GetDetectionResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetDetectionResponse) GetDetection() *Detection {
@@ -1937,7 +2041,7 @@ type Client struct {
 
 func (x *Client) Reset() {
 	*x = Client{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[27]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2053,7 @@ func (x *Client) String() string {
 func (*Client) ProtoMessage() {}
 
 func (x *Client) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[27]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2066,7 @@ func (x *Client) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Client.ProtoReflect.Descriptor instead.
 func (*Client) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Client) GetKeyId() string {
@@ -2044,7 +2148,7 @@ type CreateClientRequest struct {
 
 func (x *CreateClientRequest) Reset() {
 	*x = CreateClientRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[28]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2160,7 @@ func (x *CreateClientRequest) String() string {
 func (*CreateClientRequest) ProtoMessage() {}
 
 func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[28]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2173,7 @@ func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClientRequest.ProtoReflect.Descriptor instead.
 func (*CreateClientRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateClientRequest) GetName() string {
@@ -2120,7 +2224,7 @@ type CreateClientResponse struct {
 
 func (x *CreateClientResponse) Reset() {
 	*x = CreateClientResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[29]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2236,7 @@ func (x *CreateClientResponse) String() string {
 func (*CreateClientResponse) ProtoMessage() {}
 
 func (x *CreateClientResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[29]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2249,7 @@ func (x *CreateClientResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClientResponse.ProtoReflect.Descriptor instead.
 func (*CreateClientResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateClientResponse) GetClient() *Client {
@@ -2171,7 +2275,7 @@ type ListClientsRequest struct {
 
 func (x *ListClientsRequest) Reset() {
 	*x = ListClientsRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[30]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2287,7 @@ func (x *ListClientsRequest) String() string {
 func (*ListClientsRequest) ProtoMessage() {}
 
 func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[30]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2300,7 @@ func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
 func (*ListClientsRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 // ListClientsResponse holds the clients.
@@ -2210,7 +2314,7 @@ type ListClientsResponse struct {
 
 func (x *ListClientsResponse) Reset() {
 	*x = ListClientsResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[31]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2326,7 @@ func (x *ListClientsResponse) String() string {
 func (*ListClientsResponse) ProtoMessage() {}
 
 func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[31]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2339,7 @@ func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
 func (*ListClientsResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListClientsResponse) GetClients() []*Client {
@@ -2256,7 +2360,7 @@ type RevokeClientRequest struct {
 
 func (x *RevokeClientRequest) Reset() {
 	*x = RevokeClientRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[32]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2372,7 @@ func (x *RevokeClientRequest) String() string {
 func (*RevokeClientRequest) ProtoMessage() {}
 
 func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[32]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2385,7 @@ func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeClientRequest.ProtoReflect.Descriptor instead.
 func (*RevokeClientRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RevokeClientRequest) GetKeyId() string {
@@ -2302,7 +2406,7 @@ type RevokeClientResponse struct {
 
 func (x *RevokeClientResponse) Reset() {
 	*x = RevokeClientResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[33]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2418,7 @@ func (x *RevokeClientResponse) String() string {
 func (*RevokeClientResponse) ProtoMessage() {}
 
 func (x *RevokeClientResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[33]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2431,7 @@ func (x *RevokeClientResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeClientResponse.ProtoReflect.Descriptor instead.
 func (*RevokeClientResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RevokeClientResponse) GetClient() *Client {
@@ -2349,7 +2453,7 @@ type CheckKeysRequest struct {
 
 func (x *CheckKeysRequest) Reset() {
 	*x = CheckKeysRequest{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[34]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2465,7 @@ func (x *CheckKeysRequest) String() string {
 func (*CheckKeysRequest) ProtoMessage() {}
 
 func (x *CheckKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[34]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2478,7 @@ func (x *CheckKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckKeysRequest.ProtoReflect.Descriptor instead.
 func (*CheckKeysRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CheckKeysRequest) GetKeys() []string {
@@ -2395,7 +2499,7 @@ type CheckKeysResponse struct {
 
 func (x *CheckKeysResponse) Reset() {
 	*x = CheckKeysResponse{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[35]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2511,7 @@ func (x *CheckKeysResponse) String() string {
 func (*CheckKeysResponse) ProtoMessage() {}
 
 func (x *CheckKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[35]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2524,7 @@ func (x *CheckKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckKeysResponse.ProtoReflect.Descriptor instead.
 func (*CheckKeysResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CheckKeysResponse) GetResults() []*KeyCheck {
@@ -2445,7 +2549,7 @@ type KeyCheck struct {
 
 func (x *KeyCheck) Reset() {
 	*x = KeyCheck{}
-	mi := &file_shindo_data_v1_data_proto_msgTypes[36]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2561,7 @@ func (x *KeyCheck) String() string {
 func (*KeyCheck) ProtoMessage() {}
 
 func (x *KeyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_data_v1_data_proto_msgTypes[36]
+	mi := &file_shindo_data_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2574,7 @@ func (x *KeyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyCheck.ProtoReflect.Descriptor instead.
 func (*KeyCheck) Descriptor() ([]byte, []int) {
-	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *KeyCheck) GetKnown() bool {
@@ -2491,7 +2595,7 @@ var File_shindo_data_v1_data_proto protoreflect.FileDescriptor
 
 const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\n" +
-	"\x19shindo/data/v1/data.proto\x12\x0eshindo.data.v1\"\x8f\x01\n" +
+	"\x19shindo/data/v1/data.proto\x12\x0eshindo.data.v1\"\xb1\x01\n" +
 	"\aStation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -2499,7 +2603,9 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x03lat\x18\x04 \x01(\x01R\x03lat\x12\x10\n" +
 	"\x03lon\x18\x05 \x01(\x01R\x03lon\x12\x12\n" +
 	"\x04code\x18\x06 \x01(\rR\x04code\x12\x16\n" +
-	"\x06active\x18\a \x01(\bR\x06active\"'\n" +
+	"\x06active\x18\a \x01(\bR\x06active\x12 \n" +
+	"\fseq_reset_ms\x18\b \x01(\x03R\n" +
+	"seqResetMs\"'\n" +
 	"\x13ListStationsRequest\x12\x10\n" +
 	"\x03net\x18\x01 \x01(\tR\x03net\"K\n" +
 	"\x14ListStationsResponse\x123\n" +
@@ -2541,7 +2647,11 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x0foverlap_seconds\x18\x02 \x01(\rR\x0eoverlapSeconds\"\x7f\n" +
 	"\x18RotateStationKeyResponse\x12,\n" +
 	"\x03key\x18\x01 \x01(\v2\x1a.shindo.data.v1.StationKeyR\x03key\x125\n" +
-	"\x17previous_valid_until_ms\x18\x02 \x01(\x03R\x14previousValidUntilMs\"\x92\x03\n" +
+	"\x17previous_valid_until_ms\x18\x02 \x01(\x03R\x14previousValidUntilMs\"(\n" +
+	"\x16ResetStationSeqRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"L\n" +
+	"\x17ResetStationSeqResponse\x121\n" +
+	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\"\x92\x03\n" +
 	"\x06Report\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x10\n" +
@@ -2681,8 +2791,7 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x18.shindo.data.v1.KeyCheckR\aresults\"P\n" +
 	"\bKeyCheck\x12\x14\n" +
 	"\x05known\x18\x01 \x01(\bR\x05known\x12.\n" +
-	"\x06client\x18\x02 \x01(\v2\x16.shindo.data.v1.ClientR\x06client2\xdf\n" +
-	"\n" +
+	"\x06client\x18\x02 \x01(\v2\x16.shindo.data.v1.ClientR\x06client2\xc3\v\n" +
 	"\vDataService\x12Y\n" +
 	"\fListStations\x12#.shindo.data.v1.ListStationsRequest\x1a$.shindo.data.v1.ListStationsResponse\x12S\n" +
 	"\n" +
@@ -2690,7 +2799,8 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\rCreateStation\x12$.shindo.data.v1.CreateStationRequest\x1a%.shindo.data.v1.CreateStationResponse\x12\\\n" +
 	"\rUpdateStation\x12$.shindo.data.v1.UpdateStationRequest\x1a%.shindo.data.v1.UpdateStationResponse\x12\\\n" +
 	"\rRetireStation\x12$.shindo.data.v1.RetireStationRequest\x1a%.shindo.data.v1.RetireStationResponse\x12e\n" +
-	"\x10RotateStationKey\x12'.shindo.data.v1.RotateStationKeyRequest\x1a(.shindo.data.v1.RotateStationKeyResponse\x12V\n" +
+	"\x10RotateStationKey\x12'.shindo.data.v1.RotateStationKeyRequest\x1a(.shindo.data.v1.RotateStationKeyResponse\x12b\n" +
+	"\x0fResetStationSeq\x12&.shindo.data.v1.ResetStationSeqRequest\x1a'.shindo.data.v1.ResetStationSeqResponse\x12V\n" +
 	"\vListReports\x12\".shindo.data.v1.ListReportsRequest\x1a#.shindo.data.v1.ListReportsResponse\x12P\n" +
 	"\tGetReport\x12 .shindo.data.v1.GetReportRequest\x1a!.shindo.data.v1.GetReportResponse\x12Y\n" +
 	"\fCreateReport\x12#.shindo.data.v1.CreateReportRequest\x1a$.shindo.data.v1.CreateReportResponse\x12_\n" +
@@ -2713,7 +2823,7 @@ func file_shindo_data_v1_data_proto_rawDescGZIP() []byte {
 	return file_shindo_data_v1_data_proto_rawDescData
 }
 
-var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*Station)(nil),                  // 0: shindo.data.v1.Station
 	(*ListStationsRequest)(nil),      // 1: shindo.data.v1.ListStationsRequest
@@ -2729,29 +2839,31 @@ var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*RetireStationResponse)(nil),    // 11: shindo.data.v1.RetireStationResponse
 	(*RotateStationKeyRequest)(nil),  // 12: shindo.data.v1.RotateStationKeyRequest
 	(*RotateStationKeyResponse)(nil), // 13: shindo.data.v1.RotateStationKeyResponse
-	(*Report)(nil),                   // 14: shindo.data.v1.Report
-	(*ReportArea)(nil),               // 15: shindo.data.v1.ReportArea
-	(*ListReportsRequest)(nil),       // 16: shindo.data.v1.ListReportsRequest
-	(*ListReportsResponse)(nil),      // 17: shindo.data.v1.ListReportsResponse
-	(*GetReportRequest)(nil),         // 18: shindo.data.v1.GetReportRequest
-	(*GetReportResponse)(nil),        // 19: shindo.data.v1.GetReportResponse
-	(*CreateReportRequest)(nil),      // 20: shindo.data.v1.CreateReportRequest
-	(*CreateReportResponse)(nil),     // 21: shindo.data.v1.CreateReportResponse
-	(*Detection)(nil),                // 22: shindo.data.v1.Detection
-	(*ListDetectionsRequest)(nil),    // 23: shindo.data.v1.ListDetectionsRequest
-	(*ListDetectionsResponse)(nil),   // 24: shindo.data.v1.ListDetectionsResponse
-	(*GetDetectionRequest)(nil),      // 25: shindo.data.v1.GetDetectionRequest
-	(*GetDetectionResponse)(nil),     // 26: shindo.data.v1.GetDetectionResponse
-	(*Client)(nil),                   // 27: shindo.data.v1.Client
-	(*CreateClientRequest)(nil),      // 28: shindo.data.v1.CreateClientRequest
-	(*CreateClientResponse)(nil),     // 29: shindo.data.v1.CreateClientResponse
-	(*ListClientsRequest)(nil),       // 30: shindo.data.v1.ListClientsRequest
-	(*ListClientsResponse)(nil),      // 31: shindo.data.v1.ListClientsResponse
-	(*RevokeClientRequest)(nil),      // 32: shindo.data.v1.RevokeClientRequest
-	(*RevokeClientResponse)(nil),     // 33: shindo.data.v1.RevokeClientResponse
-	(*CheckKeysRequest)(nil),         // 34: shindo.data.v1.CheckKeysRequest
-	(*CheckKeysResponse)(nil),        // 35: shindo.data.v1.CheckKeysResponse
-	(*KeyCheck)(nil),                 // 36: shindo.data.v1.KeyCheck
+	(*ResetStationSeqRequest)(nil),   // 14: shindo.data.v1.ResetStationSeqRequest
+	(*ResetStationSeqResponse)(nil),  // 15: shindo.data.v1.ResetStationSeqResponse
+	(*Report)(nil),                   // 16: shindo.data.v1.Report
+	(*ReportArea)(nil),               // 17: shindo.data.v1.ReportArea
+	(*ListReportsRequest)(nil),       // 18: shindo.data.v1.ListReportsRequest
+	(*ListReportsResponse)(nil),      // 19: shindo.data.v1.ListReportsResponse
+	(*GetReportRequest)(nil),         // 20: shindo.data.v1.GetReportRequest
+	(*GetReportResponse)(nil),        // 21: shindo.data.v1.GetReportResponse
+	(*CreateReportRequest)(nil),      // 22: shindo.data.v1.CreateReportRequest
+	(*CreateReportResponse)(nil),     // 23: shindo.data.v1.CreateReportResponse
+	(*Detection)(nil),                // 24: shindo.data.v1.Detection
+	(*ListDetectionsRequest)(nil),    // 25: shindo.data.v1.ListDetectionsRequest
+	(*ListDetectionsResponse)(nil),   // 26: shindo.data.v1.ListDetectionsResponse
+	(*GetDetectionRequest)(nil),      // 27: shindo.data.v1.GetDetectionRequest
+	(*GetDetectionResponse)(nil),     // 28: shindo.data.v1.GetDetectionResponse
+	(*Client)(nil),                   // 29: shindo.data.v1.Client
+	(*CreateClientRequest)(nil),      // 30: shindo.data.v1.CreateClientRequest
+	(*CreateClientResponse)(nil),     // 31: shindo.data.v1.CreateClientResponse
+	(*ListClientsRequest)(nil),       // 32: shindo.data.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),      // 33: shindo.data.v1.ListClientsResponse
+	(*RevokeClientRequest)(nil),      // 34: shindo.data.v1.RevokeClientRequest
+	(*RevokeClientResponse)(nil),     // 35: shindo.data.v1.RevokeClientResponse
+	(*CheckKeysRequest)(nil),         // 36: shindo.data.v1.CheckKeysRequest
+	(*CheckKeysResponse)(nil),        // 37: shindo.data.v1.CheckKeysResponse
+	(*KeyCheck)(nil),                 // 38: shindo.data.v1.KeyCheck
 }
 var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	0,  // 0: shindo.data.v1.ListStationsResponse.stations:type_name -> shindo.data.v1.Station
@@ -2761,53 +2873,56 @@ var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	0,  // 4: shindo.data.v1.UpdateStationResponse.station:type_name -> shindo.data.v1.Station
 	0,  // 5: shindo.data.v1.RetireStationResponse.station:type_name -> shindo.data.v1.Station
 	5,  // 6: shindo.data.v1.RotateStationKeyResponse.key:type_name -> shindo.data.v1.StationKey
-	15, // 7: shindo.data.v1.Report.areas:type_name -> shindo.data.v1.ReportArea
-	14, // 8: shindo.data.v1.ListReportsResponse.reports:type_name -> shindo.data.v1.Report
-	14, // 9: shindo.data.v1.GetReportResponse.report:type_name -> shindo.data.v1.Report
-	15, // 10: shindo.data.v1.CreateReportRequest.areas:type_name -> shindo.data.v1.ReportArea
-	14, // 11: shindo.data.v1.CreateReportResponse.report:type_name -> shindo.data.v1.Report
-	22, // 12: shindo.data.v1.ListDetectionsResponse.detections:type_name -> shindo.data.v1.Detection
-	22, // 13: shindo.data.v1.GetDetectionResponse.detection:type_name -> shindo.data.v1.Detection
-	27, // 14: shindo.data.v1.CreateClientResponse.client:type_name -> shindo.data.v1.Client
-	27, // 15: shindo.data.v1.ListClientsResponse.clients:type_name -> shindo.data.v1.Client
-	27, // 16: shindo.data.v1.RevokeClientResponse.client:type_name -> shindo.data.v1.Client
-	36, // 17: shindo.data.v1.CheckKeysResponse.results:type_name -> shindo.data.v1.KeyCheck
-	27, // 18: shindo.data.v1.KeyCheck.client:type_name -> shindo.data.v1.Client
-	1,  // 19: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
-	3,  // 20: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
-	6,  // 21: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
-	8,  // 22: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
-	10, // 23: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
-	12, // 24: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
-	16, // 25: shindo.data.v1.DataService.ListReports:input_type -> shindo.data.v1.ListReportsRequest
-	18, // 26: shindo.data.v1.DataService.GetReport:input_type -> shindo.data.v1.GetReportRequest
-	20, // 27: shindo.data.v1.DataService.CreateReport:input_type -> shindo.data.v1.CreateReportRequest
-	23, // 28: shindo.data.v1.DataService.ListDetections:input_type -> shindo.data.v1.ListDetectionsRequest
-	25, // 29: shindo.data.v1.DataService.GetDetection:input_type -> shindo.data.v1.GetDetectionRequest
-	28, // 30: shindo.data.v1.DataService.CreateClient:input_type -> shindo.data.v1.CreateClientRequest
-	30, // 31: shindo.data.v1.DataService.ListClients:input_type -> shindo.data.v1.ListClientsRequest
-	32, // 32: shindo.data.v1.DataService.RevokeClient:input_type -> shindo.data.v1.RevokeClientRequest
-	34, // 33: shindo.data.v1.DataService.CheckKeys:input_type -> shindo.data.v1.CheckKeysRequest
-	2,  // 34: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
-	4,  // 35: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
-	7,  // 36: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
-	9,  // 37: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
-	11, // 38: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
-	13, // 39: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
-	17, // 40: shindo.data.v1.DataService.ListReports:output_type -> shindo.data.v1.ListReportsResponse
-	19, // 41: shindo.data.v1.DataService.GetReport:output_type -> shindo.data.v1.GetReportResponse
-	21, // 42: shindo.data.v1.DataService.CreateReport:output_type -> shindo.data.v1.CreateReportResponse
-	24, // 43: shindo.data.v1.DataService.ListDetections:output_type -> shindo.data.v1.ListDetectionsResponse
-	26, // 44: shindo.data.v1.DataService.GetDetection:output_type -> shindo.data.v1.GetDetectionResponse
-	29, // 45: shindo.data.v1.DataService.CreateClient:output_type -> shindo.data.v1.CreateClientResponse
-	31, // 46: shindo.data.v1.DataService.ListClients:output_type -> shindo.data.v1.ListClientsResponse
-	33, // 47: shindo.data.v1.DataService.RevokeClient:output_type -> shindo.data.v1.RevokeClientResponse
-	35, // 48: shindo.data.v1.DataService.CheckKeys:output_type -> shindo.data.v1.CheckKeysResponse
-	34, // [34:49] is the sub-list for method output_type
-	19, // [19:34] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	0,  // 7: shindo.data.v1.ResetStationSeqResponse.station:type_name -> shindo.data.v1.Station
+	17, // 8: shindo.data.v1.Report.areas:type_name -> shindo.data.v1.ReportArea
+	16, // 9: shindo.data.v1.ListReportsResponse.reports:type_name -> shindo.data.v1.Report
+	16, // 10: shindo.data.v1.GetReportResponse.report:type_name -> shindo.data.v1.Report
+	17, // 11: shindo.data.v1.CreateReportRequest.areas:type_name -> shindo.data.v1.ReportArea
+	16, // 12: shindo.data.v1.CreateReportResponse.report:type_name -> shindo.data.v1.Report
+	24, // 13: shindo.data.v1.ListDetectionsResponse.detections:type_name -> shindo.data.v1.Detection
+	24, // 14: shindo.data.v1.GetDetectionResponse.detection:type_name -> shindo.data.v1.Detection
+	29, // 15: shindo.data.v1.CreateClientResponse.client:type_name -> shindo.data.v1.Client
+	29, // 16: shindo.data.v1.ListClientsResponse.clients:type_name -> shindo.data.v1.Client
+	29, // 17: shindo.data.v1.RevokeClientResponse.client:type_name -> shindo.data.v1.Client
+	38, // 18: shindo.data.v1.CheckKeysResponse.results:type_name -> shindo.data.v1.KeyCheck
+	29, // 19: shindo.data.v1.KeyCheck.client:type_name -> shindo.data.v1.Client
+	1,  // 20: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
+	3,  // 21: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
+	6,  // 22: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
+	8,  // 23: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
+	10, // 24: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
+	12, // 25: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
+	14, // 26: shindo.data.v1.DataService.ResetStationSeq:input_type -> shindo.data.v1.ResetStationSeqRequest
+	18, // 27: shindo.data.v1.DataService.ListReports:input_type -> shindo.data.v1.ListReportsRequest
+	20, // 28: shindo.data.v1.DataService.GetReport:input_type -> shindo.data.v1.GetReportRequest
+	22, // 29: shindo.data.v1.DataService.CreateReport:input_type -> shindo.data.v1.CreateReportRequest
+	25, // 30: shindo.data.v1.DataService.ListDetections:input_type -> shindo.data.v1.ListDetectionsRequest
+	27, // 31: shindo.data.v1.DataService.GetDetection:input_type -> shindo.data.v1.GetDetectionRequest
+	30, // 32: shindo.data.v1.DataService.CreateClient:input_type -> shindo.data.v1.CreateClientRequest
+	32, // 33: shindo.data.v1.DataService.ListClients:input_type -> shindo.data.v1.ListClientsRequest
+	34, // 34: shindo.data.v1.DataService.RevokeClient:input_type -> shindo.data.v1.RevokeClientRequest
+	36, // 35: shindo.data.v1.DataService.CheckKeys:input_type -> shindo.data.v1.CheckKeysRequest
+	2,  // 36: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
+	4,  // 37: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
+	7,  // 38: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
+	9,  // 39: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
+	11, // 40: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
+	13, // 41: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
+	15, // 42: shindo.data.v1.DataService.ResetStationSeq:output_type -> shindo.data.v1.ResetStationSeqResponse
+	19, // 43: shindo.data.v1.DataService.ListReports:output_type -> shindo.data.v1.ListReportsResponse
+	21, // 44: shindo.data.v1.DataService.GetReport:output_type -> shindo.data.v1.GetReportResponse
+	23, // 45: shindo.data.v1.DataService.CreateReport:output_type -> shindo.data.v1.CreateReportResponse
+	26, // 46: shindo.data.v1.DataService.ListDetections:output_type -> shindo.data.v1.ListDetectionsResponse
+	28, // 47: shindo.data.v1.DataService.GetDetection:output_type -> shindo.data.v1.GetDetectionResponse
+	31, // 48: shindo.data.v1.DataService.CreateClient:output_type -> shindo.data.v1.CreateClientResponse
+	33, // 49: shindo.data.v1.DataService.ListClients:output_type -> shindo.data.v1.ListClientsResponse
+	35, // 50: shindo.data.v1.DataService.RevokeClient:output_type -> shindo.data.v1.RevokeClientResponse
+	37, // 51: shindo.data.v1.DataService.CheckKeys:output_type -> shindo.data.v1.CheckKeysResponse
+	36, // [36:52] is the sub-list for method output_type
+	20, // [20:36] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_shindo_data_v1_data_proto_init() }
@@ -2815,15 +2930,15 @@ func file_shindo_data_v1_data_proto_init() {
 	if File_shindo_data_v1_data_proto != nil {
 		return
 	}
-	file_shindo_data_v1_data_proto_msgTypes[16].OneofWrappers = []any{}
-	file_shindo_data_v1_data_proto_msgTypes[23].OneofWrappers = []any{}
+	file_shindo_data_v1_data_proto_msgTypes[18].OneofWrappers = []any{}
+	file_shindo_data_v1_data_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_data_v1_data_proto_rawDesc), len(file_shindo_data_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	DataService_UpdateStation_FullMethodName    = "/shindo.data.v1.DataService/UpdateStation"
 	DataService_RetireStation_FullMethodName    = "/shindo.data.v1.DataService/RetireStation"
 	DataService_RotateStationKey_FullMethodName = "/shindo.data.v1.DataService/RotateStationKey"
+	DataService_ResetStationSeq_FullMethodName  = "/shindo.data.v1.DataService/ResetStationSeq"
 	DataService_ListReports_FullMethodName      = "/shindo.data.v1.DataService/ListReports"
 	DataService_GetReport_FullMethodName        = "/shindo.data.v1.DataService/GetReport"
 	DataService_CreateReport_FullMethodName     = "/shindo.data.v1.DataService/CreateReport"
@@ -67,6 +68,13 @@ type DataServiceClient interface {
 	// accepted for the overlap, so the station can switch without losing a
 	// packet. Admin only.
 	RotateStationKey(ctx context.Context, in *RotateStationKeyRequest, opts ...grpc.CallOption) (*RotateStationKeyResponse, error)
+	// ResetStationSeq records that a station's seq counter was reset (its
+	// firmware reflashed, its counter lost), at the server's clock: ingest
+	// then forgets the station's replay window and the journal records it
+	// received before that moment, so the station's new packets are no
+	// longer refused as replays. Each reset of a station is later than the
+	// one before. NOT_FOUND for an unknown or retired station. Admin only.
+	ResetStationSeq(ctx context.Context, in *ResetStationSeqRequest, opts ...grpc.CallOption) (*ResetStationSeqResponse, error)
 	// ListReports lists earthquake reports, newest first, a page at a time.
 	ListReports(ctx context.Context, in *ListReportsRequest, opts ...grpc.CallOption) (*ListReportsResponse, error)
 	// GetReport returns one report with its per-area intensities.
@@ -159,6 +167,16 @@ func (c *dataServiceClient) RotateStationKey(ctx context.Context, in *RotateStat
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RotateStationKeyResponse)
 	err := c.cc.Invoke(ctx, DataService_RotateStationKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataServiceClient) ResetStationSeq(ctx context.Context, in *ResetStationSeqRequest, opts ...grpc.CallOption) (*ResetStationSeqResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetStationSeqResponse)
+	err := c.cc.Invoke(ctx, DataService_ResetStationSeq_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +301,13 @@ type DataServiceServer interface {
 	// accepted for the overlap, so the station can switch without losing a
 	// packet. Admin only.
 	RotateStationKey(context.Context, *RotateStationKeyRequest) (*RotateStationKeyResponse, error)
+	// ResetStationSeq records that a station's seq counter was reset (its
+	// firmware reflashed, its counter lost), at the server's clock: ingest
+	// then forgets the station's replay window and the journal records it
+	// received before that moment, so the station's new packets are no
+	// longer refused as replays. Each reset of a station is later than the
+	// one before. NOT_FOUND for an unknown or retired station. Admin only.
+	ResetStationSeq(context.Context, *ResetStationSeqRequest) (*ResetStationSeqResponse, error)
 	// ListReports lists earthquake reports, newest first, a page at a time.
 	ListReports(context.Context, *ListReportsRequest) (*ListReportsResponse, error)
 	// GetReport returns one report with its per-area intensities.
@@ -338,6 +363,9 @@ func (UnimplementedDataServiceServer) RetireStation(context.Context, *RetireStat
 }
 func (UnimplementedDataServiceServer) RotateStationKey(context.Context, *RotateStationKeyRequest) (*RotateStationKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateStationKey not implemented")
+}
+func (UnimplementedDataServiceServer) ResetStationSeq(context.Context, *ResetStationSeqRequest) (*ResetStationSeqResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetStationSeq not implemented")
 }
 func (UnimplementedDataServiceServer) ListReports(context.Context, *ListReportsRequest) (*ListReportsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListReports not implemented")
@@ -491,6 +519,24 @@ func _DataService_RotateStationKey_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(DataServiceServer).RotateStationKey(ctx, req.(*RotateStationKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataService_ResetStationSeq_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetStationSeqRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataServiceServer).ResetStationSeq(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataService_ResetStationSeq_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataServiceServer).ResetStationSeq(ctx, req.(*ResetStationSeqRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -687,6 +733,10 @@ var DataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateStationKey",
 			Handler:    _DataService_RotateStationKey_Handler,
+		},
+		{
+			MethodName: "ResetStationSeq",
+			Handler:    _DataService_ResetStationSeq_Handler,
 		},
 		{
 			MethodName: "ListReports",
