@@ -30,6 +30,9 @@ func (s *Service) servePost(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) {
 		s.m.posts.WithLabelValues(resultUnauthorized).Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="shindo notify"`)
+		// The body is not read: closing spares net/http reading it, slowly
+		// perhaps, to reuse the connection.
+		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token>, a token configured at the edges for app servers")
 		return
 	}

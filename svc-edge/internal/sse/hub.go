@@ -79,7 +79,10 @@ type client struct {
 	onClose    func()
 	// conn is the taken-over connection, written by the hub's workers;
 	// nil for a client its handler goroutine serves, woken through wake.
+	// out is the socket underneath it, which writes go to (net.Buffers
+	// become one writev only on the socket itself).
 	conn net.Conn
+	out  net.Conn
 	wake chan struct{}
 	done chan struct{} // closed when the client is removed
 
@@ -264,15 +267,15 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 		}
 		n = len(bufs[0])
 	}
-	c.conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	c.out.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
 	if c.ws {
-		_, err := bufs.WriteTo(c.conn)
+		_, err := bufs.WriteTo(c.out)
 		return err
 	}
 	size := strconv.AppendInt(nil, int64(n), 16)
 	bufs = slices.Insert(bufs, 0, append(size, '\r', '\n'))
 	bufs = append(bufs, []byte("\r\n"))
-	_, err := bufs.WriteTo(c.conn)
+	_, err := bufs.WriteTo(c.out)
 	return err
 }
 
@@ -291,6 +294,18 @@ func (c *client) bytes(e *Event) []byte {
 		c.pos = e.id
 	}
 	return e.Bytes(c.compressed)
+}
+
+// socket is the connection underneath wrappers that count it (the
+// service's connection budget), for writing.
+func socket(c net.Conn) net.Conn {
+	for {
+		u, ok := c.(interface{ Unwrap() net.Conn })
+		if !ok {
+			return c
+		}
+		c = u.Unwrap()
+	}
 }
 
 // removeLocked takes c off the hub and closes its connection; the caller
@@ -356,7 +371,7 @@ func (h *Hub) watch() {
 					h.kickLocked(c)
 				}
 				if h.opts.MaxQueued > 0 && c.conn != nil {
-					switch q, ok := unread(c.conn); {
+					switch q, ok := unread(c.out); {
 					case !ok || q <= h.opts.MaxQueued:
 						c.stalled = time.Time{}
 					case c.stalled.IsZero():
@@ -491,7 +506,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, o ServeOptions) {
 		conn.Close()
 		return
 	}
-	c.conn = conn
+	c.conn, c.out = conn, socket(conn)
 	c.lastWrite = time.Now()
 	c.scheduled = false
 	if len(c.pending) > 0 {
@@ -668,7 +683,7 @@ func (h *Hub) ServeConn(conn net.Conn, head []byte, o ServeOptions) (*Conn, bool
 	if c.removed {
 		return nil, false
 	}
-	c.conn = conn
+	c.conn, c.out = conn, socket(conn)
 	c.lastWrite = time.Now()
 	c.scheduled = false
 	if len(c.pending) > 0 {
