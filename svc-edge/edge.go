@@ -170,7 +170,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 
 	conns := make([]*grpc.ClientConn, 0, len(cfg.RTS))
 	for _, target := range cfg.RTS {
-		conn, err := service.Dial(ctx, "rts", target, cfg.DependencyWait)
+		// An edge starts with the cores it reaches; the others come later.
+		conn, err := service.Connect(ctx, "rts", target, cfg.DependencyWait, svc.Logger())
 		if err != nil {
 			return err
 		}
@@ -271,7 +272,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 func waveforms(ctx context.Context, svc *service.Service, cfg Config, st *streams, bal *route.Balancer) (*waveformStream, error) {
 	var conns []*grpc.ClientConn
 	for _, target := range cfg.Waveform {
-		conn, err := service.Dial(ctx, "waveform", target, cfg.DependencyWait)
+		conn, err := service.Connect(ctx, "waveform", target, cfg.DependencyWait, svc.Logger())
 		if err != nil {
 			return nil, err
 		}

@@ -132,12 +132,14 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	rtsConn, err := service.Dial(ctx, "rts", cfg.RTS, cfg.DependencyWait)
+	// Neither is needed to accept stations: what is acked waits in the
+	// journal until they come.
+	rtsConn, err := service.Connect(ctx, "rts", cfg.RTS, cfg.DependencyWait, svc.Logger())
 	if err != nil {
 		return err
 	}
 	svc.OnShutdown("rts connection", func(context.Context) error { return rtsConn.Close() })
-	wfConn, err := service.Dial(ctx, "waveform", cfg.Waveform, cfg.DependencyWait)
+	wfConn, err := service.Connect(ctx, "waveform", cfg.Waveform, cfg.DependencyWait, svc.Logger())
 	if err != nil {
 		return err
 	}

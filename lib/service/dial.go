@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -29,6 +30,29 @@ func Dial(ctx context.Context, what, target string, wait time.Duration) (*grpc.C
 		conn.Close()
 		return nil, fmt.Errorf("%s at %s not reachable within %s: %w", what, target, wait, err)
 	}
+	return conn, nil
+}
+
+// Connect is Dial for a dependency the service can start without: it
+// returns at once, and the connection connects whenever the dependency
+// comes (gRPC reconnects on its own). A dependency still not serving after
+// wait is logged, once, so an operator sees why work waits. Ingest keeps
+// its journal while svc-waveform is away; an edge serves from the core it
+// reaches while the other is down.
+func Connect(ctx context.Context, what, target string, wait time.Duration, log *slog.Logger) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", what, target, err)
+	}
+	go func() {
+		if err := WaitServing(ctx, conn, wait); err != nil && ctx.Err() == nil {
+			log.Warn("dependency not serving yet; connecting when it comes", slog.String("dependency", what),
+				slog.String("target", target), slog.Any("error", err))
+		}
+	}()
 	return conn, nil
 }
 
