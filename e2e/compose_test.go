@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -34,7 +35,7 @@ var composeRequired = map[string][]string{
 	"shindo-ingest":   {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "udp-addr", "ws-addr", "database-url", "rts", "waveform", "data-dir", "nats", "peer-nats", "peer-site"},
 	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "database-url"},
 	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "data-dir"},
-	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest", "peer-ingest", "waveform-api", "nats"},
+	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest", "peer-ingest", "waveform-api", "nats", "trusted-proxies"},
 	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts", "data-api", "waveform", "entrances", "nats", "etcd", "notify-tokens"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
@@ -68,6 +69,13 @@ var composeSites = []string{"TNN-1", "TYO-1", "TPE-1", "KHH-1"}
 // composeYAML is the part of docker-compose.yml the test reads.
 type composeYAML struct {
 	Services map[string]composeServiceYAML `yaml:"services"`
+	Networks map[string]struct {
+		IPAM struct {
+			Config []struct {
+				Subnet string `yaml:"subnet"`
+			} `yaml:"config"`
+		} `yaml:"ipam"`
+	} `yaml:"networks"`
 }
 
 type composeServiceYAML struct {
@@ -85,6 +93,9 @@ type composeServiceYAML struct {
 	DependsOn       serviceNames `yaml:"depends_on"`
 	Restart         string       `yaml:"restart"`
 	StopGracePeriod string       `yaml:"stop_grace_period"`
+	Networks        map[string]struct {
+		IPv4Address string `yaml:"ipv4_address"`
+	} `yaml:"networks"`
 }
 
 // words is a command line given as a list or as one string.
@@ -199,6 +210,7 @@ type composeModel struct {
 	goWork string // go.work's go version
 	// thirdParty are services running an image of thirdPartyImages.
 	thirdParty []string
+	subnets    []string // of the default network
 }
 
 func TestCompose(t *testing.T) {
@@ -219,6 +231,7 @@ func TestCompose(t *testing.T) {
 		{"sites", checkComposeSites},
 		{"lifecycle", checkComposeLifecycle},
 		{"metadata database", checkComposeDatabase},
+		{"only edges are trusted proxies", checkComposeTrustedProxies},
 		{"docker compose config", checkDockerCompose},
 	}
 	for _, c := range checks {
@@ -243,6 +256,9 @@ func loadCompose(t *testing.T) *composeModel {
 		t.Fatal("docker-compose.yml has no services")
 	}
 	m := &composeModel{byName: map[string]*composeUnit{}, goWork: goWorkVersion(t)}
+	for _, c := range doc.Networks["default"].IPAM.Config {
+		m.subnets = append(m.subnets, c.Subnet)
+	}
 	dockerfile := ""
 	for _, name := range slices.Sorted(maps.Keys(doc.Services)) {
 		svc := doc.Services[name]
@@ -703,6 +719,45 @@ func checkComposeLifecycle(t *testing.T, m *composeModel) {
 		v, _ := u.value("shutdown-timeout")
 		if d, err := time.ParseDuration(v); err != nil || grace <= d {
 			t.Errorf("%s: stop_grace_period %s must exceed -shutdown-timeout %s", u.name, grace, v)
+		}
+	}
+}
+
+// checkComposeTrustedProxies: a data API believes X-Forwarded-For from the
+// edges alone, named by their fixed addresses on the compose network; a
+// client reaching it through a published port (NATed from the network's
+// gateway) is never trusted.
+func checkComposeTrustedProxies(t *testing.T, m *composeModel) {
+	var subnets []netip.Prefix
+	for _, s := range m.subnets {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			t.Fatalf("network default: subnet %q: %v", s, err)
+		}
+		subnets = append(subnets, p)
+	}
+	var edges []string
+	for _, u := range m.units {
+		if u.program != "shindo-edge" {
+			continue
+		}
+		a, err := netip.ParseAddr(u.svc.Networks["default"].IPv4Address)
+		if err != nil || !slices.ContainsFunc(subnets, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			t.Errorf("%s: ipv4_address %q must be fixed within the default network's subnet %v", u.name, u.svc.Networks["default"].IPv4Address, m.subnets)
+			continue
+		}
+		edges = append(edges, a.String())
+	}
+	slices.Sort(edges)
+	for _, u := range m.units {
+		if u.program != "shindo-dataapi" {
+			continue
+		}
+		v, _ := u.value("trusted-proxies")
+		got := strings.Split(v, ",")
+		slices.Sort(got)
+		if !slices.Equal(got, edges) {
+			t.Errorf("%s: -trusted-proxies %q, want exactly the edges %q", u.name, v, edges)
 		}
 	}
 }

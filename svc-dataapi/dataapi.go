@@ -79,13 +79,13 @@ type Config struct {
 	RateLimitKey   float64  `conf:"rate-limit-key" default:"100" help:"requests per second per API key whose client has no limit of its own (0: unlimited)"`
 	RateBurstKey   int      `conf:"rate-burst-key" default:"200" help:"burst per API key whose client has none of its own"`
 	RateBuckets    int      `conf:"rate-buckets" default:"100000" help:"most rate-limit buckets kept in memory (idle ones are dropped first)"`
-	TrustedProxies []string `conf:"trusted-proxies" default:"127.0.0.0/8,::1/128" help:"CIDRs of proxies (the edges) whose X-Forwarded-For names the client, comma-separated"`
+	TrustedProxies []string `conf:"trusted-proxies" help:"CIDRs or addresses of the proxies (the edges) whose X-Forwarded-For names the client, comma-separated; empty: no one is trusted and every client is its peer address"`
 	MaxBody        int64    `conf:"max-body" default:"65536" help:"largest request body accepted, bytes"`
 }
 
 // DefaultConfig returns the configuration with svc-dataapi's default ports.
 func DefaultConfig() Config {
-	return Config{Common: service.Common{GRPCAddr: ":7402", AdminAddr: ":7409"}, HTTPAddr: ":7401"}
+	return Config{Common: service.Common{GRPCAddr: ":7402", AdminAddr: "127.0.0.1:7409"}, HTTPAddr: ":7401"}
 }
 
 // Validate checks the configuration.

@@ -8,6 +8,12 @@
 // a caller may instead preset a field, which then acts as its default. The
 // tag `help:"…"` documents it, and `secret:"true"` masks it in logs.
 //
+// A secret may also be read from a file, named by the flag -name-file or the
+// variable SHINDO_<PREFIX>_<NAME>_FILE (trailing newlines dropped; a list
+// takes one item per line or comma-separated). Command lines are readable by
+// every local user (ps, /proc/PID/cmdline), so a secret given as a flag is
+// accepted but reported through Options.Warn.
+//
 // Supported field types: string, bool, int, int64, uint32, uint64, float64,
 // time.Duration and []string (comma-separated).
 package conf
@@ -53,6 +59,9 @@ type Options struct {
 	Help io.Writer
 	// Name is the program name shown in the usage.
 	Name string
+	// Warn receives advice about the configuration that is not an error
+	// (a secret given on the command line); slog's default logger when nil.
+	Warn func(msg string)
 }
 
 type field struct {
@@ -84,6 +93,9 @@ func load(cfg any, prefix string, args []string, opts Options) error {
 	if opts.Help == nil {
 		opts.Help = os.Stderr
 	}
+	if opts.Warn == nil {
+		opts.Warn = func(msg string) { slog.Warn(msg) }
+	}
 	fields, err := collect(cfg, prefix)
 	if err != nil {
 		return err
@@ -101,10 +113,23 @@ func load(cfg any, prefix string, args []string, opts Options) error {
 				return fmt.Errorf("%s: %w", f.env, err)
 			}
 		}
+		if !f.secret {
+			continue
+		}
+		if path, ok := opts.Env(f.env + "_FILE"); ok {
+			if err := setFromFile(f.value, path); err != nil {
+				return fmt.Errorf("%s_FILE: %w", f.env, err)
+			}
+		}
 	}
 	fs := flag.NewFlagSet(opts.Name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	for _, f := range fields {
+		if f.secret {
+			fs.Var(flagValue{f.value}, f.name, fmt.Sprintf("%s (env %s); as a flag, local users can read it: prefer -%s-file", f.help, f.env, f.name))
+			fs.Var(fileValue{f.value}, f.name+"-file", fmt.Sprintf("file holding -%s (env %s_FILE)", f.name, f.env))
+			continue
+		}
 		fs.Var(flagValue{f.value}, f.name, fmt.Sprintf("%s (env %s)", f.help, f.env))
 	}
 	if err := fs.Parse(args); err != nil {
@@ -119,6 +144,13 @@ func load(cfg any, prefix string, args []string, opts Options) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		for _, f := range fields {
+			if f.secret && f.name == fl.Name && fl.Value.String() != "" {
+				opts.Warn(fmt.Sprintf("-%s was given on the command line, which every local user can read; use -%s-file or %s", f.name, f.name, f.env))
+			}
+		}
+	})
 	if v, ok := cfg.(Validator); ok {
 		if err := v.Validate(); err != nil {
 			return fmt.Errorf("invalid configuration: %w", err)
@@ -265,6 +297,39 @@ func set(v reflect.Value, s string) error {
 	}
 	return nil
 }
+
+// maxSecretFile bounds what a secret file may hold: a list of tokens or a
+// URL, never a mistaken path to something large.
+const maxSecretFile = 64 << 10
+
+// setFromFile sets v from the file at path: the content less trailing
+// newlines, a list one item per line.
+func setFromFile(v reflect.Value, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxSecretFile {
+		return fmt.Errorf("%s: larger than %d bytes", path, maxSecretFile)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if v.Kind() == reflect.Slice {
+		s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", ","), "\n", ",")
+	}
+	return set(v, s)
+}
+
+// fileValue is the flag -name-file of a secret: setting it reads the file.
+type fileValue struct{ v reflect.Value }
+
+func (f fileValue) String() string { return "" }
+
+func (f fileValue) Set(path string) error { return setFromFile(f.v, path) }
 
 // flagValue adapts a struct field to flag.Value.
 type flagValue struct{ v reflect.Value }

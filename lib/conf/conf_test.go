@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,63 @@ func FuzzLoad(f *testing.F) {
 		var c testConfig
 		_ = Load(&c, "F", []string{flagName, flagValue}, Options{Env: envOf(map[string]string{envName: envValue}), Help: &bytes.Buffer{}})
 	})
+}
+
+type secretConfig struct {
+	Token  string   `conf:"token" secret:"true" help:"token"`
+	Tokens []string `conf:"tokens" secret:"true" help:"tokens"`
+	Plain  string   `conf:"plain" help:"not a secret"`
+}
+
+// Secrets come from files so they stay out of argv; one given as a flag
+// still works but is reported.
+func TestSecretsFromFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	one := write("one", "s3cret-from-file\n")
+	list := write("list", "aaaa\nbbbb\r\ncccc,dddd\n\n")
+	big := write("big", strings.Repeat("x", maxSecretFile+1))
+
+	var warned []string
+	opts := func(env map[string]string) Options {
+		return Options{Env: envOf(env), Warn: func(m string) { warned = append(warned, m) }}
+	}
+	var c secretConfig
+	if err := Load(&c, "DATAAPI", []string{"-token-file", one, "-tokens-file", list}, opts(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "s3cret-from-file" || strings.Join(c.Tokens, "|") != "aaaa|bbbb|cccc|dddd" {
+		t.Fatalf("from flags -…-file: token %q tokens %q", c.Token, c.Tokens)
+	}
+	c = secretConfig{}
+	if err := Load(&c, "DATAAPI", nil, opts(map[string]string{"SHINDO_DATAAPI_TOKEN_FILE": one})); err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "s3cret-from-file" {
+		t.Fatalf("from SHINDO_DATAAPI_TOKEN_FILE: %q", c.Token)
+	}
+	if len(warned) != 0 {
+		t.Fatalf("warned about secrets from files: %q", warned)
+	}
+	c = secretConfig{}
+	if err := Load(&c, "DATAAPI", []string{"-token", "on-the-command-line", "-plain", "x"}, opts(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "on-the-command-line" || len(warned) != 1 || !strings.Contains(warned[0], "-token-file") {
+		t.Fatalf("secret as a flag: token %q, warnings %q", c.Token, warned)
+	}
+	for _, args := range [][]string{{"-token-file", dir + "/missing"}, {"-token-file", big}, {"-plain-file", one}} {
+		err := Load(&secretConfig{}, "DATAAPI", args, opts(nil))
+		var ue *UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%q: got %v, want a usage error", args, err)
+		}
+	}
 }

@@ -146,14 +146,6 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	if err := os.WriteFile(plan.notifyTokenFile, []byte(notifyToken+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", plan.notifyTokenFile, err)
 	}
-	for _, p := range plan.processes() {
-		switch p.role {
-		case "dataapi":
-			p.env = append(p.env, "SHINDO_DATAAPI_ADMIN_TOKENS="+token)
-		case "edge":
-			p.env = append(p.env, "SHINDO_EDGE_NOTIFY_TOKENS="+notifyToken)
-		}
-	}
 
 	st := newStack(cfg, plan, log, logDir)
 	defer st.stopAll()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,6 +48,16 @@ var (
 	cores = []site{tnn, tyo}
 	edges = []site{tpe, khh}
 )
+
+// edgeSource is the address the edges' requests to a data API come from,
+// the only proxy it trusts to name the client: every process binds host,
+// and connects from it, or from loopback when host is a wildcard or a name.
+func edgeSource(host string) string {
+	if a, err := netip.ParseAddr(host); err == nil && !a.IsUnspecified() {
+		return a.String()
+	}
+	return "127.0.0.1,::1"
+}
 
 // binaries are the executables the topology needs, besides shindo itself.
 var binaries = []string{"shindo-ingest", "shindo-rts", "shindo-waveform", "shindo-dataapi", "shindo-edge"}
@@ -200,8 +211,10 @@ func newPlan(cfg Config) *plan {
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),
 			"-waveform-api", "http://"+addr(c, waveformHTTP), "-nats", natsURL(c),
-			"-rts", addr(c, rtsGRPC)+","+addr(peer, rtsGRPC))
+			"-rts", addr(c, rtsGRPC)+","+addr(peer, rtsGRPC), "-trusted-proxies", edgeSource(cfg.Host))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
+		// Secrets by file, never on a command line other users can read.
+		data.env = append(data.env, "SHINDO_DATAAPI_ADMIN_TOKENS_FILE="+p.tokenFile)
 		if cfg.HA {
 			// Reads at the core's own member, a standby or the primary.
 			data.args = append(data.args, "-read-database-url",
@@ -239,6 +252,7 @@ func newPlan(cfg Config) *plan {
 			"-waveform", strings.Join(waveformAddrs, ","), "-entrances", strings.Join(entrances, ","),
 			"-nats", strings.Join(natsURLs, ","), "-etcd", strings.Join(etcdURLs, ","))
 		edge.listeners["http"] = "http://" + addr(e, edgeHTTP)
+		edge.env = append(edge.env, "SHINDO_EDGE_NOTIFY_TOKENS_FILE="+p.notifyTokenFile)
 		edgeProcs = append(edgeProcs, edge)
 	}
 	edge := edgeProcs[0]

@@ -3,6 +3,7 @@ package devstack
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,41 @@ func TestValidate(t *testing.T) {
 	for _, want := range []string{"stations", "port-base", "not an IP"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
+
+// TestNoSecretsInArgv: the admin and notification tokens reach the services
+// as files named in the environment, since every local user can read a
+// command line; the data APIs trust X-Forwarded-For from the edges' address
+// alone.
+func TestNoSecretsInArgv(t *testing.T) {
+	t.Parallel()
+	p := newPlan(testConfig())
+	secretFlags := []string{"-admin-tokens", "-notify-tokens", "-admin-token", "-key-hex"}
+	want := map[string]string{
+		"dataapi": "SHINDO_DATAAPI_ADMIN_TOKENS_FILE=" + p.tokenFile,
+		"edge":    "SHINDO_EDGE_NOTIFY_TOKENS_FILE=" + p.notifyTokenFile,
+	}
+	for _, pr := range p.processes() {
+		for _, a := range pr.args {
+			if slices.Contains(secretFlags, a) {
+				t.Errorf("%s: %s on the command line", pr.name, a)
+			}
+		}
+		if w, ok := want[pr.role]; ok && !slices.Contains(pr.env, w) {
+			t.Errorf("%s: environment %q, want %s", pr.name, pr.env, w)
+		}
+		if pr.role == "dataapi" {
+			i := slices.Index(pr.args, "-trusted-proxies")
+			if i < 0 || pr.args[i+1] != "127.0.0.1" {
+				t.Errorf("%s: args %q, want -trusted-proxies 127.0.0.1", pr.name, pr.args)
+			}
+		}
+	}
+	for host, want := range map[string]string{"0.0.0.0": "127.0.0.1,::1", "localhost": "127.0.0.1,::1", "10.1.2.3": "10.1.2.3", "::": "127.0.0.1,::1"} {
+		if got := edgeSource(host); got != want {
+			t.Errorf("edgeSource(%q) = %q, want %q", host, got, want)
 		}
 	}
 }
