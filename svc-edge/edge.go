@@ -99,7 +99,7 @@ func (c *Config) routeOptions() route.Options {
 
 // DefaultConfig returns the configuration with svc-edge's default ports.
 func DefaultConfig() Config {
-	return Config{Common: service.Common{Site: "TPE-1", GRPCAddr: ":8082", AdminAddr: ":8089"}, HTTPAddr: ":8080"}
+	return Config{Common: service.Common{Site: "TPE-1", GRPCAddr: ":8082", AdminAddr: "127.0.0.1:8089"}, HTTPAddr: ":8080"}
 }
 
 // Validate checks the configuration.

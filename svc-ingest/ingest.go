@@ -66,7 +66,7 @@ type Config struct {
 // DefaultConfig returns the configuration with svc-ingest's default ports.
 func DefaultConfig() Config {
 	return Config{
-		Common:  service.Common{GRPCAddr: ":7102", AdminAddr: ":7109"},
+		Common:  service.Common{GRPCAddr: ":7102", AdminAddr: "127.0.0.1:7109"},
 		UDPAddr: ":7100",
 		WSAddr:  ":7101",
 	}

@@ -57,7 +57,7 @@ func (c *Config) detectConfig() detect.Config {
 
 // DefaultConfig returns the configuration with svc-rts's default ports.
 func DefaultConfig() Config {
-	return Config{Common: service.Common{GRPCAddr: ":7202", AdminAddr: ":7209"}}
+	return Config{Common: service.Common{GRPCAddr: ":7202", AdminAddr: "127.0.0.1:7209"}}
 }
 
 // Validate checks the configuration.

@@ -35,7 +35,7 @@ type Config struct {
 
 // DefaultConfig returns the configuration with svc-waveform's default ports.
 func DefaultConfig() Config {
-	return Config{Common: service.Common{GRPCAddr: ":7302", AdminAddr: ":7309"}, HTTPAddr: ":7301"}
+	return Config{Common: service.Common{GRPCAddr: ":7302", AdminAddr: "127.0.0.1:7309"}, HTTPAddr: ":7301"}
 }
 
 // Validate checks the configuration.

@@ -55,7 +55,7 @@ import (
 type Common struct {
 	Site            string        `conf:"site" default:"TNN-1" help:"name of the site this process runs at (TNN-1, TYO-1, TPE-1, KHH-1)"`
 	GRPCAddr        string        `conf:"grpc-addr" help:"gRPC listen address"`
-	AdminAddr       string        `conf:"admin-addr" help:"admin listen address: /metrics, /healthz, /readyz, /debug/pprof"`
+	AdminAddr       string        `conf:"admin-addr" help:"admin listen address: /metrics, /healthz, /readyz, /debug/pprof; loopback by default, since profiles and metrics are for operators only"`
 	LogFormat       string        `conf:"log-format" default:"json" help:"log format: json or text"`
 	LogLevel        string        `conf:"log-level" default:"info" help:"log level: debug, info, warn or error"`
 	OTLPEndpoint    string        `conf:"otlp-endpoint" help:"OTLP/gRPC trace collector host:port; empty exports nothing"`
@@ -328,7 +328,6 @@ func (s *Service) adminMux() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.ServeReady)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -134,6 +135,10 @@ func TestServiceLifecycle(t *testing.T) {
 	}
 	if code, _ := get(t, admin+"/debug/pprof/"); code != 200 {
 		t.Errorf("pprof %d", code)
+	}
+	// The command line may hold a secret someone passed as a flag.
+	if code, body := get(t, admin+"/debug/pprof/cmdline"); code != 404 || strings.Contains(body, os.Args[0]) {
+		t.Errorf("/debug/pprof/cmdline: %d %q, want 404", code, body)
 	}
 
 	// Open the never-ending stream, then shut down.
