@@ -375,6 +375,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		PerKey:     httpapi.Limit{Rate: cfg.RateLimitKey, Burst: cfg.RateBurstKey},
 		Exempt:     map[string]bool{"/readyz": true},
 	}
+	svc.Intercept(guard.UnaryInterceptor(), guard.StreamInterceptor())
 	// Reads are open to pages of any origin (the apps' browser builds);
 	// preflights are answered before the guard, as browsers send them
 	// without credentials.

@@ -22,7 +22,7 @@ func testConfig(t *testing.T, args ...string) Config {
 		ShutdownTimeout: 3 * time.Second, DependencyWait: 5 * time.Second}
 	cfg.HTTPAddr = freeAddr(t)
 	noEnv := func(string) (string, bool) { return "", false }
-	if err := conf.Load(&cfg, "DATAAPI", args, conf.Options{Env: noEnv, Name: Name, Help: io.Discard}); err != nil {
+	if err := conf.Load(&cfg, "DATAAPI", args, conf.Options{Env: noEnv, Name: Name, Help: io.Discard, Warn: func(string) {}}); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

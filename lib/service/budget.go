@@ -14,7 +14,7 @@ import (
 // shed clients, never fail a durable write.
 const descriptorReserve = 512
 
-// budget bounds the connections of a process's public HTTP listeners,
+// budget bounds the connections of a process's public listeners (HTTP and gRPC),
 // together and per client address. A connection over budget is closed as
 // soon as it is accepted — a counted refusal — instead of waiting in the
 // kernel's backlog until the client gives up.
@@ -41,8 +41,8 @@ func newBudget(max, perAddr int) *budget {
 	}
 	return &budget{max: max, perAddr: perAddr, byAddr: map[string]int{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shindo_http_connections_refused_total",
-			Help: "Connections to public HTTP listeners closed on accept, over the process's or an address's budget.",
+			Name: "shindo_connections_refused_total",
+			Help: "Connections to public listeners (HTTP and gRPC) closed on accept, over the process's or an address's budget.",
 		}, []string{"listener", "reason"})}
 }
 
@@ -61,7 +61,7 @@ func (l *budgetListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			// Out of descriptors is temporary: net/http backs off and
+			// Out of descriptors is temporary: net/http and grpc back off and
 			// accepts again, and the budget keeps it from happening.
 			return nil, err
 		}

@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"shindo.dev/lib/conf"
@@ -62,8 +63,8 @@ type Common struct {
 	DrainDelay      time.Duration `conf:"drain-delay" default:"0s" help:"time between reporting NOT_SERVING and closing listeners"`
 	ShutdownTimeout time.Duration `conf:"shutdown-timeout" default:"8s" help:"upper bound on the whole graceful shutdown"`
 	DependencyWait  time.Duration `conf:"dependency-wait" default:"10s" help:"how long to wait at start for a dependency to become reachable"`
-	MaxConns        int           `conf:"max-conns" default:"0" help:"most connections of the public HTTP listeners together; beyond, refused and counted (0: the open-file limit less 512 kept for files and the service's own connections)"`
-	MaxConnsPerIP   int           `conf:"max-conns-per-ip" default:"4096" help:"most connections to the public HTTP listeners from one address (0: no bound)"`
+	MaxConns        int           `conf:"max-conns" default:"0" help:"most connections of the public listeners (HTTP and gRPC) together; beyond, refused and counted (0: the open-file limit less 512 kept for files and the service's own connections)"`
+	MaxConnsPerIP   int           `conf:"max-conns-per-ip" default:"4096" help:"most connections to the public listeners (HTTP and gRPC) from one address (0: no bound)"`
 }
 
 // ValidateCommon checks the common fields; services call it from Validate.
@@ -129,6 +130,8 @@ type Service struct {
 	grpc      *grpc.Server
 	health    *health.Server
 	grpcLn    net.Listener
+	unary     []grpc.UnaryServerInterceptor
+	stream    []grpc.StreamServerInterceptor
 	adminLn   net.Listener
 	admin     *http.Server
 	metrics   *prometheus.Registry
@@ -178,11 +181,22 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 	if s.grpcLn, err = net.Listen("tcp", common.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("listen grpc %s: %w", common.GRPCAddr, err)
 	}
+	s.grpcLn = s.budget.listener("grpc", s.grpcLn)
 	if s.adminLn, err = net.Listen("tcp", common.AdminAddr); err != nil {
 		s.grpcLn.Close()
 		return nil, fmt.Errorf("listen admin %s: %w", common.AdminAddr, err)
 	}
-	s.grpc = grpc.NewServer(grpc.StatsHandler(otelgrpc.NewServerHandler()))
+	s.grpc = grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.ChainUnaryInterceptor(s.unaryIntercept),
+		grpc.ChainStreamInterceptor(s.streamIntercept),
+		// A peer that connects and never finishes its handshake, or holds a
+		// connection with no call on it, costs a descriptor: both are
+		// bounded, and so are the streams one connection may open.
+		grpc.ConnectionTimeout(10*time.Second),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
+		grpc.MaxConcurrentStreams(grpcMaxStreams),
+	)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	// Not serving until Run has started everything.
@@ -234,6 +248,40 @@ func (s *Service) Logger() *slog.Logger { return s.log }
 
 // Site returns the site name.
 func (s *Service) Site() string { return s.common.Site }
+
+// grpcMaxStreams bounds the concurrent calls of one gRPC connection.
+const grpcMaxStreams = 1024
+
+// Intercept puts u and st in front of every gRPC call, after those given
+// before; called before Run, like the registrations on GRPC.
+func (s *Service) Intercept(u grpc.UnaryServerInterceptor, st grpc.StreamServerInterceptor) {
+	if u != nil {
+		s.unary = append(s.unary, u)
+	}
+	if st != nil {
+		s.stream = append(s.stream, st)
+	}
+}
+
+// unaryIntercept runs the interceptors given to Intercept: the server's
+// options are fixed when New makes it, before the service wires its parts.
+func (s *Service) unaryIntercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	next := handler
+	for i := len(s.unary) - 1; i >= 0; i-- {
+		in, h := s.unary[i], next
+		next = func(ctx context.Context, req any) (any, error) { return in(ctx, req, info, h) }
+	}
+	return next(ctx, req)
+}
+
+func (s *Service) streamIntercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	next := handler
+	for i := len(s.stream) - 1; i >= 0; i-- {
+		in, h := s.stream[i], next
+		next = func(srv any, ss grpc.ServerStream) error { return in(srv, ss, info, h) }
+	}
+	return next(srv, ss)
+}
 
 // GRPC returns the gRPC server on which services register before Run.
 func (s *Service) GRPC() *grpc.Server { return s.grpc }

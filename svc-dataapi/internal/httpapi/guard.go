@@ -11,7 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"shindo.dev/svc-dataapi/internal/auth"
 )
@@ -34,7 +38,9 @@ type Limit struct {
 	Burst int
 }
 
-// Guard stands in front of every route but the health probe:
+// Guard stands in front of every route but the health probe, and of every
+// gRPC call but the health service's (UnaryInterceptor), so neither
+// protocol is a side door around the other's limits:
 //
 //   - A request body longer than MaxBody is refused with 413.
 //   - A credential (authorization: Bearer …) must be valid — an admin
@@ -79,64 +85,129 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, g.MaxBody)
 		}
-		cred, err := auth.Credential(r.Header.Get("Authorization"))
-		if err != nil {
-			WriteError(w, http.StatusUnauthorized, codes.Unauthenticated, err.Error())
+		if no := g.admit(r.Context(), r.Header.Get("Authorization"), g.bucketOf(r)); no != nil {
+			if no.retryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(no.retryAfter.Seconds())))))
+			}
+			WriteError(w, no.status, no.code, no.msg)
 			return
-		}
-		addr := g.bucketOf(r)
-		if cred == "" {
-			if !g.take(w, addr, g.PerAddress) {
-				return
-			}
-			next.ServeHTTP(w, r)
-			return
-		}
-		p, ok := g.Auth.Cached(cred)
-		if !ok {
-			if !g.take(w, "l"+addr, g.PerAddress) {
-				return
-			}
-			if p, err = g.Auth.Identify(r.Context(), cred); err != nil {
-				switch {
-				case errors.Is(err, auth.ErrUnavailable):
-					WriteError(w, http.StatusServiceUnavailable, codes.Unavailable, auth.ErrUnavailable.Error())
-				default:
-					WriteError(w, http.StatusUnauthorized, codes.Unauthenticated, err.Error())
-				}
-				return
-			}
-		}
-		if !p.Token {
-			limit := g.PerKey
-			if p.RateLimit > 0 {
-				limit.Rate = p.RateLimit
-			}
-			if p.RateBurst > 0 {
-				limit.Burst = p.RateBurst
-			}
-			if !g.take(w, "k:"+p.KeyID, limit) {
-				return
-			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// take draws a token from bucket name, answering 429 if it is empty.
-func (g *Guard) take(w http.ResponseWriter, name string, l Limit) bool {
+// refusal is why the guard turns a call away, in both protocols' terms.
+type refusal struct {
+	status     int
+	code       codes.Code
+	msg        string
+	retryAfter time.Duration
+}
+
+// admit applies the credential check and the rate limits to a call with
+// authorization header header from the client whose address bucket is
+// addr; nil lets it through.
+func (g *Guard) admit(ctx context.Context, header, addr string) *refusal {
+	cred, err := auth.Credential(header)
+	if err != nil {
+		return &refusal{status: http.StatusUnauthorized, code: codes.Unauthenticated, msg: err.Error()}
+	}
+	if cred == "" {
+		return g.take(addr, g.PerAddress)
+	}
+	p, ok := g.Auth.Cached(cred)
+	if !ok {
+		if no := g.take("l"+addr, g.PerAddress); no != nil {
+			return no
+		}
+		if p, err = g.Auth.Identify(ctx, cred); err != nil {
+			if errors.Is(err, auth.ErrUnavailable) {
+				return &refusal{status: http.StatusServiceUnavailable, code: codes.Unavailable, msg: auth.ErrUnavailable.Error()}
+			}
+			return &refusal{status: http.StatusUnauthorized, code: codes.Unauthenticated, msg: err.Error()}
+		}
+	}
+	if p.Token {
+		return nil
+	}
+	limit := g.PerKey
+	if p.RateLimit > 0 {
+		limit.Rate = p.RateLimit
+	}
+	if p.RateBurst > 0 {
+		limit.Burst = p.RateBurst
+	}
+	return g.take("k:"+p.KeyID, limit)
+}
+
+// take draws a token from bucket name, refusing the call if it is empty.
+func (g *Guard) take(name string, l Limit) *refusal {
 	ok, wait := g.Buckets.Allow(name, l.Rate, l.Burst)
 	if ok {
-		return true
+		return nil
 	}
-	w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(wait.Seconds())))))
-	WriteError(w, http.StatusTooManyRequests, codes.ResourceExhausted, "rate limit exceeded, retry later")
-	return false
+	return &refusal{status: http.StatusTooManyRequests, code: codes.ResourceExhausted,
+		msg: "rate limit exceeded, retry later", retryAfter: wait}
+}
+
+// UnaryInterceptor and StreamInterceptor put the gRPC server's calls
+// behind the same guard as the REST routes: the same credential check,
+// key-lookup throttle and buckets, keyed by the caller's address (nothing
+// proxies gRPC, so the peer is the client). The health service's calls
+// pass untouched. A refusal is the status the REST
+// route's error carries; an empty bucket also sets the trailer
+// retry-after, in seconds.
+func (g *Guard) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := g.admitGRPC(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamInterceptor: see UnaryInterceptor.
+func (g *Guard) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := g.admitGRPC(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+func (g *Guard) admitGRPC(ctx context.Context, method string) error {
+	if strings.HasPrefix(method, "/grpc.health.v1.Health/") {
+		return nil
+	}
+	var header string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if h := md.Get("authorization"); len(h) > 0 {
+			header = h[0]
+		}
+	}
+	addr := netip.Addr{}
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+		if ap, err := netip.ParseAddrPort(pr.Addr.String()); err == nil {
+			addr = ap.Addr()
+		}
+	}
+	no := g.admit(ctx, header, addrBucket(addr))
+	if no == nil {
+		return nil
+	}
+	if no.retryAfter > 0 {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("retry-after", strconv.Itoa(int(max(1, math.Ceil(no.retryAfter.Seconds()))))))
+	}
+	return status.Error(no.code, no.msg)
 }
 
 // bucketOf names the address bucket of a request's client.
-func (g *Guard) bucketOf(r *http.Request) string {
-	a := ClientAddr(r, g.Trusted)
+func (g *Guard) bucketOf(r *http.Request) string { return addrBucket(ClientAddr(r, g.Trusted)) }
+
+// addrBucket names the bucket of a client address: IPv6 addresses by /64,
+// the block one host usually holds.
+func addrBucket(a netip.Addr) string {
 	if !a.IsValid() {
 		return "a:?"
 	}
