@@ -71,7 +71,9 @@ func TestGRPCGuarded(t *testing.T) {
 	}
 	// Well-formed keys nobody issued: each would cost a database lookup.
 	// The real key's lookup drew one token of the address's lookup bucket.
-	made := func(i int) string { return fmt.Sprintf("shk_%016x.%s", i, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA") }
+	made := func(i int) string {
+		return fmt.Sprintf("shk_%016x.%s", i, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+	}
 	if got := tally(made, 20); got[codes.Unauthenticated] != 2 || got[codes.ResourceExhausted] != 18 {
 		t.Fatalf("made-up keys with a lookup burst of 3: %v", got)
 	}
