@@ -51,7 +51,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/httpapi"
 	"shindo.dev/svc-dataapi/internal/links"
 	"shindo.dev/svc-dataapi/internal/playback"
-	"shindo.dev/svc-dataapi/internal/ratelimit"
+	"shindo.dev/lib/ratelimit"
 	"shindo.dev/svc-dataapi/internal/reports"
 	"shindo.dev/svc-dataapi/internal/stations"
 )

@@ -77,6 +77,11 @@ type Config struct {
 	NATS         []string `conf:"nats" help:"NATS URLs of the cores (one per core), comma-separated: where notifications are stored; with -etcd, enables notifications"`
 	Etcd         []string `conf:"etcd" help:"etcd endpoints (http://host:port), comma-separated: notification order and delivery ownership"`
 	NotifyTokens []string `conf:"notify-tokens" secret:"true" help:"bearer tokens app servers post notifications with (POST /v1/notify), comma-separated, at least 16 characters each"`
+	// Each subscription writes to etcd; see subscribeLimit.
+	SubscribeRate      float64 `conf:"notify-subscribe-rate" default:"1" help:"notification subscriptions per second one client address (IPv6: /64) may open (0: unlimited)"`
+	SubscribeBurst     int     `conf:"notify-subscribe-burst" default:"10" help:"burst of notify-subscribe-rate"`
+	SubscribeEdgeRate  float64 `conf:"notify-subscribe-edge-rate" default:"200" help:"notification subscriptions per second this edge opens in all (0: unlimited)"`
+	SubscribeEdgeBurst int     `conf:"notify-subscribe-edge-burst" default:"400" help:"burst of notify-subscribe-edge-rate"`
 
 	Entrances []string `conf:"entrances" help:"public base URLs of every edge (http://host:port), comma-separated, this one included: where the dashboard switches to after 3 failed reconnects; empty: this edge only"`
 }
@@ -122,6 +127,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClientBuffer < 1 || c.MaxClients < 1 || c.MaxPerAddr < 1 {
 		errs = append(errs, errors.New("sse-buffer, sse-max-clients and sse-max-per-ip must be positive"))
+	}
+	if c.SubscribeRate < 0 || c.SubscribeEdgeRate < 0 || c.SubscribeBurst < 1 || c.SubscribeEdgeBurst < 1 {
+		errs = append(errs, errors.New("notify-subscribe rates must not be negative, their bursts must be positive"))
 	}
 	if (len(c.NATS) > 0) != (len(c.Etcd) > 0) {
 		errs = append(errs, errors.New("notifications need both nats and etcd (or neither)"))
@@ -245,6 +253,9 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		n.Register(mux)
 		mux.HandleFunc("OPTIONS /v1/notify/ack", allowAckPreflight)
 		st.notify = n
+		st.subscribe = newSubscribeLimit(cfg.SubscribeRate, cfg.SubscribeBurst, cfg.SubscribeEdgeRate, cfg.SubscribeEdgeBurst)
+		svc.Metrics().MustRegister(st.subscribe.refused)
+		svc.Go("subscription buckets", service.ComponentFunc(func(ctx context.Context) error { return st.subscribe.buckets.Run(ctx, time.Minute) }))
 	}
 	mux.HandleFunc("GET /ntp", timesync.ServeNTP)
 	mux.HandleFunc("GET /v1/time", serveTime)
@@ -346,6 +357,7 @@ type streams struct {
 	info                    *sse.Event
 	perAddr                 *addrLimit
 	notify                  *notify.Service // nil: this edge serves no notifications
+	subscribe               *subscribeLimit // with notify
 	reports                 bool            // the report topic is fed
 
 	// publishing guards the reports waiting for their tick, queued by the
@@ -592,6 +604,9 @@ func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.notify == nil {
 		writeError(w, http.StatusBadRequest, "topic notify: this edge serves no notifications")
+		return
+	}
+	if !s.subscribe.admit(w, r) {
 		return
 	}
 	// The subscription outlives the request's handler (the hub takes the
