@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"shindo.dev/lib/conf"
@@ -32,6 +34,8 @@ type config struct {
 	ClusterState   string        `conf:"cluster-state" default:"new" help:"new to bootstrap, existing to join"`
 	Token          string        `conf:"cluster-token" default:"shindo" help:"bootstrap token, unique per cluster"`
 	StartTimeout   time.Duration `conf:"start-timeout" default:"60s" help:"how long to wait for the cluster to form"`
+	Compaction     time.Duration `conf:"auto-compaction" default:"1h" help:"history kept: older revisions are compacted away periodically, so notification churn does not grow the store without end"`
+	QuotaBytes     int64         `conf:"quota-bytes" default:"2147483648" help:"store size at which the member raises the NOSPACE alarm and refuses writes (shindo_etcd_alarm on /metrics of the client URL)"`
 	LogFormat      string        `conf:"log-format" default:"json" help:"log format: json or text"`
 	LogLevel       string        `conf:"log-level" default:"info" help:"log level"`
 }
@@ -51,6 +55,9 @@ func (c *config) Validate() error {
 	}
 	if !strings.Contains(c.InitialCluster, c.Name+"=") {
 		errs = append(errs, fmt.Errorf("initial-cluster does not list this member %q", c.Name))
+	}
+	if c.Compaction < time.Second || c.QuotaBytes < 1<<20 {
+		errs = append(errs, errors.New("auto-compaction must be at least 1s, quota-bytes at least 1 MiB"))
 	}
 	if c.ClusterState != "new" && c.ClusterState != "existing" {
 		errs = append(errs, errors.New("cluster-state must be new or existing"))
@@ -86,6 +93,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	ec.LogLevel = "warn"
 	// Elections within a second or two on a LAN or one machine.
 	ec.TickMs, ec.ElectionMs = 100, 1000
+	ec.AutoCompactionMode, ec.AutoCompactionRetention = "periodic", cfg.Compaction.String()
+	ec.QuotaBackendBytes = cfg.QuotaBytes
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return fmt.Errorf("etcd member %s: %w", cfg.Name, err)
@@ -100,6 +109,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	case err := <-e.Err():
 		return fmt.Errorf("etcd member %s: %w", cfg.Name, err)
 	}
+	// etcd serves the default registry on the client URL's /metrics; its
+	// alarms are not among its metrics.
+	alarms := alarmGauge(e)
+	prometheus.MustRegister(alarms)
+	defer prometheus.Unregister(alarms)
 	log.Info("serving", slog.String("client", cfg.ClientURL), slog.String("peer", cfg.PeerURL))
 	select {
 	case <-ctx.Done():
@@ -107,5 +121,36 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return nil
 	case err := <-e.Err():
 		return fmt.Errorf("etcd member %s: %w", cfg.Name, err)
+	}
+}
+
+// alarmGauge exports the member's raised alarms: shindo_etcd_alarm is 1 for
+// each kind raised anywhere in the cluster (NOSPACE: the quota is reached
+// and writes are refused until compaction, defragmentation and a disarm;
+// CORRUPT), 0 otherwise.
+func alarmGauge(e *embed.Etcd) prometheus.Collector {
+	return &alarmCollector{e: e, desc: prometheus.NewDesc("shindo_etcd_alarm",
+		"1 while the cluster has an alarm of this kind raised (NOSPACE: store quota reached, writes refused).",
+		[]string{"alarm"}, nil)}
+}
+
+type alarmCollector struct {
+	e    *embed.Etcd
+	desc *prometheus.Desc
+}
+
+func (c *alarmCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *alarmCollector) Collect(ch chan<- prometheus.Metric) {
+	raised := map[etcdserverpb.AlarmType]bool{}
+	for _, a := range c.e.Server.Alarms() {
+		raised[a.Alarm] = true
+	}
+	for _, kind := range []etcdserverpb.AlarmType{etcdserverpb.AlarmType_NOSPACE, etcdserverpb.AlarmType_CORRUPT} {
+		v := 0.0
+		if raised[kind] {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, kind.String())
 	}
 }
