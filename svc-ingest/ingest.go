@@ -153,6 +153,10 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	// forwarders stopped reading.
 	svc.OnShutdown("journal", func(context.Context) error { return j.Close() })
 	svc.Go("journal upkeep", service.ComponentFunc(func(ctx context.Context) error { return j.Run(ctx, time.Second) }))
+	svc.Metrics().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "shindo_ingest_journal_rotate_failures_total",
+		Help: "Journal segments that could not be started (out of descriptors even with the journal's spares): the full one is written on.",
+	}, func() float64 { return float64(j.RotateFailures()) }))
 
 	fm := forward.NewMetrics(svc.Metrics())
 	toRTS := forward.New("rts", rtsOpener(rtsConn), j, forward.Options{MaxBatch: cfg.MaxBatch, Window: cfg.Window,

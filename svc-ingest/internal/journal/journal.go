@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -92,12 +93,64 @@ type Journal struct {
 	cursors map[string]uint64
 	dirty   bool
 	closed  bool
-	grew    chan struct{} // closed and replaced on every commit
+	// rotateFailures counts segments that could not be started.
+	rotateFailures uint64
+	grew           chan struct{} // closed and replaced on every commit
 
 	queue    chan *appendReq
 	quit     chan struct{}
 	stopped  chan struct{}
 	readSegs map[string]*os.File
+	dirFile  *os.File // held open: syncing the directory needs no new descriptor
+
+	spareMu sync.Mutex
+	spares  []*os.File // see open
+}
+
+// spareDescriptors is how many descriptors the journal holds only to give
+// back. A process out of descriptors (a connection flood that beat the
+// listeners' budget) must shed clients, never fail a durable write: the
+// journal then closes a spare and opens what it needs in its place.
+const spareDescriptors = 4
+
+// open calls open, and while it fails for want of descriptors, frees a
+// spare and calls it again.
+func (j *Journal) open(open func() (*os.File, error)) (*os.File, error) {
+	defer j.refillSpares()
+	f, err := open()
+	for outOfDescriptors(err) {
+		j.spareMu.Lock()
+		n := len(j.spares)
+		if n == 0 {
+			j.spareMu.Unlock()
+			break
+		}
+		j.spares[n-1].Close()
+		j.spares = j.spares[:n-1]
+		j.spareMu.Unlock()
+		f, err = open()
+	}
+	return f, err
+}
+
+// refillSpares takes back the spares open gave away, as far as the process
+// has descriptors again.
+func (j *Journal) refillSpares() {
+	j.spareMu.Lock()
+	defer j.spareMu.Unlock()
+	for len(j.spares) < spareDescriptors {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return
+		}
+		j.spares = append(j.spares, f)
+	}
+}
+
+// outOfDescriptors tells whether err is the process's or the system's
+// descriptor table being full: a passing condition, not a broken disk.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // Open opens (or creates) the journal in dir, recovering from a crash.
@@ -118,7 +171,14 @@ func Open(dir string, opts Options) (*Journal, error) {
 		dir: dir, opts: opts, cursors: map[string]uint64{}, grew: make(chan struct{}),
 		queue: make(chan *appendReq, 1024), quit: make(chan struct{}), stopped: make(chan struct{}), readSegs: map[string]*os.File{},
 	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j.dirFile = d
+	j.refillSpares()
 	if err := j.load(); err != nil {
+		j.closeFiles()
 		return nil, err
 	}
 	go j.commitLoop()
@@ -210,20 +270,55 @@ func (j *Journal) scan(s *segment, last bool) error {
 
 func (j *Journal) openActive() error {
 	if n := len(j.segs); n == 0 || j.segs[n-1].size >= j.opts.SegmentBytes {
-		s := &segment{first: j.next, path: filepath.Join(j.dir, fmt.Sprintf("%020d.seg", j.next)), created: j.opts.Now()}
-		j.segs = append(j.segs, s)
+		j.segs = append(j.segs, j.newSegment())
 	}
-	s := j.segs[len(j.segs)-1]
-	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := j.openSegment(j.segs[len(j.segs)-1])
 	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	if err := syncDir(j.dir); err != nil {
-		f.Close()
 		return err
 	}
 	j.active, j.writer = f, bufio.NewWriterSize(f, 1<<20)
 	return nil
+}
+
+func (j *Journal) newSegment() *segment {
+	return &segment{first: j.next, path: filepath.Join(j.dir, fmt.Sprintf("%020d.seg", j.next)), created: j.opts.Now()}
+}
+
+// openSegment opens s for appending, its directory entry durable.
+func (j *Journal) openSegment(s *segment) (*os.File, error) {
+	f, err := j.open(func() (*os.File, error) { return os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) })
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	if err := j.dirFile.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	return f, nil
+}
+
+// rotate starts a new segment after a commit filled the active one. The
+// full segment stays active until the new one is open, so a failure costs
+// only a longer segment (the records written are durable already), and the
+// next commit tries again.
+func (j *Journal) rotate() {
+	s := j.newSegment()
+	f, err := j.openSegment(s)
+	if err != nil {
+		j.rotateFailures++
+		return
+	}
+	j.active.Close()
+	j.segs = append(j.segs, s)
+	j.active, j.writer = f, bufio.NewWriterSize(f, 1<<20)
+}
+
+// RotateFailures returns how many times a new segment could not be opened
+// (and the full one was written on).
+func (j *Journal) RotateFailures() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.rotateFailures
 }
 
 // Append stores payloads durably and returns the index of the first.
@@ -348,10 +443,7 @@ func (j *Journal) commit(batch []*appendReq) error {
 	close(j.grew)
 	j.grew = make(chan struct{})
 	if seg.size >= j.opts.SegmentBytes {
-		j.active.Close()
-		if err := j.openActive(); err != nil {
-			return err
-		}
+		j.rotate()
 	}
 	return nil
 }
@@ -419,7 +511,7 @@ func (j *Journal) reader(s *segment) (*os.File, error) {
 	if f, ok := j.readSegs[s.path]; ok {
 		return f, nil
 	}
-	f, err := os.Open(s.path)
+	f, err := j.open(func() (*os.File, error) { return os.Open(s.path) })
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
@@ -484,7 +576,7 @@ func (j *Journal) SaveCursors() error {
 	}
 	path := filepath.Join(j.dir, "cursors.json")
 	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := j.open(func() (*os.File, error) { return os.Create(tmp) })
 	if err != nil {
 		return fmt.Errorf("journal: cursors: %w", err)
 	}
@@ -500,7 +592,7 @@ func (j *Journal) SaveCursors() error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("journal: cursors: %w", err)
 	}
-	return syncDir(j.dir)
+	return j.dirFile.Sync()
 }
 
 // Trim deletes whole segments that every cursor has passed and that are
@@ -541,7 +633,10 @@ func (j *Journal) Run(ctx context.Context, interval time.Duration) error {
 		case <-ctx.Done():
 			return j.SaveCursors()
 		case <-t.C:
-			if err := j.SaveCursors(); err != nil {
+			// Out of descriptors even with the spares: the cursors are
+			// saved at the next tick (a crash meanwhile only repeats
+			// records to consumers).
+			if err := j.SaveCursors(); err != nil && !outOfDescriptors(err) {
 				return err
 			}
 			if _, err := j.Trim(); err != nil {
@@ -566,19 +661,23 @@ func (j *Journal) Close() error {
 	err := j.SaveCursors()
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	err = errors.Join(err, j.active.Close())
+	j.closeFiles()
+	return err
+}
+
+// closeFiles closes the files a journal holds besides the active segment.
+func (j *Journal) closeFiles() {
 	for _, f := range j.readSegs {
 		f.Close()
 	}
-	return errors.Join(err, j.active.Close())
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+	j.dirFile.Close()
+	j.spareMu.Lock()
+	defer j.spareMu.Unlock()
+	for _, f := range j.spares {
+		f.Close()
 	}
-	defer d.Close()
-	return d.Sync()
+	j.spares = nil
 }
 
 func cmpU(a, b uint64) int {
