@@ -228,6 +228,8 @@ func (u *wsUplink) serve(w http.ResponseWriter, r *http.Request) {
 	if u.opts.PerAddr > 0 && u.perAddr[addr] >= u.opts.PerAddr {
 		u.mu.Unlock()
 		u.refuse("per_address")
+		// Not kept alive for another try: the address is over its cap.
+		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "too many uplink connections from this address", http.StatusTooManyRequests)
 		return
@@ -242,6 +244,10 @@ func (u *wsUplink) serve(w http.ResponseWriter, r *http.Request) {
 		u.mu.Unlock()
 	}()
 
+	// A request that is not a valid upgrade is answered and the
+	// connection closed: this listener serves nothing else. (An upgrade
+	// replaces the header with its own.)
+	w.Header().Set("Connection", "close")
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept has answered the client
