@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -58,6 +59,9 @@ func edgeSource(host string) string {
 	}
 	return "127.0.0.1,::1"
 }
+
+// defaultConnsPerIP is the services' -max-conns-per-ip.
+const defaultConnsPerIP = 4096
 
 // binaries are the executables the topology needs, besides shindo itself.
 var binaries = []string{"shindo-ingest", "shindo-rts", "shindo-waveform", "shindo-dataapi", "shindo-edge"}
@@ -190,6 +194,7 @@ func newPlan(cfg Config) *plan {
 	var dataAPIs []*process
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
 	var rtsAddrs, waveformAddrs, dataURLs, natsURLs, udps, wss []string
+	fleetConns := 2*cfg.Stations + 16
 	for i, c := range cores {
 		peer := cores[1-i]
 		ns := &process{name: c.name + "-nats", site: c.name, role: "nats", bin: bin("shindo"),
@@ -227,8 +232,11 @@ func newPlan(cfg Config) *plan {
 			"-nats", natsURL(c), "-peer-nats", "nats://"+addr(peer, natsPeerProxy), "-peer-site", peer.name,
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC),
 			// The simulated fleet is one process: all its stations' uplinks
-			// come from one address.
-			"-ws-max-per-ip", "0")
+			// come from one address, two each while one replaces another.
+			"-ws-max-per-ip", strconv.Itoa(fleetConns))
+		if fleetConns > defaultConnsPerIP {
+			ing.args = append(ing.args, "-max-conns-per-ip", strconv.Itoa(fleetConns+64))
+		}
 		ing.listeners["udp"], ing.listeners["ws"] = addr(c, ingestUDP), ws
 		backends = append(backends, rts, wf, data)
 		dataAPIs = append(dataAPIs, data)
