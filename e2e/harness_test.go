@@ -127,6 +127,14 @@ func (l *lockedBuffer) String() string {
 // port base and waits for its "ready" line.
 func startDev(t testing.TB, args ...string) *dev {
 	t.Helper()
+	return startDevEnv(t, nil, args...)
+}
+
+// startDevEnv is startDev with env ("SHINDO_EDGE_…=…") added to the
+// environment, which every process of the topology inherits: a way to set
+// an option shindo dev does not pass itself.
+func startDevEnv(t testing.TB, env []string, args ...string) *dev {
+	t.Helper()
 	bin := binDir(t)
 	var lastErr string
 	for range 3 {
@@ -136,6 +144,7 @@ func startDev(t testing.TB, args ...string) *dev {
 		base := 18000 + rand.IntN(137)*100
 		all := append([]string{"dev", "-dir", d.dir, "-port-base", fmt.Sprint(base)}, args...)
 		d.cmd = exec.Command(filepath.Join(bin, "shindo"), all...)
+		d.cmd.Env = append(os.Environ(), env...)
 		d.cmd.Stderr = d.stderr
 		stdout, err := d.cmd.StdoutPipe()
 		if err != nil {
