@@ -32,7 +32,7 @@ import (
 )
 
 // The abuse suite: each attack of the hostile-input audit, replayed against
-// the built topology from loopback addresses of its own (127.0.1.x and
+// the built topology from loopback addresses of its own (127.1.0.1 and
 // up, which Linux routes to lo without configuration), bounded in count
 // and time. After each, the site must have held: every process still
 // running, the simulated stations acked at both cores and shown by both
@@ -214,10 +214,11 @@ func cpuSeconds(t *testing.T, pid string) float64 {
 	return (utime + stime) / 100 // USER_HZ
 }
 
-// attacker returns a dialer from loopback address 127.0.<block>.<i>.
+// attacker returns a dialer from the i-th loopback address of block:
+// 127.<block>.<i/250>.<1+i%250>.
 func attacker(block, i int) *net.Dialer {
 	return &net.Dialer{Timeout: 5 * time.Second,
-		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, byte(block), byte(1+i%250))}}
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, byte(block), byte(i/250), byte(1+i%250))}}
 }
 
 // flood opens addrs×each connections to target at once, each from one of
@@ -284,8 +285,9 @@ func closedWithin(t *testing.T, conns []net.Conn, limit time.Duration) time.Dura
 }
 
 // attackIngestUpgrades: raw WebSocket upgrades to a core's station uplink,
-// none sending a packet, from 100 addresses: more per address than
-// -ws-max-per-ip, more in all than the budget. Every one is closed within
+// none sending a packet: from ten addresses more than -ws-max-per-ip
+// each, then from many more addresses, fifty each, more in all than the
+// budget. Every one is closed within
 // -ws-first-within (5 s) or at once; the core keeps its descriptors and
 // its stations.
 func attackIngestUpgrades(t *testing.T, s *abuseSite) {
@@ -299,10 +301,11 @@ func attackIngestUpgrades(t *testing.T, s *abuseSite) {
 	cpu := cpuSeconds(t, pid)
 	upgrade := "GET /" + path + " HTTP/1.1\r\nHost: " + host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-	// Ten addresses past their cap, then sixty more past the budget.
+	// Ten addresses past their cap, then more, each under it, past the
+	// budget.
 	conns := flood(t, 1, 10, perAddr+10, host, func(int) string { return upgrade })
-	conns = append(conns, flood(t, 8, 60, abuseBudget/60, host, func(int) string { return upgrade })...)
-	total := 10*(perAddr+10) + 60*(abuseBudget/60)
+	conns = append(conns, flood(t, 8, abuseBudget/50, 50, host, func(int) string { return upgrade })...)
+	total := 10*(perAddr+10) + abuseBudget/50*50
 	took := closedWithin(t, conns, 12*time.Second)
 	refused := metricSum(t, admin, "shindo_connections_refused_total") - refusedBefore
 	perAddrRefused := metricSum(t, admin, "shindo_ingest_ws_refused_total", `reason="per_address"`) - wsBefore
