@@ -40,6 +40,7 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/cors"
 	"shindo.dev/lib/natsconn"
+	"shindo.dev/lib/ratelimit"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/stationsource"
@@ -51,7 +52,6 @@ import (
 	"shindo.dev/svc-dataapi/internal/httpapi"
 	"shindo.dev/svc-dataapi/internal/links"
 	"shindo.dev/svc-dataapi/internal/playback"
-	"shindo.dev/lib/ratelimit"
 	"shindo.dev/svc-dataapi/internal/reports"
 	"shindo.dev/svc-dataapi/internal/stations"
 )
