@@ -399,6 +399,8 @@ func (s *Server) startError(err error, logStart int64) error {
 	switch {
 	case bytes.Contains(log, []byte("could not bind")):
 		err = fmt.Errorf("port %d on %s is %w", s.port, s.listen, errPortInUse)
+	case bytes.Contains(log, []byte("pre-existing shared memory block")):
+		err = fmt.Errorf("%w: backends of the previous postmaster are still exiting", errShmemInUse)
 	case bytes.Contains(log, []byte(`lock file "postmaster.pid" already exists`)):
 		err = fmt.Errorf("data dir %s is in use by another postgres (whose pid starts its postmaster.pid): stop that one first", s.dataDir)
 	default:
@@ -545,12 +547,28 @@ func stopProcess(p *process, sig syscall.Signal) error {
 
 // Restart starts a stopped, killed or crashed server again, on the same
 // port and data directory, and returns once it accepts connections.
+//
+// After a postmaster that died by itself (killed from outside), its
+// backends notice and exit a moment later; until they have, the shared
+// memory is still attached and postgres refuses to start, so Restart
+// tries again for up to the stop timeout.
 func (s *Server) Restart() error {
-	if err := s.start(context.Background()); err != nil {
-		return fmt.Errorf("restart: %w", err)
+	deadline := time.Now().Add(stopTimeout)
+	for {
+		err := s.start(context.Background())
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errShmemInUse) || time.Now().After(deadline) {
+			return fmt.Errorf("restart: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
 }
+
+// errShmemInUse: the shared memory of a previous postmaster of the data
+// directory is still attached by its exiting backends.
+var errShmemInUse = errors.New("the previous server's shared memory is still in use")
 
 // Done returns a channel closed when the running postmaster exits, whether
 // stopped, killed or crashed; for a stopped server, a closed channel. Each
