@@ -11,7 +11,7 @@ import (
 // Bounds on a frame's values: beyond them no ground motion, and no honest
 // station, could be.
 const (
-	minIntensity = -5
+	minIntensity = -12  // a silent record's is −11.06 (seismo/jma.MinIntensity)
 	maxIntensity = 10   // JMA's scale ends at 7
 	maxPGAGal    = 1e4  // about 10 g; the largest ever recorded is near 4,000 gal
 	maxPGVCms    = 1e3  //

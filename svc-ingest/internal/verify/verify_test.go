@@ -206,6 +206,14 @@ func TestSignedContentBounded(t *testing.T) {
 	if o := check(g, seal(t, key, 1, sensor(func(*stationv1.SensorFrame) {})), true); o.Result != Accepted {
 		t.Errorf("an honest sensor frame: %v", o.Result)
 	}
+	// A station on silent ground (or before its first samples) reports
+	// the intensity of a0 at its floor, -11.06.
+	seq++
+	silent := packet("S1", seq, epoch)
+	silent.GetIntensity().Intensity = -11.06
+	if o := check(g, seal(t, key, 1, silent), true); o.Result != Accepted {
+		t.Errorf("a silent station's frame: %v", o.Result)
+	}
 
 	// The budget: a burst, then the rate.
 	limited := 0
