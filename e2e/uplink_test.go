@@ -223,9 +223,15 @@ func TestNoAckedPacketLost(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	base := time.Now().UnixMilli() / 500 * 500
+	// A station's pace, compressed: 500 ms frames sent every 70 ms,
+	// within its packet rate (20/s with retransmissions) and with every
+	// frame within the 30 s that ingest allows between a frame and its
+	// send time: the first starts 28 s before it is sent, the last 28 s
+	// after.
+	const n = 130
+	const pace = 70 * time.Millisecond
+	base := time.Now().UnixMilli()/500*500 - 28_000
 	firstOf := map[uint64]int64{}
-	const n = 400
 	for i := range int64(n) {
 		seq++
 		first := base + i*500
@@ -237,7 +243,7 @@ func TestNoAckedPacketLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		link.Transmit(seq, dg)
-		time.Sleep(10 * time.Millisecond) // a station's pace, compressed
+		time.Sleep(pace)
 	}
 	// Every packet is settled (acked or given up) within two ack timeouts.
 	deadline := time.Now().Add(10 * time.Second)
