@@ -663,8 +663,10 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		if !ok || !strings.HasPrefix(place, "花蓮縣") {
 			t.Errorf("loc %q: TREM-Lite's speech extracts %q (audio.js:303 throws without 位於…))", loc, place)
 		}
-		// DPIP's filter: the day in Taiwan, sorted by magnitude.
-		day := time.Now().In(time.FixedZone("Asia/Taipei", 8*3600)).Format("2006-01-02")
+		// DPIP's filter: the day in Taiwan, sorted by magnitude. The
+		// earthquake's own day: the test may cross midnight in Taiwan.
+		origin, _ := report["time"].(float64)
+		day := time.UnixMilli(int64(origin)).In(time.FixedZone("Asia/Taipei", 8*3600)).Format("2006-01-02")
 		code, body := httpGet(t, tnn+"/api/v2/eq/report?limit=30&minMagnitude=0.0&maxMagnitude=8.0&startTime="+day+"&endTime="+day+"&sort=magnitude&order=asc")
 		var rows []map[string]any
 		if code != 200 || json.Unmarshal([]byte(body), &rows) != nil || !slices.ContainsFunc(rows, func(r map[string]any) bool { return r["id"] == id }) {
