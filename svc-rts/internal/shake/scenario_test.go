@@ -441,10 +441,12 @@ func compare(t *testing.T, want, got []Snapshot, from int64) {
 
 // TestLateFramesReplayed: frames arriving after their tick was computed (up
 // to 2 s late: retransmissions, a WebSocket fallback) are out of the
-// contract for the ticks they missed, but the engine recomputes the
-// detections from their tick on, so once they are in, the engine agrees
-// with one that had everything in time: identical snapshots and detections
-// from then on.
+// contract for the ticks they missed — there a station whose frame is
+// missing shows its previous values marked with their age, and every
+// station whose frame is in shows it, as the engine that had everything in
+// time does — but the engine recomputes the detections from their tick on,
+// so once they are in, the engine agrees with one that had everything in
+// time: identical snapshots and detections from then on.
 func TestLateFramesReplayed(t *testing.T) {
 	t.Parallel()
 	r, ev := scenario(t, "hualien", 210)
@@ -453,6 +455,7 @@ func TestLateFramesReplayed(t *testing.T) {
 	lateUntil := ev.Origin.UnixMilli() + 30_000
 	rnd := rand.New(rand.NewPCG(9, 9))
 	held := map[int64][]stationFrame{}
+	missing := map[int64]map[string]bool{} // tick → stations whose frame for it is held back
 	e := r.engine()
 	got := r.deliver(e, func(tick int64, due []stationFrame) []stationFrame {
 		batch := held[tick]
@@ -461,6 +464,10 @@ func TestLateFramesReplayed(t *testing.T) {
 			if tick <= lateUntil && rnd.IntN(5) == 0 {
 				at := tick + int64(1+rnd.IntN(4))*TickMs
 				held[at] = append(held[at], sf)
+				if missing[sf.f.WindowEndMs] == nil {
+					missing[sf.f.WindowEndMs] = map[string]bool{}
+				}
+				missing[sf.f.WindowEndMs][sf.id] = true
 				continue
 			}
 			batch = append(batch, sf)
@@ -469,6 +476,30 @@ func TestLateFramesReplayed(t *testing.T) {
 	})
 	if e.ReplayedTicks() == 0 {
 		t.Fatal("no tick was recomputed")
+	}
+	carried := 0
+	for i := range got {
+		tick := got[i].TimeMs
+		current := map[string]StationValue{}
+		for _, v := range want[i].Stations {
+			current[v.ID] = v
+		}
+		for _, v := range got[i].Stations {
+			w := current[v.ID]
+			if missing[tick][v.ID] {
+				carried++
+				if v.AgeMs == 0 {
+					t.Fatalf("tick %d: %s's frame is late, yet its value %+v is shown as current", tick, v.ID, v)
+				}
+				continue
+			}
+			if v.AgeMs != 0 || v.PGA != w.PGA || v.PGV != w.PGV || v.Intensity != w.Intensity || v.Alert != w.Alert {
+				t.Fatalf("tick %d: %s %+v, want its frame for the tick as %+v", tick, v.ID, v, w)
+			}
+		}
+	}
+	if carried == 0 {
+		t.Fatal("no station value carried over")
 	}
 	compare(t, want, got, lateUntil+2500)
 }

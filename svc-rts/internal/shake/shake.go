@@ -6,6 +6,20 @@
 // the same frames in any order compute the same snapshot, and a frame that
 // arrives twice changes nothing.
 //
+// The tick loop does not wait for every frame: it closes a tick on a
+// deadline (package rtsgrpc). A station whose frame for T is not in when T
+// is computed — late, or lost — is shown with its latest values, up to 3 s
+// old, marked by their age (StationValue.AgeMs: the tick minus the window
+// end they come from), never as T's own: those values are the station's
+// latest (SPEC §4) but not T's. It is not left out, which would show it
+// offline for a frame merely late, and never at all if its frames always
+// come after the deadline. Its triggered state, and so the boxes, areas and
+// detections it lights, follows the same rule — the latest frame within
+// 3 s — and its display intensity is measured at T from the frames held.
+// The age is a function of the frames held like every other value, so two
+// cores that held the same frames still compute the same snapshot, and a
+// core that lacked a frame says so.
+//
 // Detections (package detect) need memory longer than the frames kept, so
 // they are a state advanced tick by tick; the state of tick T is a pure
 // function of the triggered stations of every tick up to T, each derived
@@ -94,11 +108,20 @@ type Config struct {
 
 // StationValue is one station's state in a snapshot.
 type StationValue struct {
-	ID        string
+	ID string
+	// AgeMs is how old PGA, PGV, Intensity and Alert are: the tick minus
+	// the window end of the frame they come from. 0 when the station's
+	// frame for the tick was held when the tick was computed; 500 to 2500
+	// when it was late or lost and the values are carried over from the
+	// station's latest earlier frame.
+	AgeMs     int64
 	PGA, PGV  float32
 	Intensity float32 // real-time
-	Display   float32 // with slow decay
-	Alert     bool
+	// Display is the intensity with slow decay: the highest of the
+	// station's frames held, each decayed from its window end to the tick,
+	// and never below Intensity (carried over or not).
+	Display float32
+	Alert   bool
 }
 
 // Level is an area with its intensity level (0–9).
@@ -319,7 +342,9 @@ func (e *Engine) Snapshot(t int64) Snapshot {
 	return snap
 }
 
-// value derives a station's state at t from its frames alone.
+// value derives a station's state at t from its frames alone: the latest
+// frame ending at or before t, with its age when the frame ending at t is
+// not held.
 func (e *Engine) value(st *station, t int64) (StationValue, bool) {
 	var latest *Frame
 	display := math.Inf(-1)
@@ -339,6 +364,7 @@ func (e *Engine) value(st *station, t int64) (StationValue, bool) {
 	}
 	display = max(display, float64(latest.Intensity))
 	return StationValue{
+		AgeMs:     t - latest.WindowEndMs,
 		PGA:       latest.PGA,
 		PGV:       latest.PGV,
 		Intensity: latest.Intensity,

@@ -258,6 +258,61 @@ func TestLateFrames(t *testing.T) {
 	}
 }
 
+// TestDeadlineTickMarksLateStation: when a tick closes on its deadline
+// with a station's frame for it missing, the station keeps its latest
+// values — it is online — but marked with their age, never as the tick's
+// own; the stations whose frame is in are current. The age grows until the
+// station goes offline at 3 s, and once the late frame is in, the tick
+// asked for again shows the station current.
+func TestDeadlineTickMarksLateStation(t *testing.T) {
+	t.Parallel()
+	e := newEngine()
+	for _, id := range []string{"HUA", "JIA", "TPE"} {
+		e.Apply(id, Frame{WindowEndMs: t0, Intensity: 2, PGA: 20, PGV: 2})
+	}
+	tick := t0 + 500
+	done := e.Await(tick)
+	for _, id := range []string{"HUA", "TPE"} {
+		e.Apply(id, Frame{WindowEndMs: tick, Intensity: 0.5, PGA: 5, PGV: 0.5})
+	}
+	select {
+	case <-done:
+		t.Fatal("complete with JIA's frame missing")
+	default: // the tick closes on its deadline
+	}
+	values := func(snap Snapshot) map[string]StationValue {
+		m := map[string]StationValue{}
+		for _, v := range snap.Stations {
+			m[v.ID] = v
+		}
+		return m
+	}
+	got := values(e.Snapshot(tick))
+	if want := (StationValue{ID: "JIA", AgeMs: 500, PGA: 20, PGV: 2, Intensity: 2, Display: 2, Alert: true}); got["JIA"] != want {
+		t.Errorf("late JIA %+v, want %+v: the values of its previous frame, marked 500 ms old", got["JIA"], want)
+	}
+	for _, id := range []string{"HUA", "TPE"} {
+		if v := got[id]; v.AgeMs != 0 || v.PGA != 5 || v.Intensity != 0.5 || v.Alert {
+			t.Errorf("%s %+v, want its frame for the tick, current", id, v)
+		}
+	}
+
+	for tick := t0 + 1000; tick <= t0+3000; tick += TickMs {
+		for _, id := range []string{"HUA", "TPE"} {
+			e.Apply(id, Frame{WindowEndMs: tick, Intensity: 0.5, PGA: 5, PGV: 0.5})
+		}
+		v, online := values(e.Snapshot(tick))["JIA"]
+		if wantOnline := tick < t0+OfflineAfterMs; online != wantOnline || online && (v.AgeMs != tick-t0 || v.PGA != 20) {
+			t.Errorf("tick %+d ms: JIA %+v online %v, want the frame of %+d ms, %d ms old, online %v", tick-t0, v, online, 0, tick-t0, wantOnline)
+		}
+	}
+
+	e.Apply("JIA", Frame{WindowEndMs: tick, Intensity: 0.4, PGA: 4, PGV: 0.4})
+	if v := values(e.Snapshot(tick))["JIA"]; v.AgeMs != 0 || v.PGA != 4 || v.Intensity != 0.4 || v.Alert {
+		t.Errorf("tick asked again once the late frame is in: JIA %+v, want its frame for the tick, current", v)
+	}
+}
+
 func TestForget(t *testing.T) {
 	t.Parallel()
 	e := newEngine()
