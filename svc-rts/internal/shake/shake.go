@@ -16,9 +16,8 @@
 // come after the deadline. Its triggered state, and so the boxes, areas and
 // detections it lights, follows the same rule — the latest frame within
 // 3 s — and its display intensity is measured at T from the frames held.
-// The age is a function of the frames held like every other value, so two
-// cores that held the same frames still compute the same snapshot, and a
-// core that lacked a frame says so.
+// The age is a function of the frames held like every other value, so it
+// does not break the agreement below: a core that lacked a frame says so.
 //
 // Detections (package detect) need memory longer than the frames kept, so
 // they are a state advanced tick by tick; the state of tick T is a pure
@@ -27,12 +26,23 @@
 // those the tick loop skipped, and keeps the states of the last replayTicks
 // ticks: a frame that arrives after its tick was computed (a retransmission,
 // a WebSocket fallback) and changes what was triggered makes the engine
-// recompute the states from that tick on. So two cores agree on detections,
-// IDs and serials as soon as both hold the same frames, whatever the order
-// and timing of arrival, provided no frame is later than replayTicks. An
-// engine that starts (or restarts, or stalls for longer than the frames it
-// keeps) in the middle of an event begins with no detection and may name
-// that event differently from a core that saw it start.
+// recompute the states from that tick on.
+//
+// What two cores agree on, then: a snapshot is a function of the frames the
+// core held when it computed it. Two cores that held the same frames ending
+// at or before T emit the same snapshot of T. Where a frame came before T's
+// deadline at one core and after it at the other, their snapshots of T
+// differ: the one that lacked it shows that station carried over
+// (AgeMs > 0), and its detections as they were without the frame. Snapshots
+// sent are not revised; but every snapshot computed once both hold the same
+// frames is identical — stations, boxes, areas, and detections with their
+// IDs and serials — and so is the snapshot of an earlier tick asked for
+// again (while its detection state is kept), whatever the order and timing
+// of arrival, provided no frame arrives once the engine has computed a tick
+// more than replayTicks − 2 ticks (15 s) past its window end. An engine that
+// starts (or restarts, or stalls for longer than the frames it keeps) in
+// the middle of an event begins with no detection and may name that event
+// differently from a core that saw it start.
 package shake
 
 import (
@@ -290,7 +300,8 @@ func (e *Engine) Await(t int64) <-chan struct{} {
 
 // Snapshot computes the snapshot of tick t (a multiple of TickMs). Ticks
 // are meant to be asked for in increasing order; an earlier tick gets its
-// station values and the detections kept for it, if any.
+// station values and the detections kept for it, if any, corrected by the
+// late frames held.
 func (e *Engine) Snapshot(t int64) Snapshot {
 	snap := Snapshot{TimeMs: t}
 	boxes := map[uint32]uint32{}
@@ -388,14 +399,9 @@ func (e *Engine) locate(id string, st *station) (place Place, box uint32, inBox,
 }
 
 // detections advances the detection state to tick t and returns its
-// detections.
+// detections; for a tick already stepped, those kept for it, corrected by
+// the late frames held.
 func (e *Engine) detections(t int64) []detect.Detection {
-	if e.detTick != 0 && t < e.detTick {
-		if st := e.ringAt(t); st != nil {
-			return st.Detections()
-		}
-		return nil
-	}
 	if e.detTick == 0 || t-e.detTick > historyLen*TickMs {
 		// The first tick, or a gap longer than the frames kept: start
 		// afresh, from an empty state "before" t.
@@ -420,6 +426,12 @@ func (e *Engine) detections(t int64) []detect.Detection {
 				e.replayed++
 			}
 		}
+	}
+	if t < e.detTick {
+		if st := e.ringAt(t); st != nil {
+			return st.Detections()
+		}
+		return nil
 	}
 	for u := e.detTick + TickMs; u <= t; u += TickMs {
 		e.step(u)

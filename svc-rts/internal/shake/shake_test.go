@@ -313,6 +313,125 @@ func TestDeadlineTickMarksLateStation(t *testing.T) {
 	}
 }
 
+// TestCoresAgreeAfterADeadlineTick: two cores get the same frames, core A
+// each before its tick is computed, core B some only after their tick
+// closed on its deadline — one frame a tick late, four frames of a station
+// held 2 s (a WebSocket fallback), a quiet frame after triggered ones a tick
+// late. The agreement is the documented one (package doc): B's snapshot of
+// a tick it lacked a frame for differs from A's only in that station,
+// marked with its age and carrying its previous values, and in the
+// detections that station's frame would change; every other snapshot is
+// identical, detections with their IDs and serials included, from the
+// first tick computed after the late frames are in; and B's snapshot of
+// the tick a frame missed, asked for again once it is in, is A's.
+func TestCoresAgreeAfterADeadlineTick(t *testing.T) {
+	t.Parallel()
+	type key struct {
+		id string
+		k  int64
+	}
+	onset := map[string]int64{"HUA": 4, "JIA": 5, "SHO": 6}
+	frame := func(id string, k int64) Frame {
+		f := Frame{WindowEndMs: t0 + k*TickMs, Intensity: 0.2, PGA: float32(k) + 0.5, PGV: 0.1}
+		if on, ok := onset[id]; ok && k >= on && k <= 14 {
+			f.Intensity, f.PGA = 2.6+float32(k)/20, 30+float32(k)
+		}
+		return f
+	}
+	// lateUntil: B gets these frames just before the tick given.
+	lateUntil := map[key]int64{
+		{"JIA", 5}:  6,
+		{"SHO", 6}:  10,
+		{"SHO", 7}:  10,
+		{"SHO", 8}:  10,
+		{"SHO", 9}:  10,
+		{"HUA", 15}: 16,
+	}
+	ids := []string{"HUA", "JIA", "SHO", "TPE"}
+	const ticks = 40
+	a, b := newEngine(), newEngine()
+	var snapsA []Snapshot
+	for k := range int64(ticks) {
+		for _, id := range ids {
+			a.Apply(id, frame(id, k))
+		}
+		snapsA = append(snapsA, a.Snapshot(t0+k*TickMs))
+	}
+
+	var snapsB []Snapshot
+	missed := map[int64]map[string]int64{} // tick → station → its latest frame held by B
+	for k := range int64(ticks) {
+		tick := t0 + k*TickMs
+		var arrived []int64
+		for kk := range k {
+			for _, id := range ids {
+				if lateUntil[key{id, kk}] == k {
+					b.Apply(id, frame(id, kk))
+					arrived = append(arrived, kk)
+				}
+			}
+		}
+		for _, kk := range arrived {
+			// The tick a late frame missed, asked for again: now A's.
+			if got := b.Snapshot(t0 + kk*TickMs); !reflect.DeepEqual(got, snapsA[kk]) {
+				t.Errorf("tick %d asked again after its late frame:\n got  %+v\n want %+v", kk, got, snapsA[kk])
+			}
+		}
+		for _, id := range ids {
+			if _, late := lateUntil[key{id, k}]; !late {
+				b.Apply(id, frame(id, k))
+			}
+		}
+		// Which stations B lacks a frame for at this tick, and its latest.
+		for _, id := range ids {
+			for kk := k; kk >= 0; kk-- {
+				if until, late := lateUntil[key{id, kk}]; !late || until <= k {
+					if kk < k {
+						if missed[k] == nil {
+							missed[k] = map[string]int64{}
+						}
+						missed[k][id] = kk
+					}
+					break
+				}
+			}
+		}
+		got, want := b.Snapshot(tick), snapsA[k]
+		snapsB = append(snapsB, got)
+		if len(missed[k]) == 0 {
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("tick %d, every frame in:\n got  %+v\n want %+v", k, got, want)
+			}
+			continue
+		}
+		if len(got.Stations) != len(want.Stations) {
+			t.Fatalf("tick %d: stations %+v, want %+v", k, got.Stations, want.Stations)
+		}
+		for i, v := range got.Stations {
+			latest, late := missed[k][v.ID]
+			if !late {
+				if w := want.Stations[i]; v != w {
+					t.Errorf("tick %d: %s %+v, want %+v", k, v.ID, v, w)
+				}
+				continue
+			}
+			f := frame(v.ID, latest)
+			if v.AgeMs != (k-latest)*TickMs || v.PGA != f.PGA || v.Intensity != f.Intensity {
+				t.Errorf("tick %d: late %s %+v, want the values of its frame of tick %d, %d ms old", k, v.ID, v, latest, (k-latest)*TickMs)
+			}
+		}
+	}
+	if b.ReplayedTicks() == 0 {
+		t.Fatal("no tick of detections was recomputed")
+	}
+	// The held frames mattered: A opened the detection at tick 6, when
+	// SHO triggered; B, without SHO's frames, did not until they came.
+	if len(snapsA[5].Detections) != 0 || len(snapsA[6].Detections) != 1 || len(snapsB[9].Detections) != 0 || len(snapsB[10].Detections) != 1 {
+		t.Fatalf("detections at ticks 5, 6 (A) and 9, 10 (B): %+v, %+v, %+v, %+v",
+			snapsA[5].Detections, snapsA[6].Detections, snapsB[9].Detections, snapsB[10].Detections)
+	}
+}
+
 func TestForget(t *testing.T) {
 	t.Parallel()
 	e := newEngine()
