@@ -72,6 +72,7 @@ type Server struct {
 	tickCompute prometheus.Histogram
 	tickLate    prometheus.Histogram
 	online      prometheus.Gauge
+	carried     prometheus.Counter
 	detections  prometheus.Counter
 	updates     prometheus.Counter
 	active      prometheus.Gauge
@@ -107,6 +108,10 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		online: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shindo_rts_stations_online", Help: "Stations in the latest snapshot.",
 		}),
+		carried: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shindo_rts_station_values_carried_total",
+			Help: "Station values in snapshots carried over from an earlier frame: the station's frame for the tick was late (after the tick's deadline) or lost.",
+		}),
 		detections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shindo_rts_detections_total", Help: "Detections declared (new IDs).",
 		}),
@@ -117,7 +122,7 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 			Name: "shindo_rts_detections_listed", Help: "Detections in the latest snapshot, final ones included.",
 		}),
 	}
-	reg.MustRegister(s.records, s.ticks, s.tickCompute, s.tickLate, s.online, s.detections, s.updates, s.active,
+	reg.MustRegister(s.records, s.ticks, s.tickCompute, s.tickLate, s.online, s.carried, s.detections, s.updates, s.active,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shindo_rts_detection_replayed_ticks_total", Help: "Ticks of detections recomputed because frames arrived after their tick.",
 		}, func() float64 { return float64(engine.ReplayedTicks()) }),
@@ -278,7 +283,21 @@ func (s *Server) emit(t int64) {
 	s.detectionUpdates(pb.GetDetections())
 	s.ticks.Inc()
 	s.online.Set(float64(len(snap.Stations)))
+	s.carried.Add(float64(carried(snap)))
 	s.tickLate.Observe(s.now().Sub(time.UnixMilli(t)).Seconds())
+}
+
+// carried counts the station values of a snapshot that are not the tick's
+// own (shake.StationValue.AgeMs). rtsv1.StationState has no field for the
+// age yet, so on the wire they look current; the count shows how often.
+func carried(snap shake.Snapshot) int {
+	n := 0
+	for _, v := range snap.Stations {
+		if v.AgeMs > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // detectionUpdates counts new detections and serials and hands each new

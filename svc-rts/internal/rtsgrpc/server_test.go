@@ -244,6 +244,34 @@ func TestDetectionsPublished(t *testing.T) {
 	}
 }
 
+// TestCarriedValuesCounted: a tick emitted without a station's frame for
+// it counts that station's carried-over value.
+func TestCarriedValuesCounted(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	srv := New(shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15}), "TNN-1", 100*time.Millisecond,
+		make(chan struct{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	const t0 = int64(1_800_000_000_000)
+	srv.apply(record("A", t0, 1))
+	srv.apply(record("B", t0, 1))
+	srv.emit(t0)
+	srv.apply(record("A", t0+500, 1)) // B's frame is late
+	srv.emit(t0 + 500)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "shindo_rts_station_values_carried_total" {
+			if got := f.GetMetric()[0].GetCounter().GetValue(); got != 1 {
+				t.Fatalf("%v carried values counted, want 1", got)
+			}
+			return
+		}
+	}
+	t.Fatal("shindo_rts_station_values_carried_total not exported")
+}
+
 // memArchive keeps snapshots in memory, as ticklog.Log does on disk.
 type memArchive struct {
 	mu     sync.Mutex
