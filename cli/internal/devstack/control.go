@@ -35,15 +35,17 @@ type stack struct {
 	// actMu serialises control actions: two restarts of one site at once
 	// would race for its ports.
 	actMu sync.Mutex
-	// exits gets processes that died without being asked to.
-	exits chan *process
+	// ctx ends when shindo dev is asked to stop: no restarts after it.
+	ctx context.Context
+	// failed gets the error of a process the supervisor gave up on.
+	failed chan error
 
 	intersite   []*faultproxy.TCP
 	partitioned bool
 }
 
-func newStack(cfg Config, plan *plan, log *slog.Logger, logDir string) *stack {
-	return &stack{cfg: cfg, plan: plan, log: log, logDir: logDir, exits: make(chan *process, len(plan.processes()))}
+func newStack(ctx context.Context, cfg Config, plan *plan, log *slog.Logger, logDir string) *stack {
+	return &stack{ctx: ctx, cfg: cfg, plan: plan, log: log, logDir: logDir, failed: make(chan error, 1)}
 }
 
 // openIntersite starts the proxies the cores reach each other's NATS
@@ -59,26 +61,26 @@ func (s *stack) openIntersite() error {
 	return nil
 }
 
-// start runs p (again, if restart) and watches for it dying unasked.
-func (s *stack) start(p *process, restart bool) error {
+// start runs p (again, if restart) and supervises it.
+func (s *stack) start(p *process, restart bool) (*proc.Proc, error) {
+	pr, err := s.run(p, restart)
+	if err != nil {
+		return nil, err
+	}
+	go s.supervise(p, pr)
+	return pr, nil
+}
+
+func (s *stack) run(p *process, restart bool) (*proc.Proc, error) {
 	pr, err := proc.Run(proc.Spec{Name: p.name, Bin: p.bin, Args: p.args, Env: p.env,
 		LogPath: filepath.Join(s.logDir, p.name+".log"), Append: restart, As: p.as})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	p.proc, p.down = pr, false
 	s.mu.Unlock()
-	go func() {
-		<-pr.Done()
-		s.mu.Lock()
-		unasked := p.proc == pr && !p.down
-		s.mu.Unlock()
-		if unasked {
-			s.exits <- p
-		}
-	}()
-	return nil
+	return pr, nil
 }
 
 // stopAll stops every running process, last started first, within the
@@ -157,10 +159,11 @@ func (s *stack) act(ctx context.Context, action string, ps []*process) error {
 			if running {
 				continue
 			}
-			if err := s.start(p, true); err != nil {
+			pr, err := s.start(p, true)
+			if err != nil {
 				return err
 			}
-			if err := waitReady(ctx, p, s.cfg.ReadyTimeout); err != nil {
+			if err := waitReady(ctx, p, pr, s.cfg.ReadyTimeout); err != nil {
 				return err
 			}
 			s.log.Info("restarted", slog.String("process", p.name))

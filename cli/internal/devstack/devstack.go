@@ -2,8 +2,9 @@
 // this machine as separate OS processes — the same binaries and flags a
 // production deployment uses — with a simulated station fleet, writes where
 // everything listens to <dir>/endpoints.json and the provisioned stations to
-// <dir>/stations.json, prints "ready" once every health check passes, and
-// stops every process on Ctrl-C or SIGTERM.
+// <dir>/stations.json, prints "ready" once every health check passes,
+// restarts any process that exits unasked (supervise.go), and stops every
+// process on Ctrl-C or SIGTERM.
 //
 // It runs both cores (TNN-1 and TYO-1, each with ingest, rts, waveform,
 // dataapi and NATS), etcd at TNN-1, TYO-1 and TPE-1, both edges (TPE-1 and
@@ -27,6 +28,7 @@ import (
 	"strconv"
 	"time"
 
+	"shindo.dev/cli/internal/proc"
 	"shindo.dev/cli/internal/provision"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/service"
@@ -109,9 +111,12 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	}
 	stations := provision.Fleet("SIM", cfg.Stations)
 
+	// ctx ends before anything is stopped, so nothing stopped is restarted.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := newStack(ctx, cfg, plan, log, logDir)
 	var pg *metadata
 	var dsn string
-	pgDone := make(<-chan struct{}) // never, with -ha: Patroni's members are processes of the stack
 	if cfg.HA {
 		base, scratch, err := pgBase(cfg.Dir)
 		if err != nil {
@@ -128,8 +133,17 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		if pg, dsn, err = startMetadata(ctx, cfg, cfg.PortBase+tnn.block+postgresPort, log); err != nil {
 			return err
 		}
-		defer pg.stop() // after every service: deferred first, runs last
-		pgDone = pg.Done()
+		supervised := make(chan struct{})
+		go func() {
+			defer close(supervised)
+			pg.supervise(ctx, log, st.fail, func() { st.endpoints() })
+		}()
+		// After every service: deferred first, runs last.
+		defer func() {
+			cancel()
+			<-supervised
+			pg.stop()
+		}()
 		log.Info("metadata database up", slog.String("url", dsn))
 	}
 	token, err := newToken()
@@ -147,8 +161,9 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		return fmt.Errorf("write %s: %w", plan.notifyTokenFile, err)
 	}
 
-	st := newStack(cfg, plan, log, logDir)
 	defer st.stopAll()
+	defer cancel()                             // before stopAll
+	st.endpoints = func() error { return nil } // until every process runs
 	if err := st.openIntersite(); err != nil {
 		return err
 	}
@@ -172,13 +187,15 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			}
 			log.Info("stations provisioned", slog.Int("stations", len(stations)), slog.Duration("took", time.Since(start)))
 		}
-		for _, p := range group {
-			if err := st.start(p, false); err != nil {
+		runs := make([]*proc.Proc, len(group))
+		for i, p := range group {
+			var err error
+			if runs[i], err = st.start(p, false); err != nil {
 				return err
 			}
 		}
-		for _, p := range group {
-			if err := waitReady(ctx, p, cfg.ReadyTimeout); err != nil {
+		for i, p := range group {
+			if err := waitReady(ctx, p, runs[i], cfg.ReadyTimeout); err != nil {
 				return err
 			}
 		}
@@ -213,21 +230,14 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	}
 	fmt.Fprintln(stdout, "ready")
 
-	// Run until asked to stop, or until a process dies unasked: a half
-	// topology would mislead whoever is looking at it. Processes taken
-	// down through the control API are expected to be down.
+	// Run until asked to stop. A process that dies unasked is restarted
+	// (supervise.go); shindo dev ends only when one keeps failing.
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")
 		return nil
-	case <-pgDone:
-		return fmt.Errorf("the metadata database exited; last lines of its log:\n%s", pg.LogTail(5))
-	case p := <-st.exits:
-		if ctx.Err() != nil {
-			return nil
-		}
-		pr := p.proc
-		return fmt.Errorf("%s exited (%s); last lines of %s:\n%s", p.name, pr.ExitDescription(), pr.LogPath, pr.Tail(5))
+	case err := <-st.failed:
+		return err
 	}
 }
 
@@ -239,15 +249,16 @@ func names(ps []*process) []string {
 	return out
 }
 
-// waitReady polls the process's readiness URL until it answers 200.
-func waitReady(ctx context.Context, p *process, timeout time.Duration) error {
+// waitReady polls the readiness URL of p, running as pr, until it answers
+// 200.
+func waitReady(ctx context.Context, p *process, pr *proc.Proc, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: time.Second}
 	var last string
 	for {
 		select {
-		case <-p.proc.Done():
-			return fmt.Errorf("%s exited while starting (%s); last lines of %s:\n%s", p.name, p.proc.ExitDescription(), p.proc.LogPath, p.proc.Tail(5))
+		case <-pr.Done():
+			return fmt.Errorf("%s exited while starting (%s); last lines of %s:\n%s", p.name, pr.ExitDescription(), pr.LogPath, pr.Tail(5))
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -263,7 +274,7 @@ func waitReady(ctx context.Context, p *process, timeout time.Duration) error {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s (%s); see %s", p.name, timeout, last, p.proc.LogPath)
+			return fmt.Errorf("%s not ready within %s (%s); see %s", p.name, timeout, last, pr.LogPath)
 		}
 		select {
 		case <-ctx.Done():

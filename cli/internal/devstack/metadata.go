@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"shindo.dev/cli/internal/proc"
 	"shindo.dev/lib/pgserver"
 )
 
@@ -29,6 +31,46 @@ func (m *metadata) stop() {
 	m.Stop()
 	if m.scratch != "" {
 		os.RemoveAll(m.scratch)
+	}
+}
+
+// supervise restarts the member whenever its postmaster exits unasked, with
+// the back-off of every other process, until ctx ends; restarted is called
+// once it accepts connections again, failed when it keeps failing. While
+// it is down real-time data flows on — no service needs the database for
+// it — and the data API answers writes with 503.
+func (m *metadata) supervise(ctx context.Context, log *slog.Logger, failed func(error), restarted func()) {
+	policy := proc.DefaultRestarts()
+	for {
+		started := time.Now()
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.Done():
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		ran := time.Since(started)
+		delay, giveUp := policy.Exited(ran)
+		if giveUp {
+			failed(fmt.Errorf("the metadata database keeps failing: it exited %d times in a row soon after starting; last lines of its log:\n%s",
+				policy.ShortRuns(), m.LogTail(8)))
+			return
+		}
+		log.Warn("metadata database exited unasked; restarting", slog.Duration("restart_in", delay),
+			slog.String("last_lines", m.LogTail(5)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if err := m.Restart(); err != nil {
+			log.Warn("metadata database restart failed", slog.Any("err", err))
+			continue // Done is closed while stopped: counted as a short run
+		}
+		log.Info("metadata database restarted", slog.Int("pid", m.Pid()))
+		restarted()
 	}
 }
 

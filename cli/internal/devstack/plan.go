@@ -77,6 +77,8 @@ type process struct {
 	proc     *proc.Proc
 	// down: taken down through the control API, so its exit is expected.
 	down bool
+	// restarts is the supervisor's policy and count of short runs.
+	restarts *proc.Restarts
 	// as is the user to run it as (PostgreSQL and Patroni refuse root).
 	as *syscall.Credential
 	// listeners by kind (udp, ws, grpc, admin, http) as endpoints.json

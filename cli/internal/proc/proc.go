@@ -23,6 +23,7 @@ type Proc struct {
 	log     *os.File
 	done    chan struct{}
 	err     error
+	started time.Time
 }
 
 // Spec describes a process to run.
@@ -71,7 +72,7 @@ func Run(spec Spec) (*Proc, error) {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Proc{Name: name, LogPath: logPath, cmd: cmd, log: f, done: make(chan struct{})}
+	p := &Proc{Name: name, LogPath: logPath, cmd: cmd, log: f, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -79,6 +80,9 @@ func Run(spec Spec) (*Proc, error) {
 	}()
 	return p, nil
 }
+
+// Started returns when the process was started.
+func (p *Proc) Started() time.Time { return p.started }
 
 // Pid returns the process ID.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
@@ -137,3 +141,54 @@ func (p *Proc) ExitDescription() string {
 	}
 	return p.err.Error()
 }
+
+// Restarts decides when a process that exited unasked runs again, the way
+// a production supervisor does (systemd's Restart=on-failure with
+// RestartSec and StartLimitBurst, Kubernetes' crash-loop back-off): soon
+// after one that had been running a while — a crash or a kill from outside
+// — with doubling delays after one that keeps exiting soon after it
+// started, and not at all after Limit such exits in a row, when something
+// is wrong that restarting will not mend.
+type Restarts struct {
+	// Initial is the delay after a healthy run, doubled after each short
+	// run up to Max.
+	Initial, Max time.Duration
+	// Healthy is how long a run must last to count as healthy: it resets
+	// the count of short runs.
+	Healthy time.Duration
+	// Limit is how many short runs in a row make the supervisor give up.
+	Limit int
+
+	short int
+}
+
+// DefaultRestarts is the policy of `shindo dev`: a killed process is back
+// within a quarter second plus its start, and one that cannot run is
+// given up on after five tries in about eight seconds.
+func DefaultRestarts() *Restarts {
+	return &Restarts{Initial: 250 * time.Millisecond, Max: 8 * time.Second, Healthy: 15 * time.Second, Limit: 5}
+}
+
+// Exited records a run that lasted ranFor and returns how long to wait
+// before the next, or giveUp.
+func (r *Restarts) Exited(ranFor time.Duration) (delay time.Duration, giveUp bool) {
+	if ranFor >= r.Healthy {
+		r.short = 0
+		return r.Initial, false
+	}
+	r.short++
+	if r.short >= r.Limit {
+		return 0, true
+	}
+	delay = r.Initial
+	for range r.short {
+		delay *= 2
+		if delay >= r.Max {
+			return r.Max, false
+		}
+	}
+	return delay, false
+}
+
+// ShortRuns is how many runs in a row ended before they were healthy.
+func (r *Restarts) ShortRuns() int { return r.short }

@@ -3,6 +3,7 @@ package proc
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,5 +79,43 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRestartsBackOffAndGiveUp(t *testing.T) {
+	r := DefaultRestarts()
+	// A process killed after a long run comes back at once, every time.
+	for range 10 {
+		if d, giveUp := r.Exited(time.Hour); giveUp || d != r.Initial {
+			t.Fatalf("after a healthy run: %v %v", d, giveUp)
+		}
+	}
+	// One that keeps exiting soon after it started waits longer each time,
+	// then is given up on.
+	var delays []time.Duration
+	for {
+		d, giveUp := r.Exited(time.Second)
+		if giveUp {
+			break
+		}
+		delays = append(delays, d)
+		if len(delays) > r.Limit {
+			t.Fatalf("not given up on after %d short runs: %v", len(delays), delays)
+		}
+	}
+	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+	if !slices.Equal(delays, want) {
+		t.Fatalf("delays %v, want %v", delays, want)
+	}
+	// A healthy run forgives the short ones.
+	if d, giveUp := r.Exited(r.Healthy); giveUp || d != r.Initial || r.ShortRuns() != 0 {
+		t.Fatalf("after a healthy run: %v %v, %d short runs", d, giveUp, r.ShortRuns())
+	}
+	capped := &Restarts{Initial: time.Second, Max: 3 * time.Second, Healthy: time.Minute, Limit: 100}
+	for range 5 {
+		capped.Exited(0)
+	}
+	if d, _ := capped.Exited(0); d != 3*time.Second {
+		t.Fatalf("delay %v past the cap", d)
 	}
 }
