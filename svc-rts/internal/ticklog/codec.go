@@ -39,7 +39,35 @@ func dequantize(q int64, scale float64) float32 { return float32(float64(q) / sc
 
 // stationFields is how many fields StationState has; the codec stores every
 // one of them, and a test fails when the message grows without the codec.
-const stationFields = 6
+const stationFields = 7
+
+// The per-station flags byte: bit 0 is alert, bits 1–3 the age (age_ms) in
+// ticks. svc-rts only sends ages that are whole ticks below 3 s, so they
+// fit; any other age is stored as ageEscape in those bits, followed by the
+// age in ms as a varint. The other bits are zero. Blocks written before
+// the age was on the wire have bits 1–3 zero, age 0, which is what those
+// snapshots carried: they read as they were sent, with no format version.
+const (
+	flagAlert  = 1
+	ageShift   = 1
+	ageMask    = 7 << ageShift
+	ageEscape  = 7
+	flagsKnown = flagAlert | ageMask
+)
+
+// stationFlags returns the flags byte of st, and whether its age follows
+// as a varint.
+func stationFlags(st *rtsv1.StationState) (byte, bool) {
+	var flags byte
+	if st.GetAlert() {
+		flags |= flagAlert
+	}
+	age := st.GetAgeMs()
+	if age%tickMs != 0 || age/tickMs >= ageEscape {
+		return flags | ageEscape<<ageShift, true
+	}
+	return flags | byte(age/tickMs)<<ageShift, false
+}
 
 // encodeBlock writes snapshots of increasing ticks, all of one block, as
 // the uncompressed block payload:
@@ -47,10 +75,12 @@ const stationFields = 6
 //	varint n, then n varint tick offsets from the first, in ticks
 //	varint station count, then each ID (varint length, bytes), sorted
 //	per snapshot: varint stations present, then per station the varint gap
-//	  to its index in the ID list, a flags byte (1: alert) and the zigzag
-//	  deltas of pga, pgv, intensity, display intensity against the same
-//	  station's previous values in the block; then varint length and the
-//	  protobuf of the rest of the snapshot (site, boxes, areas, detections)
+//	  to its index in the ID list, a flags byte (alert and age, see
+//	  flagAlert; the age as a varint after it when it does not fit) and the
+//	  zigzag deltas of pga, pgv, intensity, display intensity against the
+//	  same station's previous values in the block; then varint length and
+//	  the protobuf of the rest of the snapshot (site, boxes, areas,
+//	  detections)
 //
 // Deltas against the previous tick are small numbers for quiet stations,
 // which is what makes the archive compact once compressed.
@@ -93,11 +123,11 @@ func encodeBlock(snaps []*rtsv1.Snapshot) ([]byte, error) {
 			}
 			b = binary.AppendUvarint(b, uint64(i-last-1))
 			last = i
-			var flags byte
-			if st.GetAlert() {
-				flags = 1
-			}
+			flags, escaped := stationFlags(st)
 			b = append(b, flags)
+			if escaped {
+				b = binary.AppendUvarint(b, uint64(st.GetAgeMs()))
+			}
 			q := [4]int64{
 				quantize(st.GetPga(), motionScale), quantize(st.GetPgv(), motionScale),
 				quantize(st.GetIntensity(), intensityScale), quantize(st.GetDisplayIntensity(), intensityScale),
@@ -199,15 +229,19 @@ func decodeBlock(payload []byte, first int64) ([]*rtsv1.Snapshot, error) {
 		for range count {
 			i += int(r.uvarint(uint64(len(ids)))) + 1
 			flags := r.bytes(1)
-			if r.err != nil || i >= len(ids) {
+			if r.err != nil || i >= len(ids) || flags[0]&^flagsKnown != 0 {
 				return nil, errCorrupt
+			}
+			age := uint64((flags[0]&ageMask)>>ageShift) * tickMs
+			if age == ageEscape*tickMs {
+				age = r.uvarint(math.MaxUint32)
 			}
 			for m := range prev[i] {
 				prev[i][m] += r.varint()
 			}
 			q := prev[i]
 			stations = append(stations, &rtsv1.StationState{
-				StationId: ids[i], Alert: flags[0]&1 != 0,
+				StationId: ids[i], Alert: flags[0]&flagAlert != 0, AgeMs: uint32(age),
 				Pga: dequantize(q[0], motionScale), Pgv: dequantize(q[1], motionScale),
 				Intensity: dequantize(q[2], intensityScale), DisplayIntensity: dequantize(q[3], intensityScale),
 			})

@@ -26,8 +26,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 const t0 = int64(1_800_000_000_000) - 1_800_000_000_000%hourMs
 
 // fleet makes the snapshots of n stations over ticks: noisy quiet values,
-// some stations triggered, and a detection with its flash, as svc-rts
-// sends them.
+// some stations triggered, some carried over from an earlier frame (an
+// age of 500 to 2500 ms), and a detection with its flash, as svc-rts sends
+// them.
 func fleet(n, ticks int, from int64, seed uint64) []*rtsv1.Snapshot {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	out := make([]*rtsv1.Snapshot, ticks)
@@ -44,6 +45,9 @@ func fleet(n, ticks int, from int64, seed uint64) []*rtsv1.Snapshot {
 			}
 			if i%97 == 0 {
 				st.Alert, st.Intensity, st.Pga = true, 3.14159, 123.4567
+			}
+			if (i+k)%11 == 0 {
+				st.AgeMs = uint32(1+(i+k)%5) * tickMs
 			}
 			s.Stations = append(s.Stations, st)
 		}
@@ -69,7 +73,8 @@ func rendered(s *rtsv1.Snapshot) string {
 
 // TestCodecReplaysByteForByte: a block decodes to snapshots that render
 // exactly as the originals — the replay is the live stream — and equal
-// them but for the station values' precision.
+// them but for the station values' precision: IDs, alerts and ages are
+// kept exactly.
 func TestCodecReplaysByteForByte(t *testing.T) {
 	t.Parallel()
 	snaps := fleet(300, blockTicks, t0, 1)
@@ -77,6 +82,22 @@ func TestCodecReplaysByteForByte(t *testing.T) {
 	snaps[6].Stations = nil                        // nobody online
 	snaps[7].Stations[1].Pgv = -0.0004999          // rounds to -0 and prints 0
 	snaps[8].Stations[2].Intensity = 7.005         // a halfway case
+	// Ages svc-rts does not send, kept all the same.
+	snaps[9].Stations[0].AgeMs = 3500
+	snaps[9].Stations[1].AgeMs = 250
+	snaps[9].Stations[2].AgeMs = math.MaxUint32
+	snaps[9].Stations[2].Alert = true
+	carried := 0
+	for _, s := range snaps {
+		for _, st := range s.GetStations() {
+			if st.GetAgeMs() > 0 {
+				carried++
+			}
+		}
+	}
+	if carried < 100 {
+		t.Fatalf("only %d carried values in the fleet", carried)
+	}
 	raw, err := encodeBlock(snaps)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +115,61 @@ func TestCodecReplaysByteForByte(t *testing.T) {
 		}
 		if !proto.Equal(withoutStations(got[k]), withoutStations(snaps[k])) || len(got[k].Stations) != len(snaps[k].Stations) {
 			t.Fatalf("tick %d: %v", k, got[k])
+		}
+		for i, st := range snaps[k].GetStations() {
+			if want := archived(st); !proto.Equal(got[k].Stations[i], want) {
+				t.Fatalf("tick %d: station %v, want %v", k, got[k].Stations[i], want)
+			}
+		}
+	}
+}
+
+// archived is st as the archive keeps it: its values at the precision the
+// compatible JSON prints, every other field as it is.
+func archived(st *rtsv1.StationState) *rtsv1.StationState {
+	c := proto.Clone(st).(*rtsv1.StationState)
+	c.Pga = dequantize(quantize(st.GetPga(), motionScale), motionScale)
+	c.Pgv = dequantize(quantize(st.GetPgv(), motionScale), motionScale)
+	c.Intensity = dequantize(quantize(st.GetIntensity(), intensityScale), intensityScale)
+	c.DisplayIntensity = dequantize(quantize(st.GetDisplayIntensity(), intensityScale), intensityScale)
+	return c
+}
+
+// TestReadsArchiveWrittenBeforeAge: an hour file written before age_ms was
+// on the wire (testdata/v0, by the codec of commit a46447a, from
+// fleet(8, 25, t0, 9)) still reads, every station with age 0 — what those
+// snapshots carried.
+func TestReadsArchiveWrittenBeforeAge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	name := fileName(t0)
+	old, err := os.ReadFile(filepath.Join("testdata", "v0", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir, 7*24*time.Hour, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range fleet(8, 25, t0, 9) {
+		got, err := l.At(want.GetTimeMs())
+		if err != nil {
+			t.Fatalf("tick %d: %v", want.GetTimeMs(), err)
+		}
+		if len(got.GetStations()) != len(want.GetStations()) {
+			t.Fatalf("tick %d: %d stations, want %d", want.GetTimeMs(), len(got.GetStations()), len(want.GetStations()))
+		}
+		for i, st := range want.GetStations() {
+			st.AgeMs = 0 // not on the wire then
+			if w := archived(st); !proto.Equal(got.Stations[i], w) {
+				t.Fatalf("tick %d: station %v, want %v", want.GetTimeMs(), got.Stations[i], w)
+			}
+		}
+		if rendered(got) != rendered(want) {
+			t.Fatalf("tick %d renders differently", want.GetTimeMs())
 		}
 	}
 }
@@ -282,6 +358,10 @@ func FuzzDecodeBlock(f *testing.F) {
 		raw, _ := encodeBlock(fleet(n+1, 3, t0, uint64(n)))
 		f.Add(raw)
 	}
+	escaped := fleet(2, 2, t0, 8)
+	escaped[1].Stations[0].AgeMs = 1234
+	raw, _ := encodeBlock(escaped)
+	f.Add(raw)
 	f.Add([]byte{255, 255, 255, 255, 15})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		snaps, err := decodeBlock(raw, t0)

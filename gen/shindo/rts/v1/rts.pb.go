@@ -420,7 +420,13 @@ type StationState struct {
 	// Display intensity: follows rises at once, decays slowly after shaking.
 	DisplayIntensity float32 `protobuf:"fixed32,5,opt,name=display_intensity,json=displayIntensity,proto3" json:"display_intensity,omitempty"`
 	// Whether the station is triggered.
-	Alert         bool `protobuf:"varint,6,opt,name=alert,proto3" json:"alert,omitempty"`
+	Alert bool `protobuf:"varint,6,opt,name=alert,proto3" json:"alert,omitempty"`
+	// How old pga, pgv, intensity and alert are, ms: the snapshot's time_ms
+	// minus the window end of the frame they come from. 0 when the station's
+	// frame for this tick was in when the tick was computed; 500 to 2500 when
+	// it was late (the tick closed on its deadline) or lost, and the values
+	// are carried over from the station's latest earlier frame.
+	AgeMs         uint32 `protobuf:"varint,7,opt,name=age_ms,json=ageMs,proto3" json:"age_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -495,6 +501,13 @@ func (x *StationState) GetAlert() bool {
 		return x.Alert
 	}
 	return false
+}
+
+func (x *StationState) GetAgeMs() uint32 {
+	if x != nil {
+		return x.AgeMs
+	}
+	return 0
 }
 
 // BoxLevel is one triggered cell of the fixed grid over Taiwan (SPEC §4).
@@ -898,7 +911,7 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\x05areas\x18\x05 \x03(\v2\x18.shindo.rts.v1.AreaLevelR\x05areas\x128\n" +
 	"\n" +
 	"detections\x18\x06 \x03(\v2\x18.shindo.rts.v1.DetectionR\n" +
-	"detections\"\xb2\x01\n" +
+	"detections\"\xc9\x01\n" +
 	"\fStationState\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x10\n" +
@@ -906,7 +919,8 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\x03pgv\x18\x03 \x01(\x02R\x03pgv\x12\x1c\n" +
 	"\tintensity\x18\x04 \x01(\x02R\tintensity\x12+\n" +
 	"\x11display_intensity\x18\x05 \x01(\x02R\x10displayIntensity\x12\x14\n" +
-	"\x05alert\x18\x06 \x01(\bR\x05alert\"7\n" +
+	"\x05alert\x18\x06 \x01(\bR\x05alert\x12\x15\n" +
+	"\x06age_ms\x18\a \x01(\rR\x05ageMs\"7\n" +
 	"\bBoxLevel\x12\x15\n" +
 	"\x06box_id\x18\x01 \x01(\rR\x05boxId\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\rR\x05level\"5\n" +
