@@ -288,8 +288,8 @@ func (s *Server) emit(t int64) {
 }
 
 // carried counts the station values of a snapshot that are not the tick's
-// own (shake.StationValue.AgeMs). rtsv1.StationState has no field for the
-// age yet, so on the wire they look current; the count shows how often.
+// own (shake.StationValue.AgeMs, age_ms on the wire): how often a tick
+// closed on its deadline without a station's frame.
 func carried(snap shake.Snapshot) int {
 	n := 0
 	for _, v := range snap.Stations {
@@ -351,6 +351,7 @@ func toProto(snap shake.Snapshot, site string) *rtsv1.Snapshot {
 		pb.Stations[i] = &rtsv1.StationState{
 			StationId: v.ID, Pga: v.PGA, Pgv: v.PGV,
 			Intensity: v.Intensity, DisplayIntensity: v.Display, Alert: v.Alert,
+			AgeMs: uint32(v.AgeMs),
 		}
 	}
 	for i, b := range snap.Boxes {

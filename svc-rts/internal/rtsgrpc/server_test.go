@@ -28,6 +28,12 @@ func start(t *testing.T) (*Server, rtsv1.RTSServiceClient, chan struct{}) {
 	stopping := make(chan struct{})
 	eng := shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15})
 	srv := New(eng, "TNN-1", 100*time.Millisecond, stopping, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return srv, serve(t, srv), stopping
+}
+
+// serve serves srv over gRPC on a loopback port until the test ends.
+func serve(t *testing.T, srv *Server) rtsv1.RTSServiceClient {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +47,7 @@ func start(t *testing.T) (*Server, rtsv1.RTSServiceClient, chan struct{}) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return srv, rtsv1.NewRTSServiceClient(conn), stopping
+	return rtsv1.NewRTSServiceClient(conn)
 }
 
 func record(station string, windowEnd int64, intensity float32) *ingestv1.Record {
@@ -244,19 +250,49 @@ func TestDetectionsPublished(t *testing.T) {
 	}
 }
 
-// TestCarriedValuesCounted: a tick emitted without a station's frame for
-// it counts that station's carried-over value.
-func TestCarriedValuesCounted(t *testing.T) {
+// TestCarriedValuesMarked: a tick emitted without a station's frame for
+// it sends that station's latest values with age_ms 500 (the others with
+// 0), as the archive keeps it, and counts the carried-over value.
+func TestCarriedValuesMarked(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	srv := New(shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15}), "TNN-1", 100*time.Millisecond,
 		make(chan struct{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	arch := &memArchive{ticks: map[int64]*rtsv1.Snapshot{}}
+	srv.SetArchive(arch)
 	const t0 = int64(1_800_000_000_000)
 	srv.apply(record("A", t0, 1))
-	srv.apply(record("B", t0, 1))
+	srv.apply(record("B", t0, 2))
 	srv.emit(t0)
-	srv.apply(record("A", t0+500, 1)) // B's frame is late
+	srv.apply(record("A", t0+500, 1.1)) // B's frame is late
 	srv.emit(t0 + 500)
+	srv.apply(record("B", t0+500, 2.1)) // and comes after the tick
+	srv.apply(record("A", t0+1000, 1.2))
+	srv.apply(record("B", t0+1000, 2.2))
+	srv.emit(t0 + 1000)
+
+	// Over the wire, as subscribers and GetSnapshot clients read it.
+	client := serve(t, srv)
+	for _, tc := range []struct {
+		tick                   int64
+		ageA, ageB             uint32
+		intensityA, intensityB float32
+	}{
+		{t0, 0, 0, 1, 2},
+		{t0 + 500, 0, 500, 1.1, 2}, // B carried over from t0
+		{t0 + 1000, 0, 0, 1.2, 2.2},
+	} {
+		resp, err := client.GetSnapshot(context.Background(), &rtsv1.GetSnapshotRequest{TimeMs: tc.tick})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := resp.GetSnapshot().GetStations()
+		if len(st) != 2 || st[0].GetAgeMs() != tc.ageA || st[1].GetAgeMs() != tc.ageB ||
+			st[0].GetIntensity() != tc.intensityA || st[1].GetIntensity() != tc.intensityB {
+			t.Fatalf("tick %d: stations %v, want A age %d, B age %d", tc.tick, st, tc.ageA, tc.ageB)
+		}
+	}
+
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
