@@ -121,6 +121,11 @@ type expectation struct {
 	start, end int64             // the query window [start, end)
 	sensor     map[int64]*packet // by first_sample_ms
 	intensity  map[int64]*packet // by window_end_ms
+	// span holds, by kind, the first and the last frame the station sent
+	// in the whole run: what the archive holds outside them belongs to
+	// another run (the last intensity frame of the run before may end
+	// where this run's first sensor frame starts).
+	span [2][2]int64
 }
 
 // Verify reads every core's archive for the witness's frames, again and
@@ -202,6 +207,7 @@ func planStation(st *station) []expectation {
 		return nil
 	}
 	lo, hi := int64(0), int64(0)
+	var span [2][2]int64
 	for _, p := range st.sent {
 		a, b := p.ms, p.ms+frameMs // a sensor frame's samples
 		if p.kind == intensity {
@@ -211,11 +217,15 @@ func planStation(st *station) []expectation {
 			lo = a
 		}
 		hi = max(hi, b)
+		if sp := &span[p.kind]; sp[0] == 0 || p.ms < sp[0] {
+			sp[0] = p.ms
+		}
+		span[p.kind][1] = max(span[p.kind][1], p.ms)
 	}
 	var out []expectation
 	for a := lo; a < hi; a += queryWindow {
 		out = append(out, expectation{station: st.id, start: a, end: min(a+queryWindow, hi),
-			sensor: map[int64]*packet{}, intensity: map[int64]*packet{}})
+			sensor: map[int64]*packet{}, intensity: map[int64]*packet{}, span: span})
 	}
 	for _, p := range st.sent {
 		e := &out[(p.ms-lo)/queryWindow]
@@ -332,6 +342,9 @@ func check(e expectation, resp *waveformv1.QueryResponse) CoreReport {
 	}
 
 	for _, at := range slices.Sorted(keysUnion(e.sensor, slots)) {
+		if at < e.span[sensor][0] || at > e.span[sensor][1] {
+			continue
+		}
 		c.tally(sensor, at, e.sensor[at], sensorVerdict(e.station, at, e.sensor[at], slots[at]), note)
 	}
 
@@ -349,6 +362,9 @@ func check(e expectation, resp *waveformv1.QueryResponse) CoreReport {
 		s.n++
 	}
 	for _, at := range slices.Sorted(keysUnion(e.intensity, ints)) {
+		if at < e.span[intensity][0] || at > e.span[intensity][1] {
+			continue
+		}
 		c.tally(intensity, at, e.intensity[at], intensityVerdict(e.station, at, e.intensity[at], ints[at]), note)
 	}
 	return c

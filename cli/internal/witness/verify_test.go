@@ -195,6 +195,21 @@ func TestCheckFindsEachKindOfFault(t *testing.T) {
 			want: CoreReport{Checked: 40},
 		},
 		{
+			name: "the run before's last frames at the window's start",
+			change: func(st *station, a *archive) {
+				a.putFrame(testStation, intensity, testBase-frameMs)
+				a.putFrame(testStation, sensor, testBase-2*frameMs)
+			},
+			want: CoreReport{Checked: 40},
+		},
+		{
+			name: "the run after's first sample at the window's end",
+			change: func(st *station, a *archive) {
+				a.putFrame(testStation, sensor, testBase+19*frameMs)
+			},
+			want: CoreReport{Checked: 40},
+		},
+		{
 			name:   "nothing stored",
 			change: func(st *station, a *archive) { *a = *newArchive() },
 			want:   CoreReport{Checked: 40, Missing: 40},
