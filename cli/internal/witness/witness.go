@@ -273,7 +273,7 @@ func (w *Witness) send(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		timer.Reset(time.Until(time.UnixMilli(next)))
+		timer.Reset(time.Duration(next-w.cfg.Now().UnixMilli()) * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			return
