@@ -407,6 +407,9 @@ func (s *streams) collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shindo_edge_sse_dropped_total", Help: "SSE clients dropped for falling behind.",
 		}, func() float64 { _, d := s.hub.Stats(); return float64(d) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shindo_edge_sse_repeats_skipped_total", Help: "Events not sent to an SSE client that already had them (published again at or before where it resumed).",
+		}, func() float64 { return float64(s.hub.Repeats()) }),
 	}
 }
 
@@ -426,6 +429,9 @@ func (s *streams) serve(snap *rtsv1.Snapshot) {
 	if changed {
 		s.alerts.Inc()
 	}
+	// Reports before the topics with higher indices: within a tick, events
+	// go out in the order of their IDs, which resuming clients rely on.
+	s.publishReportsLocked(t)
 	if b := compatjson.Intensity(s.author, alerts); s.lastIntensity == nil || !bytes.Equal(b, s.lastIntensity) {
 		s.lastIntensity = b
 		s.hub.Publish(sse.NewEventID(topicIntensity, sse.ID(t, topicIndex[topicIntensity]), "", b))
@@ -435,7 +441,6 @@ func (s *streams) serve(snap *rtsv1.Snapshot) {
 		s.hub.Publish(sse.NewEventID(topicLPGM, sse.ID(t, topicIndex[topicLPGM]), "", b))
 	}
 	s.publishV1Locked(t, snap, alerts)
-	s.publishReportsLocked(t)
 }
 
 // publishV1Locked publishes the v1 topics of tick t: the rts.v1 payload,
@@ -480,8 +485,8 @@ func (s *streams) queueReports(rs []pendingReport) {
 
 // publishReportsLocked publishes the reports due by tick t as one event of
 // the report topic, a JSON array of reports ordered by due tick and ID,
-// with the ID of tick t: after the tick's snapshot and alerts, before the
-// next tick. s.publishing is held.
+// with the ID of tick t: after the tick's snapshot and alerts, before its
+// intensity flash and the later topics. s.publishing is held.
 func (s *streams) publishReportsLocked(t int64) {
 	var due []pendingReport
 	for id, r := range s.pendingReports {

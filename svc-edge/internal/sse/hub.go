@@ -65,6 +65,8 @@ type Hub struct {
 	latest  map[string]*Event // newest event per topic
 	clients map[*client]struct{}
 	dropped uint64
+	// repeats counts events not sent to a client that already had them.
+	repeats uint64
 	ready   []*client // hijacked clients with something to write
 	workers int
 	janitor bool // the keep-alive and stop watcher runs
@@ -87,7 +89,12 @@ type client struct {
 	done chan struct{} // closed when the client is removed
 
 	// mu-guarded:
-	pos       string // ID of the newest event written: private events carry it
+	pos string // ID of the newest event written: private events carry it
+	// queued is the ID of the newest event the client has or will be
+	// written: an event published again at or before it (a restarted
+	// edge's first tick, the one its clients resumed after) is not sent
+	// twice.
+	queued    string
 	pending   []*Event
 	spare     []*Event  // the other buffer, while a worker writes one
 	keepAlive bool      // a keep-alive comment is due
@@ -128,6 +135,13 @@ func (h *Hub) Publish(e *Event) {
 		if c.want != nil && !c.want(e) || e.raw && !c.ws || c.closing {
 			continue
 		}
+		if e.id != "" && !e.private {
+			if c.queued != "" && !after(e.id, c.queued) {
+				h.repeats++
+				continue
+			}
+			c.queued = e.id
+		}
 		if len(c.pending) >= h.opts.Buffer {
 			h.dropped++
 			closed = append(closed, h.removeLocked(c))
@@ -154,6 +168,15 @@ func (h *Hub) Stats() (clients int, dropped uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.clients), h.dropped
+}
+
+// Repeats returns how many times an event was not sent to a client
+// because it already had it: published again at or before where the
+// client resumed, as by an edge restarted under its clients.
+func (h *Hub) Repeats() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.repeats
 }
 
 // ServeOptions describe one client's stream.
@@ -456,6 +479,7 @@ func (h *Hub) subscribe(c *client, o ServeOptions) (replay []*Event, gap bool, p
 			c.pos = e.id
 		}
 	}
+	c.queued = c.pos
 	return replay, gap, pos, true
 }
 

@@ -541,3 +541,35 @@ func TestNonReaderDropped(t *testing.T) {
 		t.Fatalf("reader got %q", got)
 	}
 }
+
+// TestRepublishedEventNotResent: an edge restarted under its clients
+// publishes the core's latest tick again — the one a client resumed
+// after. The client does not get it twice; the next tick it does get.
+func TestRepublishedEventNotResent(t *testing.T) {
+	t.Parallel()
+	h, srv := testHub(t, Options{History: time.Minute, MaxHistory: 100})
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Last-Event-ID", ID(5000, 1))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	blocks := readBlocks(t, resp.Body)
+	<-blocks // retry
+	<-blocks // hello
+	waitClients(t, h, 1)
+	h.Publish(NewEventID("rts", ID(5000, 0), "", []byte(`{"time":5000}`)))
+	h.Publish(NewEventID("eew", ID(5000, 1), "", []byte(`[]`)))
+	h.Publish(NewEventID("report", ID(5000, 2), "", []byte(`[]`)))
+	h.Publish(NewEventID("rts", ID(5500, 0), "", []byte(`{"time":5500}`)))
+	if got := <-blocks; got != "id: 5000-2\ndata: []\n" {
+		t.Fatalf("first event %q, want the report after the resume point", got)
+	}
+	if got := <-blocks; !strings.HasPrefix(got, "id: 5500-0\n") {
+		t.Fatalf("next event %q, want tick 5500", got)
+	}
+	if n := h.Repeats(); n != 2 {
+		t.Fatalf("%d repeats counted, want 2", n)
+	}
+}
