@@ -187,6 +187,13 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		conns = append(conns, conn)
 	}
 	sel := source.New(cfg.Site, cfg.RTS, conns, st.serve, svc.Logger())
+	// A restarted edge holds, from its first tick, the history its clients
+	// resume from; a gap in the stream is filled the same way.
+	sel.Fill = cfg.History
+	filled := prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_ticks_filled_total",
+		Help: "Ticks fetched from the cores' archives: the history before the first live tick, and gaps in the stream."})
+	svc.Metrics().MustRegister(filled)
+	sel.OnFill = func(n int) { filled.Add(float64(n)) }
 	svc.Go("core subscriptions", sel)
 
 	status := &statusServer{site: cfg.Site, sel: sel, hub: st.hub, latest: st.latestTick.Load}

@@ -5,12 +5,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 )
@@ -22,6 +25,18 @@ type core struct {
 	feed chan *rtsv1.Snapshot
 	srv  *grpc.Server
 	addr string
+
+	mu      sync.Mutex
+	archive map[int64]*rtsv1.Snapshot // what GetSnapshot finds
+}
+
+func (c *core) GetSnapshot(_ context.Context, r *rtsv1.GetSnapshotRequest) (*rtsv1.GetSnapshotResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.archive[r.GetTimeMs()]; ok {
+		return &rtsv1.GetSnapshotResponse{Snapshot: s}, nil
+	}
+	return nil, status.Error(codes.NotFound, "no such tick")
 }
 
 func (c *core) Subscribe(_ *rtsv1.SubscribeRequest, stream rtsv1.RTSService_SubscribeServer) error {
@@ -148,4 +163,76 @@ func TestOneSourceDedupAndFailover(t *testing.T) {
 	}
 	a.feed <- snap("A", 2500)
 	expect("A@02.500")
+}
+
+// TestFillFromArchives: an edge that starts (or restarts after a crash)
+// gets the span before its first live tick from the archives, so clients
+// resuming with Last-Event-ID find their ticks; a gap in the live stream
+// is filled the same way, from the other core for a tick the serving core
+// lacks; ticks no core has stay missing, and nothing is served twice or
+// out of order.
+func TestFillFromArchives(t *testing.T) {
+	t.Parallel()
+	a, b := startCore(t), startCore(t)
+	a.archive, b.archive = map[int64]*rtsv1.Snapshot{}, map[int64]*rtsv1.Snapshot{}
+	for ms := int64(1000); ms <= 20000; ms += 500 {
+		if ms != 13000 {
+			a.archive[ms] = snap("A", ms)
+		}
+		if ms != 4000 {
+			b.archive[ms] = snap("B", ms)
+		}
+	}
+	delete(a.archive, 4000) // at neither core
+	b.archive[13000] = snap("B", 13000)
+	var conns []*grpc.ClientConn
+	for _, c := range []*core{a, b} {
+		conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns = append(conns, conn)
+	}
+	out := &served{ch: make(chan struct{}, 64)}
+	sel := New("TPE-1", []string{a.addr, b.addr}, conns, out.add, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sel.Fill = 3 * time.Second
+	var filled []int
+	sel.OnFill = func(n int) { filled = append(filled, n) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go sel.Run(ctx)
+
+	wait := func(n int) []string {
+		t.Helper()
+		for range n {
+			select {
+			case <-out.ch:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("served %v, want %d more", out.list(), n)
+			}
+		}
+		return out.list()
+	}
+	// The first live tick, 6000: the 3 s before it come first (4000 at
+	// neither core).
+	a.feed <- snap("A", 6000)
+	want := []string{"A@03.000", "A@03.500", "A@04.500", "A@05.000", "A@05.500", "A@06.000"}
+	if got := wait(len(want)); !slices.Equal(got, want) {
+		t.Fatalf("first served %v, want %v", got, want)
+	}
+	// A gap longer than Fill: only its last 3 s are filled.
+	a.feed <- snap("A", 12000)
+	if got := wait(7); got[6] != "A@09.000" || got[len(got)-1] != "A@12.000" {
+		t.Fatalf("after a long gap %v", got)
+	}
+	// A gap from 12000 to 14000: 12500–13500 filled, 13000 from B.
+	a.feed <- snap("A", 14000)
+	got := wait(4)
+	if tail := got[len(got)-4:]; !slices.Equal(tail, []string{"A@12.500", "B@13.000", "A@13.500", "A@14.000"}) {
+		t.Fatalf("after the gap %v", tail)
+	}
+	if !slices.Equal(filled, []int{5, 6, 3}) {
+		t.Fatalf("fills %v", filled)
+	}
 }
