@@ -22,9 +22,12 @@
 // while the station stays triggered.
 //
 //   - Association: a pick joins an open detection when the station lies
-//     within RadiusKm of one of the detection's stations and its onset is
-//     no earlier than Window before the detection's first trigger (an
-//     older trigger is something else: a noisy site). Picks are taken in
+//     within RadiusKm of one of the detection's stations, or when the
+//     detection's estimate explains its onset as the arrival of the P or S
+//     wave (within 250 km, ±3 s: in a sparse network the wavefront reaches
+//     stations farther apart than RadiusKm), and its onset is no earlier
+//     than Window before the detection's first trigger (an older trigger
+//     is something else: a noisy site). Picks are taken in
 //     onset order (then station ID), repeatedly, so a detection grows
 //     along with the wavefront; the earliest detection wins a pick that
 //     two could take.
@@ -398,6 +401,9 @@ func (s *State) associate(t int64, cands []int, trig []Trigger) []int {
 			}
 			ev := idx.nearest(tr.Lat, tr.Lon, s.cfg.RadiusKm, fit)
 			if ev == nil {
+				ev = explained(tr, p.onset, fit, s.cfg.MinStations)
+			}
+			if ev == nil {
 				continue
 			}
 			s.join(t, ev, tr, p)
@@ -409,6 +415,42 @@ func (s *State) associate(t int64, cands []int, trig []Trigger) []int {
 		}
 	}
 	return slices.DeleteFunc(cands, func(c int) bool { return s.picks[trig[c].Station].event != "" })
+}
+
+// Travel times that let a pick beyond RadiusKm of a detection's stations
+// join it: the P wave (the estimate's crust, velocities[0]) is the
+// earliest a station can trigger, the S wave (velocities[1]) carries the
+// strong shaking, and the estimate's own error gets explainSlackMs either
+// side.
+const (
+	explainSlackMs = 3000
+	explainMaxKm   = 250
+)
+
+// explained returns the earliest of the open detections fit whose
+// estimate — origin time and epicentre, from at least minStations —
+// explains a pick's onset as the arrival of its P or S wave. A sparse
+// network has stations farther apart than RadiusKm: without this, the
+// wavefront reaching them founds a second detection of the same
+// earthquake, and clients get two alerts for one. It reads only the
+// detections' published estimates, so it is as deterministic as they are.
+func explained(tr *Trigger, onset int64, fit []*event, minStations int) *event {
+	for _, ev := range fit {
+		d := &ev.pub
+		if d.Stations < minStations || d.OriginMs == 0 {
+			continue
+		}
+		dist := math.Hypot(distKm(d.Lat, d.Lon, tr.Lat, tr.Lon), d.DepthKm)
+		if dist > explainMaxKm {
+			continue
+		}
+		earliest := d.OriginMs + int64(dist/max(velocities[0], velocities[1])*1000) - explainSlackMs
+		latest := d.OriginMs + int64(dist/min(velocities[0], velocities[1])*1000) + explainSlackMs
+		if onset >= earliest && onset <= latest {
+			return ev
+		}
+	}
+	return nil
 }
 
 func (s *State) join(t int64, ev *event, tr *Trigger, p pick) {

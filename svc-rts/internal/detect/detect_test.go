@@ -394,3 +394,50 @@ func TestFlash(t *testing.T) {
 		t.Fatalf("a final flash changed: %+v", got)
 	}
 }
+
+// TestSparseNetworkOneDetection: the stations near the epicentre found a
+// detection; stations 100 km away, farther than RadiusKm from every one of
+// them but pairwise close, trigger when its S wave arrives. Their onsets
+// fit the detection's estimate, so they join it instead of founding a
+// second detection of the same earthquake. The same cluster triggering a
+// minute later, which no wave of that earthquake explains, is another
+// detection.
+func TestSparseNetworkOneDetection(t *testing.T) {
+	t.Parallel()
+	const vs = 3.5 // km/s, the S wave that triggers them
+	arrival := func(x, y float64) int { // tick of the S arrival from (0, 0), 10 km deep, origin at tick 0
+		return int(math.Ceil(math.Hypot(math.Hypot(x, y), DefaultDepthKm) / vs * 2))
+	}
+	near := [][2]float64{{5, 0}, {-10, 15}, {20, -10}, {0, 25}}
+	far := [][2]float64{{0, 100}, {30, 110}, {-25, 115}}
+	for _, tc := range []struct {
+		name  string
+		delay int // ticks added to the far cluster's onsets
+		want  int // detections
+	}{{"on the S wave", 0, 1}, {"a minute later", 120, 2}} {
+		var sched []timed
+		for i, p := range near {
+			sched = append(sched, timed{at("N"+strconv.Itoa(i), p[0], p[1], 3), arrival(p[0], p[1]), 0})
+		}
+		for i, p := range far {
+			sched = append(sched, timed{at("F"+strconv.Itoa(i), p[0], p[1], 2), arrival(p[0], p[1]) + tc.delay, 0})
+		}
+		out := run(Config{}, 200, schedule(sched...))
+		ids := map[string]int{}
+		for _, tick := range out {
+			for _, d := range tick {
+				ids[d.ID] = max(ids[d.ID], d.Stations)
+			}
+		}
+		if len(ids) != tc.want {
+			t.Errorf("%s: detections %v, want %d", tc.name, ids, tc.want)
+		}
+		if tc.want == 1 {
+			for id, n := range ids {
+				if n != len(near)+len(far) {
+					t.Errorf("%s: detection %s has %d stations, want all %d", tc.name, id, n, len(near)+len(far))
+				}
+			}
+		}
+	}
+}
