@@ -404,7 +404,7 @@ func TestFlash(t *testing.T) {
 // detection.
 func TestSparseNetworkOneDetection(t *testing.T) {
 	t.Parallel()
-	const vs = 3.5 // km/s, the S wave that triggers them
+	const vs = 3.5                      // km/s, the S wave that triggers them
 	arrival := func(x, y float64) int { // tick of the S arrival from (0, 0), 10 km deep, origin at tick 0
 		return int(math.Ceil(math.Hypot(math.Hypot(x, y), DefaultDepthKm) / vs * 2))
 	}
