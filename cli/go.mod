@@ -9,9 +9,12 @@ require (
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
+	shindo.dev/sdk v0.0.0
 	shindo.dev/seismo v0.0.0-00010101000000-000000000000
 )
 
@@ -80,8 +83,6 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
-	google.golang.org/grpc v1.85.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
@@ -90,5 +91,6 @@ require (
 replace (
 	shindo.dev/gen => ../gen
 	shindo.dev/lib => ../lib
+	shindo.dev/sdk => ../sdk
 	shindo.dev/seismo => ../seismo
 )

@@ -1,5 +1,5 @@
 // Command shindo is the operator's tool for a shindo network: it runs the
-// whole topology locally (dev) and injects faults into it (fault), runs a
+// whole topology locally (dev), injects faults into it (fault, chaos), runs a
 // station (station) or a simulated fleet (sim), and computes the seismic
 // intensity of records (intensity).
 package main
@@ -13,6 +13,7 @@ import (
 	"sort"
 	"syscall"
 
+	"shindo.dev/cli/internal/chaoscmd"
 	"shindo.dev/cli/internal/devstack"
 	"shindo.dev/cli/internal/etcdcmd"
 	"shindo.dev/cli/internal/faultcmd"
@@ -29,6 +30,7 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"chaos":     {"inject random faults into a running shindo dev and prove the invariants held", chaoscmd.Main},
 	"dev":       {"run the whole topology on this machine with a simulated fleet", devstack.Main},
 	"station":   {"run one station: measure, sign and send on both uplinks", stationcmd.StationMain},
 	"sim":       {"run a simulated fleet of stations from a registry file", stationcmd.SimMain},

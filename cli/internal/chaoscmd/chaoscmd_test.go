@@ -1,0 +1,124 @@
+package chaoscmd
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"math/rand/v2"
+)
+
+func TestParseMix(t *testing.T) {
+	mix, err := parseMix("kill=6, partition=2,edge=0")
+	if err != nil || mix[kindKill] != 6 || mix[kindPartition] != 2 || mix[kindEdge] != 0 || len(mix) != 3 {
+		t.Fatalf("mix %v, %v", mix, err)
+	}
+	for _, bad := range []string{"", "kill", "kill=x", "kill=-1", "kill=1001", "quake=1", "kill=0,edge=0"} {
+		if _, err := parseMix(bad); err == nil {
+			t.Errorf("mix %q accepted", bad)
+		}
+	}
+}
+
+func TestPickFollowsTheMixAndTheSeed(t *testing.T) {
+	in := &injector{mix: map[string]int{kindKill: 3, kindEdge: 1, kindDB: 0}, rng: rand.New(rand.NewPCG(1, 2))}
+	kinds := []string{kindDB, kindEdge, kindKill}
+	counts := map[string]int{}
+	var seq []string
+	for range 4000 {
+		k := in.pick(kinds)
+		counts[k]++
+		seq = append(seq, k)
+	}
+	if counts[kindDB] != 0 || counts[kindKill] < 2800 || counts[kindKill] > 3200 {
+		t.Fatalf("picks %v for weights kill 3, edge 1, db 0", counts)
+	}
+	again := &injector{mix: in.mix, rng: rand.New(rand.NewPCG(1, 2))}
+	for i := range seq {
+		if k := again.pick(kinds); k != seq[i] {
+			t.Fatalf("the same seed picked %s then %s at %d", seq[i], k, i)
+		}
+	}
+}
+
+// TestFollowerFindings: missed and repeated ticks, a wait over the bound
+// (with the fault in effect as evidence) and a longer wait while the
+// client's own edge was down, which is within its bound.
+func TestFollowerFindings(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	edges := map[string]string{"TPE-1": "http://tpe", "KHH-1": "http://khh"}
+	f := &follower{name: "c", edges: edges, alerts: map[string]uint32{}}
+	add := func(tick int64, after time.Duration, entry string) {
+		f.ticks = append(f.ticks, tick)
+		f.at = append(f.at, t0.Add(after))
+		f.entry = append(f.entry, entry)
+	}
+	add(500, 0, "http://tpe")
+	add(1000, 500*time.Millisecond, "http://tpe")
+	add(1500, 10*time.Second, "http://khh") // TPE-1 was down: within 16 s
+	add(2500, 10500*time.Millisecond, "http://khh")
+	add(2500, 11*time.Second, "http://khh")
+	add(3000, 14*time.Second, "http://khh") // 3 s with nothing but a kill elsewhere
+	faults := []faultRecord{
+		{Kind: kindEdge, Target: "TPE-1-edge", Action: "kill", At: t0.Add(time.Second), Until: t0.Add(9 * time.Second)},
+		{Kind: kindKill, Target: "TNN-1-rts", Action: "SIGKILL from outside", At: t0.Add(11500 * time.Millisecond), Until: t0.Add(12 * time.Second)},
+	}
+	checked, longest, v := f.findings(t0, t0.Add(14*time.Second), faults)
+	if checked != 5 || longest != 9500*time.Millisecond {
+		t.Fatalf("checked %d, longest %s", checked, longest)
+	}
+	joined := strings.Join(v, "\n")
+	for _, want := range []string{"waited 3s for tick 3000 (bound 2s)", "kill TNN-1-rts", "missed ticks: 1 ticks after 1500", "got ticks again or out of order: tick 2500 after 2500"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("findings lack %q:\n%s", want, joined)
+		}
+	}
+	if strings.Contains(joined, "tick 1500") && strings.Contains(joined, "waited 9.5s") {
+		t.Errorf("the wait while the client's own edge was down was judged by the 2 s bound:\n%s", joined)
+	}
+}
+
+func TestAlertChecks(t *testing.T) {
+	f := &follower{name: "c", alerts: map[string]uint32{}}
+	f.checkAlerts(1, `[{"id":"A","serial":2,"eq":{"time":1000,"lat":23.9,"lon":121.6}}]`)
+	f.checkAlerts(2, `[{"id":"A","serial":1,"eq":{"time":1000,"lat":23.9,"lon":121.6}},{"id":"B","serial":1,"eq":{"time":3000,"lat":23.95,"lon":121.62}}]`)
+	f.checkAlerts(3, `not json`)
+	joined := strings.Join(f.problems, "\n")
+	for _, want := range []string{"went from serial 2 back to 1", "one earthquake under two IDs at tick 2: A and B", "not JSON"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("problems lack %q:\n%s", want, joined)
+		}
+	}
+}
+
+func TestLeakFindings(t *testing.T) {
+	base := map[string]procUsage{
+		"a": {pid: 1, usage: usage{fds: 100, rssBytes: 100 << 20}},
+		"b": {pid: 2, usage: usage{fds: 10, rssBytes: 10 << 20}},
+		"c": {pid: 3, usage: usage{fds: 10, rssBytes: 10 << 20}},
+	}
+	end := map[string]procUsage{
+		"a": {pid: 1, usage: usage{fds: 400, files: 900, rssBytes: 120 << 20}}, // sockets leak; files within the cache bound
+		"b": {pid: 2, usage: usage{fds: 70, rssBytes: 500 << 20}},              // memory
+		"c": {pid: 9, usage: usage{fds: 999, rssBytes: 999 << 20}},             // restarted: not compared
+	}
+	checked, restarted, v := leakFindings(base, end)
+	if checked != 2 || restarted != 1 || len(v) != 2 || !strings.Contains(v[0]+v[1], "holds 400 descriptors other than files") || !strings.Contains(v[0]+v[1], "resident memory 500 MiB") {
+		t.Fatalf("checked %d, restarted %d, violations %v", checked, restarted, v)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-mix", "nope=1"}, {"-duration", "1s"}, {"-witness-stations", "0"}, {"extra"}} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), args, &out, &errb); code != 2 || errb.Len() == 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"-dir", t.TempDir()}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "no running shindo dev") {
+		t.Errorf("no shindo dev: exit %d, %q", code, errb.String())
+	}
+}

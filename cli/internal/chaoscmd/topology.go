@@ -1,0 +1,220 @@
+package chaoscmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// topology is a running `shindo dev` as its endpoints.json describes it,
+// with the control API that takes its parts down and up.
+type topology struct {
+	dir     string
+	control string
+	ha      bool
+	// doc is endpoints.json as read at attach: site → service → field.
+	doc map[string]map[string]json.RawMessage
+
+	adminToken, notifyToken string
+	http                    *http.Client
+}
+
+// attach reads dir/endpoints.json and the tokens shindo dev wrote.
+func attach(dir string) (*topology, error) {
+	t := &topology{dir: dir, http: &http.Client{Timeout: 10 * time.Second}}
+	if err := t.reload(); err != nil {
+		return nil, err
+	}
+	var dev struct {
+		Control         string `json:"control"`
+		HA              bool   `json:"ha"`
+		AdminTokenFile  string `json:"admin_token_file"`
+		NotifyTokenFile string `json:"notify_token_file"`
+	}
+	raw, _ := json.Marshal(t.doc["dev"])
+	if err := json.Unmarshal(raw, &dev); err != nil || dev.Control == "" {
+		return nil, fmt.Errorf("%s names no control API: is it from this version of shindo dev?", filepath.Join(dir, "endpoints.json"))
+	}
+	t.control, t.ha = dev.Control, dev.HA
+	for _, f := range []struct {
+		path string
+		into *string
+	}{{dev.AdminTokenFile, &t.adminToken}, {dev.NotifyTokenFile, &t.notifyToken}} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return nil, fmt.Errorf("token: %w", err)
+		}
+		*f.into = strings.TrimSpace(string(b))
+	}
+	return t, nil
+}
+
+// reload rereads endpoints.json, which shindo dev rewrites when a
+// restarted process is ready.
+func (t *topology) reload() error {
+	path := filepath.Join(t.dir, "endpoints.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("no running shindo dev found (%v); start one with `make run`, or give its -dir", err)
+	}
+	var doc map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	t.doc = doc
+	return nil
+}
+
+// field returns a string field of a service ("TNN-1", "dataapi", "http"),
+// or "" when there is none.
+func (t *topology) field(site, svc, key string) string {
+	var m map[string]any
+	if json.Unmarshal(t.doc[site][svc], &m) != nil {
+		return ""
+	}
+	switch v := m[key].(type) {
+	case string:
+		return v
+	case float64:
+		return fmt.Sprint(int64(v))
+	}
+	return ""
+}
+
+var (
+	coreSites = []string{"TNN-1", "TYO-1"}
+	edgeSites = []string{"TPE-1", "KHH-1"}
+)
+
+func (t *topology) edges() []string {
+	var out []string
+	for _, s := range edgeSites {
+		out = append(out, t.field(s, "edge", "http"))
+	}
+	return out
+}
+
+// databasePID is the dev database's postmaster (without -ha), 0 if none.
+func (t *topology) databasePID() int {
+	var n int
+	fmt.Sscan(t.field("TNN-1", "postgres", "pid"), &n)
+	return n
+}
+
+// proc is one process as the control API lists it.
+type proc struct {
+	Name  string `json:"name"`
+	Site  string `json:"site"`
+	Role  string `json:"role"`
+	PID   int    `json:"pid"`
+	State string `json:"state"`
+}
+
+func (t *topology) processes(ctx context.Context) ([]proc, error) {
+	var doc struct {
+		Processes []proc `json:"processes"`
+	}
+	if err := t.call(ctx, http.MethodGet, "/v1/processes", &doc); err != nil {
+		return nil, err
+	}
+	sort.Slice(doc.Processes, func(i, j int) bool { return doc.Processes[i].Name < doc.Processes[j].Name })
+	return doc.Processes, nil
+}
+
+// act asks the control API to stop or start a process, or to partition
+// or heal the link between the cores.
+func (t *topology) act(ctx context.Context, path string) error {
+	return t.call(ctx, http.MethodPost, path, nil)
+}
+
+func (t *topology) call(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, t.control+path, nil)
+	if err != nil {
+		return err
+	}
+	client := t.http
+	if method == http.MethodPost {
+		// A start waits until the process is ready.
+		client = &http.Client{Timeout: 2 * time.Minute}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("control API: %w (is shindo dev still running?)", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return &controlError{code: resp.StatusCode, msg: e.Error}
+		}
+		return &controlError{code: resp.StatusCode, msg: resp.Status}
+	}
+	if out != nil {
+		return json.Unmarshal(body, out)
+	}
+	return nil
+}
+
+type controlError struct {
+	code int
+	msg  string
+}
+
+func (e *controlError) Error() string { return fmt.Sprintf("control API: %s", e.msg) }
+
+// notFound tells whether the control API does not know a route or name.
+func notFound(err error) bool {
+	var ce *controlError
+	return errors.As(err, &ce) && ce.code == http.StatusNotFound
+}
+
+// link is one impairable network path of the topology, as endpoints.json
+// lists it under "links".
+type link struct {
+	Name string `json:"name"`
+}
+
+// links lists the impairable links shindo dev offers (none from a version
+// without them).
+func (t *topology) links(ctx context.Context) []string {
+	var doc struct {
+		Links []link `json:"links"`
+	}
+	if err := t.call(ctx, http.MethodGet, "/v1/links", &doc); err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range doc.Links {
+		if l.Name != "intersite" {
+			out = append(out, l.Name)
+		}
+	}
+	return out
+}
+
+func linkPath(name, action, profile string) string {
+	p := "/v1/links/" + url.PathEscape(name) + "/" + action
+	if profile != "" {
+		p += "?profile=" + url.QueryEscape(profile)
+	}
+	return p
+}
+
+// linkAddr is where a station sends through an impairable link ("udp" or
+// "ws" of "uplink-TNN-1"), as endpoints.json lists it; "" without links.
+func (t *topology) linkAddr(name, kind string) string { return t.field("links", name, kind) }
