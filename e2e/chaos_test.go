@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChaos runs `shindo chaos` for SHINDO_CHAOS_DURATION (5m) against the
+// full topology — both cores, both edges, etcd at three sites, a fleet
+// playing an earthquake halfway through — with every kind of fault in the
+// mix, and fails on any violation of the invariants it proves. The report
+// is in the log; the JSON one is kept under the test's directory.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 5-minute soak")
+	}
+	duration := 5 * time.Minute
+	if s := os.Getenv("SHINDO_CHAOS_DURATION"); s != "" {
+		var err error
+		if duration, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("SHINDO_CHAOS_DURATION: %v", err)
+		}
+	}
+	stations := 50
+	if s := os.Getenv("SHINDO_CHAOS_STATIONS"); s != "" {
+		stations, _ = strconv.Atoi(s)
+	}
+	d := startDev(t, "-stations", strconv.Itoa(stations), "-scenario", "hualien", "-scenario-in", (duration / 2).String())
+	report := os.Getenv("SHINDO_CHAOS_REPORT")
+	if report == "" {
+		report = filepath.Join(d.dir, "chaos-report.json")
+	} else if err := os.MkdirAll(filepath.Dir(report), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"chaos", "-dir", d.dir, "-duration", duration.String(), "-report", report}
+	if seed := os.Getenv("SHINDO_CHAOS_SEED"); seed != "" {
+		args = append(args, "-seed", seed)
+	}
+	// The faults, then up to a minute of settling and the checks.
+	ctx, cancel := context.WithTimeout(context.Background(), duration+5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "shindo"), args...)
+	var out, log strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &log
+	err := cmd.Run()
+	stdout := out.String()
+	t.Logf("shindo chaos:\n%s", stdout)
+	if err != nil {
+		t.Fatalf("shindo chaos: %v:\n%s\nits log:\n%s", err, stdout, lastLines(log.String(), 40))
+	}
+	for _, want := range []string{"faults injected:", "every acknowledged packet is in both archives exactly once", "no violation"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	select {
+	case <-d.exited:
+		t.Fatalf("shindo dev stopped during the run:\n%s", d.stderr.String())
+	default:
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
