@@ -55,7 +55,9 @@
 // (held or delayed) and at most Options.MaxFlows clients are mapped; a
 // datagram over either cap is dropped and counted as overflow. Delays run on
 // one scheduler goroutine per direction with a timer heap, not a goroutine
-// per datagram.
+// per datagram; a datagram due at once with nothing waiting ahead of it in
+// its direction is sent by the goroutine that read it, so a proxy that
+// impairs nothing costs a read and a write per datagram and no hand-off.
 //
 // The proxies start when created and stop with Close, which returns after
 // every goroutine they started has exited; like httptest.Server they have no

@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -130,6 +131,38 @@ func TestUDPDelay(t *testing.T) {
 			other := Downstream - dir
 			if delayed[dir] != 1 || delayed[other] != 0 {
 				t.Errorf("delayed %s %d, %s %d; want 1 and 0", dir, delayed[dir], other, delayed[other])
+			}
+		})
+	}
+}
+
+// TestUDPDelayLowered: a datagram due at once does not overtake one still
+// waiting for a delay that Set has since lowered when KeepOrder is set,
+// and does without it, as the delay it was given says.
+func TestUDPDelayLowered(t *testing.T) {
+	t.Parallel()
+	for _, keepOrder := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KeepOrder=%v", keepOrder), func(t *testing.T) {
+			t.Parallel()
+			target := startUDPTarget(t, false)
+			p := startUDP(t, target, Options{Seed: 1, KeepOrder: keepOrder})
+			c := dialUDPClient(t, p.Addr())
+			p.Set(Upstream, Impairment{Delay: 100 * time.Millisecond})
+			c.send(t, numbered(0))
+			waitFor(t, "the first to wait", func() bool { return p.Stats().Upstream.Delayed == 1 })
+			p.Set(Upstream, Impairment{})
+			c.send(t, numbered(1))
+			waitFor(t, "both", func() bool { return target.count() == 2 })
+			var got []uint64
+			for _, d := range target.received() {
+				got = append(got, binary.BigEndian.Uint64(d.data))
+			}
+			want := []uint64{1, 0}
+			if keepOrder {
+				want = []uint64{0, 1}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("order %v, want %v", got, want)
 			}
 		})
 	}
