@@ -14,14 +14,14 @@ import (
 	"syscall"
 	"time"
 
+	"shindo.dev/cli/internal/netprofile"
 	"shindo.dev/cli/internal/proc"
-	"shindo.dev/lib/faultproxy"
 )
 
 // stack is the running topology. Besides starting and stopping it, the
 // control API (`shindo fault`) takes processes and whole sites down and up
-// and cuts the link between the cores, to watch the system ride out what
-// SPEC §8 says it must.
+// and degrades and cuts the network links (links.go), to watch the system
+// ride out what SPEC §8 says it must.
 type stack struct {
 	cfg    Config
 	plan   *plan
@@ -30,7 +30,7 @@ type stack struct {
 	// endpoints rewrites endpoints.json (process IDs change on restart).
 	endpoints func() error
 
-	// mu guards the processes' proc and down fields and the partition.
+	// mu guards the processes' proc and down fields.
 	mu sync.Mutex
 	// actMu serialises control actions: two restarts of one site at once
 	// would race for its ports.
@@ -40,25 +40,12 @@ type stack struct {
 	// failed gets the error of a process the supervisor gave up on.
 	failed chan error
 
-	intersite   []*faultproxy.TCP
-	partitioned bool
+	// links are the network paths through in-process proxies.
+	links []*netLink
 }
 
 func newStack(ctx context.Context, cfg Config, plan *plan, log *slog.Logger, logDir string) *stack {
 	return &stack{ctx: ctx, cfg: cfg, plan: plan, log: log, logDir: logDir, failed: make(chan error, 1)}
-}
-
-// openIntersite starts the proxies the cores reach each other's NATS
-// through; they pass everything until partition.
-func (s *stack) openIntersite() error {
-	for _, l := range s.plan.intersite {
-		p, err := faultproxy.ListenTCP(l.listen, l.target, faultproxy.Options{})
-		if err != nil {
-			return fmt.Errorf("inter-site link %s: %w", l.listen, err)
-		}
-		s.intersite = append(s.intersite, p)
-	}
-	return nil
 }
 
 // start runs p (again, if restart) and supervises it.
@@ -84,7 +71,7 @@ func (s *stack) run(p *process, restart bool) (*proc.Proc, error) {
 }
 
 // stopAll stops every running process, last started first, within the
-// stop timeout, and closes the inter-site proxies.
+// stop timeout, and closes the links' proxies.
 func (s *stack) stopAll() {
 	deadline := time.Now().Add(s.cfg.StopTimeout)
 	procs := s.plan.processes()
@@ -98,9 +85,7 @@ func (s *stack) stopAll() {
 			s.log.Warn("process killed after stop timeout", slog.String("process", p.name))
 		}
 	}
-	for _, p := range s.intersite {
-		p.Close()
-	}
+	s.closeLinks()
 }
 
 // ProcessState is one process as the control API reports it.
@@ -205,18 +190,6 @@ func isDone(pr *proc.Proc) bool {
 	}
 }
 
-// setPartition cuts (or restores) the link between the cores: both
-// directions of both cores' inter-site proxies hold their bytes, as a
-// dead path would, and release them when healed.
-func (s *stack) setPartition(cut bool) {
-	imp := faultproxy.Impairment{Blackhole: cut}
-	for _, p := range s.intersite {
-		p.SetBoth(imp)
-	}
-	s.partitioned = cut
-	s.log.Warn("inter-site link changed by the control API", slog.Bool("partitioned", cut))
-}
-
 // serveControl serves the control API on the plan's control address until
 // ctx ends.
 func (s *stack) serveControl(ctx context.Context) (stop func(), err error) {
@@ -257,28 +230,27 @@ func (s *stack) controlMux(ctx context.Context) http.Handler {
 		}
 		s.control(ctx, w, r.PathValue("action"), ps)
 	})
+	// Partition and heal are cut and heal of the link between the cores:
+	// both directions of both cores' proxies hold their bytes, as a dead
+	// path would, and release them when healed.
 	mux.HandleFunc("POST /v1/intersite/{action}", func(w http.ResponseWriter, r *http.Request) {
-		var cut bool
+		profile := netprofile.Clear
 		switch r.PathValue("action") {
 		case "partition":
-			cut = true
+			profile = netprofile.Cut
 		case "heal":
 		default:
 			writeControl(w, http.StatusBadRequest, map[string]string{"error": "want partition or heal"})
 			return
 		}
-		s.mu.Lock()
-		s.setPartition(cut)
-		s.mu.Unlock()
-		writeControl(w, http.StatusOK, map[string]any{"partitioned": cut})
+		if _, err := s.setLink("intersite", profile); err != nil {
+			writeControl(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		writeControl(w, http.StatusOK, map[string]any{"partitioned": profile == netprofile.Cut})
 	})
+	s.linkRoutes(mux)
 	return mux
-}
-
-func (s *stack) isPartitioned() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.partitioned
 }
 
 func (s *stack) control(ctx context.Context, w http.ResponseWriter, action string, ps []*process) {

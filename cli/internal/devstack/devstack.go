@@ -10,8 +10,11 @@
 // dataapi and NATS), etcd at TNN-1, TYO-1 and TPE-1, both edges (TPE-1 and
 // KHH-1) reading from both cores, and a fleet that sends every packet on
 // both uplinks, with WebSocket fallback and its clock synced through the
-// edge. Its control API (control.go, driven by `shindo fault`) takes
-// processes and sites down and up and partitions the cores.
+// edge. The fleet's uplinks and the link between the cores run through
+// in-process proxies (links.go) that pass everything, or put the link
+// under a network profile (-links, cli/internal/netprofile). Its control
+// API (control.go, driven by `shindo fault`) takes processes and sites
+// down and up and degrades, cuts and heals the links.
 package devstack
 
 import (
@@ -28,6 +31,7 @@ import (
 	"strconv"
 	"time"
 
+	"shindo.dev/cli/internal/netprofile"
 	"shindo.dev/cli/internal/proc"
 	"shindo.dev/cli/internal/provision"
 	"shindo.dev/lib/conf"
@@ -48,6 +52,7 @@ type Config struct {
 	Scenario     string        `conf:"scenario" help:"built-in earthquake for the fleet to play (hualien, hualien-m6, yilan-m4); empty for a quiet network"`
 	ScenarioIn   time.Duration `conf:"scenario-in" default:"20s" help:"origin time of the scenario after the fleet starts"`
 	HA           bool          `conf:"ha" help:"replicated metadata database: a PostgreSQL member at each core under Patroni (synchronous mode, etcd quorum) behind HAProxy; needs Debian's patroni and haproxy"`
+	Links        string        `conf:"links" default:"clear" help:"network profile every link (the stations' uplinks, the link between the cores) is under from the start: clear, wan, lossy, typhoon or cut (see shindo fault links)"`
 }
 
 // Validate checks the configuration.
@@ -67,6 +72,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReadyTimeout <= 0 || c.StopTimeout <= 0 {
 		errs = append(errs, errors.New("ready-timeout and stop-timeout must be positive"))
+	}
+	if _, err := netprofile.Lookup(c.Links); err != nil {
+		errs = append(errs, fmt.Errorf("links: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -164,7 +172,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	defer st.stopAll()
 	defer cancel()                             // before stopAll
 	st.endpoints = func() error { return nil } // until every process runs
-	if err := st.openIntersite(); err != nil {
+	if err := st.openLinks(cfg.Links); err != nil {
 		return err
 	}
 	for i, group := range plan.groups {
@@ -213,6 +221,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		if pg != nil {
 			doc[tnn.name].(map[string]any)["postgres"] = map[string]any{"url": dsn, "pid": pg.Pid(), "data_dir": pg.DataDir()}
 		}
+		doc["links"] = st.linksDoc()
 		doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "notify_token_file": plan.notifyTokenFile, "database_url": dsn, "ha": cfg.HA,
 			"stations_file": plan.stationsFile, "control": "http://" + plan.control}
 		return writeJSON(plan.endpointsFile, doc)

@@ -30,6 +30,7 @@ const (
 	haproxyPort, haproxyHealth                   = 43, 44
 	natsClient, natsHTTP, natsPeerProxy          = 50, 51, 52
 	etcdClient, etcdPeer                         = 60, 61
+	uplinkProxyUDP, uplinkProxyWS                = 70, 71
 	edgeHTTP, edgeGRPC, edgeAdmin                = 0, 1, 2
 )
 
@@ -118,15 +119,13 @@ type plan struct {
 	// ha are the files of the replicated metadata database (-ha).
 	ha    *haFiles
 	ports []port
-	// intersite are the proxies each core's peer reaches its NATS through:
-	// the one link between the cores, which the control API can cut.
-	intersite []intersiteLink
+	// links are the network paths that run through in-process proxies,
+	// which the control API can degrade and cut (links.go): the stations'
+	// uplinks to each core and the link between the cores.
+	links []linkPlan
 	// control is the control API's listen address.
 	control string
 }
-
-// intersiteLink is a proxy in front of a core's NATS for its peer.
-type intersiteLink struct{ listen, target string }
 
 func newPlan(cfg Config) *plan {
 	p := &plan{
@@ -196,6 +195,7 @@ func newPlan(cfg Config) *plan {
 	var dataAPIs []*process
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
 	var rtsAddrs, waveformAddrs, dataURLs, natsURLs, udps, wss []string
+	intersite := linkPlan{link: mustLink("intersite")}
 	fleetConns := 2*cfg.Stations + 16
 	for i, c := range cores {
 		peer := cores[1-i]
@@ -208,7 +208,10 @@ func newPlan(cfg Config) *plan {
 		p.addPort(c.name+" NATS", cfg.PortBase+c.block+natsClient, false)
 		p.addPort(c.name+" NATS monitoring", cfg.PortBase+c.block+natsHTTP, false)
 		p.addPort(c.name+" NATS for the peer core", cfg.PortBase+c.block+natsPeerProxy, false)
-		p.intersite = append(p.intersite, intersiteLink{listen: addr(c, natsPeerProxy), target: addr(c, natsClient)})
+		// The peer core is the proxy's client: its traffic upstream is
+		// forward (TNN-1 → TYO-1) at TYO-1's proxy and back at TNN-1's.
+		intersite.proxies = append(intersite.proxies, proxyPlan{role: "nats", site: c.name,
+			listen: addr(c, natsPeerProxy), target: addr(c, natsClient), forwardUp: c.name == intersite.link.To})
 		natsServers = append(natsServers, ns)
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", dbURL(c), "-nats", natsURL(c),
 			"-archive-dir", filepath.Join(p.dataDir, c.name+"-rts"))
@@ -233,8 +236,10 @@ func newPlan(cfg Config) *plan {
 			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
 			"-nats", natsURL(c), "-peer-nats", "nats://"+addr(peer, natsPeerProxy), "-peer-site", peer.name,
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC),
-			// The simulated fleet is one process: all its stations' uplinks
-			// come from one address, two each while one replaces another.
+			// The simulated fleet's stations, and any tool that sends
+			// through their uplink (links in endpoints.json), all come from
+			// the uplink proxy's address: two each while one replaces
+			// another, and 16 for the tools.
 			"-ws-max-per-ip", strconv.Itoa(fleetConns))
 		if fleetConns > defaultConnsPerIP {
 			ing.args = append(ing.args, "-max-conns-per-ip", strconv.Itoa(fleetConns+64))
@@ -247,8 +252,18 @@ func newPlan(cfg Config) *plan {
 		natsURLs = append(natsURLs, natsURL(c))
 		waveformAddrs = append(waveformAddrs, addr(c, waveformGRPC))
 		dataURLs = append(dataURLs, data.listeners["http"])
-		udps, wss = append(udps, addr(c, ingestUDP)), append(wss, ws)
+		// The stations reach the core's ingest through the proxies of
+		// their uplink to it.
+		up := linkPlan{link: mustLink("uplink-" + c.name), proxies: []proxyPlan{
+			{role: "udp", site: c.name, udp: true, listen: addr(c, uplinkProxyUDP), target: addr(c, ingestUDP), forwardUp: true},
+			{role: "ws", site: c.name, listen: addr(c, uplinkProxyWS), target: addr(c, ingestWS), forwardUp: true},
+		}}
+		p.addPort(c.name+" uplink proxy (UDP)", cfg.PortBase+c.block+uplinkProxyUDP, true)
+		p.addPort(c.name+" uplink proxy (WebSocket)", cfg.PortBase+c.block+uplinkProxyWS, false)
+		p.links = append(p.links, up)
+		udps, wss = append(udps, up.addr("udp")), append(wss, up.addr("ws"))
 	}
+	p.links = append(p.links, intersite)
 	// Both edges prefer TNN-1, the nearer core; TYO-1 takes over, or
 	// takes the offloaded share of the data API.
 	var edgeProcs []*process

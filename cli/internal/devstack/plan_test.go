@@ -14,7 +14,7 @@ import (
 
 func testConfig() Config {
 	return Config{Stations: 60, Simulate: true, Dir: "var/dev", BinDir: "/opt/shindo", Host: "127.0.0.1", PortBase: 17000,
-		ReadyTimeout: time.Second, StopTimeout: time.Second, LogLevel: "info"}
+		ReadyTimeout: time.Second, StopTimeout: time.Second, LogLevel: "info", Links: "clear"}
 }
 
 func TestPortsUniqueAndInSpan(t *testing.T) {
@@ -143,9 +143,9 @@ func TestValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	c.Stations, c.PortBase, c.Host = 0, 65000, "::zz"
+	c.Stations, c.PortBase, c.Host, c.Links = 0, 65000, "::zz", "monsoon"
 	err := c.Validate()
-	for _, want := range []string{"stations", "port-base", "not an IP"} {
+	for _, want := range []string{"stations", "port-base", "not an IP", "links: unknown profile \"monsoon\": profiles are clear, wan"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
 		}
