@@ -22,10 +22,13 @@
 // while the station stays triggered.
 //
 //   - Association: a pick joins an open detection when the station lies
-//     within RadiusKm of one of the detection's stations, or when the
-//     detection's estimate explains its onset as the arrival of the P or S
-//     wave (within 250 km, ±3 s: in a sparse network the wavefront reaches
-//     stations farther apart than RadiusKm), and its onset is no earlier
+//     within RadiusKm of one of the detection's stations, or when the wave
+//     that triggered the detection's first station can have reached it by
+//     its onset (within 150 km of that station, at most its distance / VS
+//   - 3 s later), or when the detection's estimate explains its onset as
+//     the arrival of the P or S wave (within 250 km, ±3 s) — in a sparse
+//     network the wavefront reaches stations farther apart than RadiusKm —
+//     and its onset is no earlier
 //     than Window before the detection's first trigger (an older trigger
 //     is something else: a noisy site). Picks are taken in
 //     onset order (then station ID), repeatedly, so a detection grows
@@ -34,7 +37,9 @@
 //   - New detection: among the picks no detection took, MinStations
 //     stations pairwise within RadiusKm whose onsets lie within Window of
 //     each other. Candidate groups are tried in onset order (then station
-//     ID), greedily.
+//     ID), greedily; a group whose first pick an open detection explains
+//     (as above — one founded a moment before in the same tick included)
+//     joins it instead of founding another.
 //   - ID: "<onset of its earliest station, Unix ms>-<that station's box
 //     ID>" ("x" outside every box). It derives from the frames only.
 //   - Serial: 1 when created, +1 at every tick where a published field
@@ -436,6 +441,9 @@ const (
 // detections' published estimates, so it is as deterministic as they are.
 func explained(tr *Trigger, onset int64, fit []*event, minStations int) *event {
 	for _, ev := range fit {
+		if reached(ev, tr, onset) {
+			return ev
+		}
 		d := &ev.pub
 		if d.Stations < minStations || d.OriginMs == 0 {
 			continue
@@ -451,6 +459,37 @@ func explained(tr *Trigger, onset int64, fit []*event, minStations int) *event {
 		}
 	}
 	return nil
+}
+
+// wavefrontMaxKm bounds reached: farther than this from a detection's
+// first station, only its estimate can explain a pick.
+const wavefrontMaxKm = 150
+
+// reached tells whether the wave that triggered a detection's first
+// station can have triggered a station D km from it by onset, wherever the
+// epicentre: no wave is slower than the S wave, so it arrives no later than
+// D / VS after the first trigger (plus the slack). This needs no estimate,
+// which three stations seconds into an earthquake cannot yet give well:
+// two clusters of a sparse network shaken at almost the same time, each
+// founding a detection before the other has an estimate, are one
+// earthquake.
+func reached(ev *event, tr *Trigger, onset int64) bool {
+	var first *member
+	var firstID string
+	for id, m := range ev.members {
+		if first == nil || m.onset < first.onset || m.onset == first.onset && id < firstID {
+			mm := m
+			first, firstID = &mm, id
+		}
+	}
+	if first == nil {
+		return false
+	}
+	dist := distKm(first.lat, first.lon, tr.Lat, tr.Lon)
+	if dist > wavefrontMaxKm {
+		return false
+	}
+	return onset-first.onset <= int64(dist/min(velocities[0], velocities[1])*1000)+explainSlackMs
 }
 
 func (s *State) join(t int64, ev *event, tr *Trigger, p pick) {
@@ -512,6 +551,24 @@ func (s *State) found(t int64, cands []int, trig []Trigger) bool {
 		// order, so it is the group's lowest position.
 		first := &trig[cands[slices.Min(group)]]
 		onset := s.picks[first.Station].onset
+		// A group the wave of an open detection explains — one founded
+		// earlier in this very tick, as two clusters of a sparse network
+		// shaken together are — joins it instead.
+		var fit []*event
+		for _, ev := range s.events {
+			if !ev.pub.Final && onset >= ev.pub.FirstTriggerMs-window {
+				fit = append(fit, ev)
+			}
+		}
+		if ev := explained(first, onset, fit, s.cfg.MinStations); ev != nil {
+			for _, g := range group {
+				taken[g] = true
+				tr := &trig[cands[g]]
+				s.join(t, ev, tr, s.picks[tr.Station])
+			}
+			created = true
+			continue
+		}
 		box := "x"
 		if first.InBox {
 			box = strconv.FormatUint(uint64(first.Box), 10)

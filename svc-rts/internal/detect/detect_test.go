@@ -441,3 +441,33 @@ func TestSparseNetworkOneDetection(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoClustersShakenTogether: two clusters of a sparse network, west
+// and north of the epicentre at about the same distance, each reach three
+// triggered stations in the same tick — both groups are founded at once,
+// before either detection has an estimate. They are one earthquake: the
+// wave that triggered the first cluster reaches the second in time, so the
+// second group joins the first detection. (A cluster 200 km away is not
+// reached by that rule.)
+func TestTwoClustersShakenTogether(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		north float64 // km of the second cluster
+		want  int
+	}{{"60 km apart", 55, 1}, {"200 km apart", 200, 2}} {
+		sched := []timed{
+			{at("A1", -50, 0, 2.5), 10, 0}, {at("A2", -55, 10, 2.5), 11, 0}, {at("A3", -45, -10, 2.5), 12, 0},
+			{at("B1", 0, tc.north, 2.5), 11, 0}, {at("B2", 10, tc.north+5, 2.5), 12, 0}, {at("B3", -10, tc.north+3, 2.5), 12, 0},
+		}
+		ids := map[string]int{}
+		for _, tick := range run(Config{}, 14, schedule(sched...)) {
+			for _, d := range tick {
+				ids[d.ID] = max(ids[d.ID], d.Stations)
+			}
+		}
+		if len(ids) != tc.want {
+			t.Errorf("%s: detections %v, want %d", tc.name, ids, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package shake
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/lib/township"
 	"shindo.dev/seismo/jma"
 	"shindo.dev/seismo/synth"
 	"shindo.dev/svc-rts/internal/detect"
@@ -502,4 +504,32 @@ func TestLateFramesReplayed(t *testing.T) {
 		t.Fatal("no station value carried over")
 	}
 	compare(t, want, got, lateUntil+2500)
+}
+
+// TestSparseFleetOneDetection: the Hualien scenario on the network
+// `shindo dev -stations 50` lays out — one station at each of the first
+// 50 township seats of lib/township's sample, tens of km apart — is one
+// detection, not one per cluster of stations the wavefront reaches.
+func TestSparseFleetOneDetection(t *testing.T) {
+	t.Parallel()
+	ev, err := synth.Scenario("hualien")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Origin = scenarioOrigin
+	var stations []simnet.Station
+	for i, town := range township.Sample()[:50] {
+		stations = append(stations, simnet.Station{ID: fmt.Sprintf("SIM%05d", i+1), Lat: town.Lat, Lon: town.Lon, Code: town.Code})
+	}
+	r := newRecording(stations, simnet.Options{Start: ev.Origin.Add(-10 * time.Second), Duration: 90 * time.Second,
+		Events: []synth.Event{ev}, Seed: 1})
+	ids := map[string]string{}
+	for _, s := range r.replay(r.engine()) {
+		for _, d := range s.Detections {
+			ids[d.ID] = fmt.Sprintf("%d stations, origin %+.1f s, %.2f %.2f", d.Stations, float64(d.OriginMs-ev.Origin.UnixMilli())/1000, d.Lat, d.Lon)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("detections %v, want one", ids)
+	}
 }
