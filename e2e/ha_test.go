@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -100,6 +102,10 @@ func leader(t *testing.T, rest string) (string, bool) {
 // synchronous mode with a PostgreSQL member at each core, etcd at three
 // sites, HAProxy at each core) while a writer posts earthquake reports
 // through the data API without pause:
+//   - SIGKILL from outside of the primary's PostgreSQL (Patroni restarts
+//     it), of the standby's Patroni and of a HAProxy (shindo dev restarts
+//     them): writes resume within 30 s each time, and the cluster has a
+//     leader with a synchronous standby again;
 //   - kill -9 of the primary (Patroni and its PostgreSQL): writes resume
 //     within 30 s, and every write acknowledged before, during and after is
 //     there;
@@ -159,6 +165,57 @@ func TestMetadataFailover(t *testing.T) {
 		waitLeader(what+", rejoined", 60*time.Second, true)
 	}
 
+	// Faults nobody announces: SIGKILL from outside, so only the
+	// supervisors (Patroni for its PostgreSQL, shindo dev for the rest)
+	// learn of them by the exit.
+	var control string
+	if err := json.Unmarshal(d.endpoints["dev"]["control"], &control); err != nil {
+		t.Fatal(err)
+	}
+	writesResume := func(what string, since time.Time) {
+		t.Helper()
+		for deadline := since.Add(30 * time.Second); !w.ackedSince(since); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no write acknowledged within 30 s", what)
+			}
+		}
+		t.Logf("%s: writes resumed after %s", what, time.Since(since).Round(100*time.Millisecond))
+	}
+	restarted := func(name string, old int) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if p := processes(t, control)[name]; p.State == "running" && p.PID != 0 && p.PID != old {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not restarted within 60 s of its kill:\n%s", name, d.stderr.String())
+			}
+		}
+	}
+	lead := waitLeader("before the outside kills", 30*time.Second, true)
+	time.Sleep(2 * time.Second)
+	b, err := os.ReadFile(filepath.Join(d.endpoints.get(t, lead, "patroni", "data_dir"), "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	killed := time.Now()
+	if pid == 0 || syscall.Kill(pid, syscall.SIGKILL) != nil {
+		t.Fatalf("kill the primary's PostgreSQL (pid %d)", pid)
+	}
+	writesResume("the primary's PostgreSQL killed from outside, its Patroni alive", killed)
+	waitLeader("after the PostgreSQL kill", 60*time.Second, true)
+	for _, name := range []string{otherCore(lead) + "-patroni", "TNN-1-haproxy"} {
+		old := processes(t, control)[name].PID
+		killed := time.Now()
+		if old == 0 || syscall.Kill(old, syscall.SIGKILL) != nil {
+			t.Fatalf("kill %s (pid %d)", name, old)
+		}
+		restarted(name, old)
+		writesResume(name+" killed from outside", killed)
+		waitLeader("after "+name+" came back", 60*time.Second, true)
+	}
+
 	failover("first failover")
 	fault(t, d, "kill", "TPE-1-etcd")
 	failover("with an etcd member down")
@@ -186,4 +243,11 @@ func TestMetadataFailover(t *testing.T) {
 		t.Fatal("no write was acknowledged")
 	}
 	t.Logf("%d reports acknowledged, all present; %d posts failed during the failovers", len(acked), w.fails)
+}
+
+func otherCore(site string) string {
+	if site == "TNN-1" {
+		return "TYO-1"
+	}
+	return "TNN-1"
 }

@@ -221,6 +221,15 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		if pg != nil {
 			doc[tnn.name].(map[string]any)["postgres"] = map[string]any{"url": dsn, "pid": pg.Pid(), "data_dir": pg.DataDir()}
 		}
+		if plan.ha != nil {
+			// Where each member's PostgreSQL keeps its postmaster.pid: a
+			// tool crashing the primary kills it with its Patroni.
+			for site, m := range plan.ha.members {
+				if e, ok := doc[site].(map[string]any)["patroni"].(map[string]any); ok && m.dataDir != "" {
+					e["data_dir"] = m.dataDir
+				}
+			}
+		}
 		doc["links"] = st.linksDoc()
 		doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "notify_token_file": plan.notifyTokenFile, "database_url": dsn, "ha": cfg.HA,
 			"stations_file": plan.stationsFile, "control": "http://" + plan.control}
