@@ -35,7 +35,7 @@ var commands = map[string]command{
 	"station":   {"run one station: measure, sign and send on both uplinks", stationcmd.StationMain},
 	"sim":       {"run a simulated fleet of stations from a registry file", stationcmd.SimMain},
 	"etcd":      {"run one member of the quorum store (etcd) in-process", etcdcmd.Main},
-	"fault":     {"take parts of a running shindo dev down and up, cut the link between the cores", faultcmd.Main},
+	"fault":     {"take parts of a running shindo dev down and up, cut, degrade and heal its links", faultcmd.Main},
 	"intensity": {"compute the JMA seismic intensity of acceleration records", intensitycmd.Main},
 	"migrate":   {"apply the metadata database schema migrations", migratecmd.Main},
 	"nats":      {"run a core's NATS server (JetStream) in-process", natscmd.Main},
