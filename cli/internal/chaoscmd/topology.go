@@ -3,9 +3,7 @@ package chaoscmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"shindo.dev/cli/internal/devcontrol"
 )
 
 // topology is a running `shindo dev` as its endpoints.json describes it,
@@ -137,50 +137,19 @@ func (t *topology) act(ctx context.Context, path string) error {
 }
 
 func (t *topology) call(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, t.control+path, nil)
-	if err != nil {
-		return err
-	}
 	client := t.http
 	if method == http.MethodPost {
 		// A start waits until the process is ready.
 		client = &http.Client{Timeout: 2 * time.Minute}
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("control API: %w (is shindo dev still running?)", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err := devcontrol.Call(ctx, client, method, t.control, path)
 	if err != nil {
 		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return &controlError{code: resp.StatusCode, msg: e.Error}
-		}
-		return &controlError{code: resp.StatusCode, msg: resp.Status}
 	}
 	if out != nil {
 		return json.Unmarshal(body, out)
 	}
 	return nil
-}
-
-type controlError struct {
-	code int
-	msg  string
-}
-
-func (e *controlError) Error() string { return fmt.Sprintf("control API: %s", e.msg) }
-
-// notFound tells whether the control API does not know a route or name.
-func notFound(err error) bool {
-	var ce *controlError
-	return errors.As(err, &ce) && ce.code == http.StatusNotFound
 }
 
 // link is one impairable network path of the topology, as endpoints.json

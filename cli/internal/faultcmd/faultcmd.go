@@ -14,13 +14,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"shindo.dev/cli/internal/devcontrol"
 	"shindo.dev/cli/internal/netprofile"
 )
 
@@ -80,7 +79,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	base, err := controlURL(*dir)
+	base, err := devcontrol.URL(*dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "shindo fault: %v\n", err)
 		return 1
@@ -161,47 +160,11 @@ func (c command) route() (method, path string) {
 	return http.MethodPost, "/v1/" + kind + "/" + url.PathEscape(c.target) + "/" + c.name
 }
 
-// controlURL reads the control API's address from dir/endpoints.json.
-func controlURL(dir string) (string, error) {
-	path := filepath.Join(dir, "endpoints.json")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("no running shindo dev found (%v); start one with `make run`, or give its -dir", err)
-	}
-	var doc struct {
-		Dev struct {
-			Control string `json:"control"`
-		} `json:"dev"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil || doc.Dev.Control == "" {
-		return "", fmt.Errorf("%s names no control API: is it from this version of shindo dev?", path)
-	}
-	return doc.Dev.Control, nil
-}
-
 func do(ctx context.Context, base string, c command, stdout io.Writer) error {
 	method, path := c.route()
-	req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
+	body, err := devcontrol.Call(ctx, http.DefaultClient, method, base, path)
 	if err != nil {
 		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("control API at %s: %w (is shindo dev still running?)", base, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("control API: %s", resp.Status)
 	}
 	switch c.name {
 	case "ps":
