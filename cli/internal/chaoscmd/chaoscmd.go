@@ -276,6 +276,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 		return nil, err
 	}
 	end := topo.usage(ctx)
+	// The fleet is the stations, not the system: it holds a socket for
+	// each of its stations on WebSocket fallback, as many as the uplink
+	// faults just left there.
+	delete(end, "fleet")
 	var base map[string]procUsage
 	select {
 	case base = <-baseCh:
