@@ -60,7 +60,7 @@ func (c *collector) waitLast(t *testing.T, n int) string {
 }
 
 // idTick returns the tick (Unix ms) of an RTS event id, "<ms>-0".
-func idTick(t *testing.T, id string) int64 {
+func idTick(t testing.TB, id string) int64 {
 	t.Helper()
 	ms, _, ok := strings.Cut(id, "-")
 	n, err := strconv.ParseInt(ms, 10, 64)

@@ -73,7 +73,7 @@ func (w *writer) ackedIDs() []string {
 
 // leader returns the member Patroni says leads, and whether the other is a
 // running synchronous standby.
-func leader(t *testing.T, rest string) (string, bool) {
+func leader(t testing.TB, rest string) (string, bool) {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(rest + "/cluster")
 	if err != nil {

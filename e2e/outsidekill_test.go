@@ -25,7 +25,7 @@ type tickLog struct {
 	at    []time.Time
 }
 
-func followRTS(ctx context.Context, t *testing.T, entrances ...string) *tickLog {
+func followRTS(ctx context.Context, t testing.TB, entrances ...string) *tickLog {
 	l := &tickLog{}
 	events := make(chan sse.Event, 64)
 	go sse.Stream(ctx, sse.Options{Entrances: entrances, Path: "/v1/stream?topics=rts",
@@ -67,7 +67,7 @@ type controlState struct {
 	PID         int
 }
 
-func processes(t *testing.T, control string) map[string]controlState {
+func processes(t testing.TB, control string) map[string]controlState {
 	t.Helper()
 	code, body := httpGet(t, control+"/v1/processes")
 	if code != http.StatusOK {
