@@ -23,7 +23,7 @@ SERVICES := ingest rts waveform dataapi edge
 BINARIES := bin/shindo $(addprefix bin/shindo-,$(SERVICES))
 E2E_TIMEOUT ?= 25m
 
-.PHONY: all run build test tools generate check-generate lint breaking vet gowork-off unit e2e bench chaos-soak clean system-packages
+.PHONY: all run build test tools generate check-generate lint breaking vet gowork-off unit e2e bench chaos chaos-soak clean system-packages
 
 all: build
 
@@ -105,10 +105,14 @@ e2e: build system-packages
 
 test: check-generate lint breaking vet gowork-off unit e2e
 
+# shindo chaos for 5 minutes on the full topology (e2e TestChaos).
+chaos: build system-packages
+	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin SHINDO_CHAOS=1 go test -count=1 -timeout 20m -run '^TestChaos$$' -v ./...
+
 # The hour-long chaos run docs/RELIABILITY.md records: 1,000 stations, every
 # kind of fault; the report is printed and kept in var/chaos-soak.json.
 chaos-soak: build system-packages
-	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin SHINDO_CHAOS_DURATION=60m SHINDO_CHAOS_STATIONS=1000 \
+	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin SHINDO_CHAOS=1 SHINDO_CHAOS_DURATION=60m SHINDO_CHAOS_STATIONS=1000 \
 		SHINDO_CHAOS_REPORT=$(CURDIR)/var/chaos-soak.json go test -count=1 -timeout 90m -run '^TestChaos$$' -v ./...
 
 bench: build
