@@ -52,7 +52,7 @@ type Config struct {
 	WSPerStation int           `conf:"ws-max-per-station" default:"2" help:"most WebSocket uplinks of one station; a newer one replaces the oldest"`
 	Readers      int           `conf:"udp-readers" default:"0" help:"UDP reader goroutines; 0 means one per CPU"`
 	DataDir      string        `conf:"data-dir" help:"directory of the record journal (what was acked is kept here)"`
-	Retention    time.Duration `conf:"journal-retention" default:"2h" help:"how long journal records are kept, at least, for the peer core's backfill"`
+	Retention    time.Duration `conf:"journal-retention" default:"2h" help:"how long journal records are kept, at least, for the peer core's backfill and a restarted svc-rts's replay (which asks for 6m)"`
 	MaxLag       uint64        `conf:"max-lag" default:"20000000" help:"journal records a downstream service may fall behind before stations stop being acked"`
 	NATS         string        `conf:"nats" help:"this core's NATS server URL, where the peer core asks for what it lacks; empty: no sync"`
 	PeerNATS     string        `conf:"peer-nats" help:"the peer core's NATS server URL, where this core asks for what it lacks; empty: no sync"`
@@ -110,8 +110,8 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir is required"))
 	}
-	if c.Retention < time.Minute {
-		errs = append(errs, errors.New("journal-retention must be at least 1m"))
+	if c.Retention < 10*time.Minute {
+		errs = append(errs, errors.New("journal-retention must be at least 10m: a restarted svc-rts rebuilds its detections from the last minutes of records"))
 	}
 	if c.Readers < 0 {
 		errs = append(errs, errors.New("udp-readers must not be negative"))
@@ -266,6 +266,18 @@ func (r rtsStream) Send(id uint64, recs []*ingestv1.Record) error {
 func (r rtsStream) Recv() (uint64, error) {
 	resp, err := r.s.Recv()
 	return resp.GetAckedBatchId(), err
+}
+
+// svc-rts speaks first, to ask for the records of its detections' span
+// again when it has restarted.
+
+func (r rtsStream) Hello() (int64, error) {
+	resp, err := r.s.Recv()
+	return resp.GetReplaySinceMs(), err
+}
+
+func (r rtsStream) SendCaughtUp(id uint64, recs []*ingestv1.Record) error {
+	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: recs, CaughtUp: true})
 }
 
 func (r rtsStream) CloseSend() error { return r.s.CloseSend() }

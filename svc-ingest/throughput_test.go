@@ -16,10 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
-	"shindo.dev/lib/batchrecv"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/stationwire"
 	"shindo.dev/lib/udpload"
@@ -30,15 +28,25 @@ import (
 	"shindo.dev/svc-ingest/internal/verify"
 )
 
-// sink is an RTS Ingest endpoint that applies nothing and acks every batch:
-// the forwarding cost without a consumer's.
+// sink is an RTS Ingest endpoint that asks for no replay, applies nothing
+// and acks every batch: the forwarding cost without a consumer's.
 type sink struct {
 	rtsv1.UnimplementedRTSServiceServer
 }
 
 func (sink) Ingest(stream rtsv1.RTSService_IngestServer) error {
-	return batchrecv.Serve(stream, func(*ingestv1.Record) {},
-		func(id uint64) *rtsv1.IngestResponse { return &rtsv1.IngestResponse{AckedBatchId: id} })
+	if err := stream.Send(&rtsv1.IngestResponse{}); err != nil {
+		return err
+	}
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil // the forwarder went away
+		}
+		if err := stream.Send(&rtsv1.IngestResponse{AckedBatchId: req.GetBatchId()}); err != nil {
+			return err
+		}
+	}
 }
 
 // pipeline runs ingest's packet path — UDP listener, gate, signed acks,

@@ -38,6 +38,8 @@ type Config struct {
 	NATS           string        `conf:"nats" help:"this core's NATS server URL: snapshots and detections are published there; empty: gRPC only"`
 	ArchiveDir     string        `conf:"archive-dir" help:"directory of the archive of every snapshot sent, for replays of past ticks (one process per directory); empty: no archive"`
 	Retention      time.Duration `conf:"archive-retention" default:"168h" help:"how long snapshots are archived"`
+	RebuildWindow  time.Duration `conf:"rebuild-window" default:"6m" help:"at start, the records of this last span are replayed from ingest's journal to rebuild the detections in progress before the first tick (0: start afresh); at least detect-max-duration + detect-linger"`
+	RebuildWait    time.Duration `conf:"rebuild-wait" default:"30s" help:"longest wait for the replay at start, after which the detections start afresh"`
 
 	// The network trigger (package detect documents the rules).
 	DetectStations    int           `conf:"detect-stations" default:"3" help:"triggered stations, pairwise within detect-radius-km, that make a detection"`
@@ -86,6 +88,12 @@ func (c *Config) Validate() error {
 	} else if err := c.detectConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.RebuildWindow != 0 && (c.RebuildWindow < c.DetectMaxDuration+c.DetectLinger || c.RebuildWindow > time.Hour) {
+		errs = append(errs, errors.New("rebuild-window must be 0, or from detect-max-duration + detect-linger to 1h (ingest's journal keeps at least 10m)"))
+	}
+	if c.RebuildWait < time.Second || c.RebuildWait > 10*time.Minute {
+		errs = append(errs, errors.New("rebuild-wait must be between 1s and 10m"))
+	}
 	if c.Areas != "" {
 		if _, err := area.Load(c.Areas); err != nil {
 			errs = append(errs, err)
@@ -127,6 +135,15 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		},
 	})
 	srv := rtsgrpc.New(engine, cfg.Site, cfg.TickMaxDelay, svc.Stopping(), svc.Metrics(), svc.Logger())
+	srv.SetRebuild(cfg.RebuildWindow, cfg.RebuildWait)
+	svc.AddReadiness("detections", func(context.Context) error {
+		select {
+		case <-srv.Warm():
+			return nil
+		default:
+			return errors.New("rebuilding the detections in progress from the records of the last " + cfg.RebuildWindow.String())
+		}
+	})
 	if cfg.ArchiveDir != "" {
 		log, err := ticklog.Open(cfg.ArchiveDir, cfg.Retention, svc.Logger())
 		if err != nil {

@@ -8,10 +8,19 @@
 // disk; a restarting one — or a restarting ingest — resumes from the last
 // acked batch, so a batch may arrive twice and receivers apply records
 // idempotently. Nothing is dropped.
+//
+// A receiver whose state is made of more than what it has not acked yet
+// (svc-rts: detections last minutes, and a restarted engine has none) asks,
+// in the first message of a stream, for the records received since a time
+// again (a Replayer). The journal holds them for its retention; the
+// forwarder finds the first by its receipt time, sends from there, and
+// marks the batch by which every record received before the stream began
+// has been sent.
 package forward
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -34,6 +43,20 @@ type Stream interface {
 	CloseSend() error
 }
 
+// Replayer is a Stream whose receiver speaks first.
+type Replayer interface {
+	Stream
+	// Hello returns the receiver's first message: the Unix ms since which
+	// it wants the records received again, or 0.
+	Hello() (replaySinceMs int64, err error)
+	// SendCaughtUp sends a batch marked as the one by which every record
+	// received before the stream began has been sent.
+	SendCaughtUp(batchID uint64, records []*ingestv1.Record) error
+}
+
+// helloTimeout bounds the wait for a Replayer's first message.
+const helloTimeout = 10 * time.Second
+
 // Opener opens a stream; the stream lives as long as ctx.
 type Opener func(ctx context.Context) (Stream, error)
 
@@ -43,6 +66,7 @@ type Journal interface {
 	Wait(ctx context.Context, index uint64) error
 	Cursor(name string) uint64
 	SetCursor(name string, index uint64)
+	First() uint64
 	Next() uint64
 }
 
@@ -69,14 +93,14 @@ type Forwarder struct {
 	opts   Options
 	log    *slog.Logger
 
-	batches, records, sessions, resends prometheus.Counter
-	lag                                 prometheus.GaugeFunc
+	batches, records, sessions, resends, replays prometheus.Counter
+	lag                                          prometheus.GaugeFunc
 }
 
 // Metrics are the forwarding series, shared by all targets.
 type Metrics struct {
-	batches, records, sessions, resends *prometheus.CounterVec
-	reg                                 prometheus.Registerer
+	batches, records, sessions, resends, replays *prometheus.CounterVec
+	reg                                          prometheus.Registerer
 }
 
 // NewMetrics registers the forwarding metrics.
@@ -86,9 +110,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		records:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_records_total", Help: "Records sent, by target."}, []string{"target"}),
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_sessions_total", Help: "Stream sessions opened, by target."}, []string{"target"}),
 		resends:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_resumed_total", Help: "Sessions that resumed with records sent before but not acked, by target."}, []string{"target"}),
+		replays:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_replays_total", Help: "Sessions whose receiver asked for the records of the last minutes again (a restarted svc-rts), by target."}, []string{"target"}),
 		reg:      reg,
 	}
-	reg.MustRegister(m.batches, m.records, m.sessions, m.resends)
+	reg.MustRegister(m.batches, m.records, m.sessions, m.resends, m.replays)
 	return m
 }
 
@@ -98,6 +123,7 @@ func New(target string, open Opener, j Journal, opts Options, m *Metrics, log *s
 		target: target, open: open, j: j, opts: opts, log: log.With(slog.String("target", target)),
 		batches: m.batches.WithLabelValues(target), records: m.records.WithLabelValues(target),
 		sessions: m.sessions.WithLabelValues(target), resends: m.resends.WithLabelValues(target),
+		replays: m.replays.WithLabelValues(target),
 	}
 	f.lag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shindo_ingest_forward_lag_records", Help: "Journal records not yet acked by the target.",
@@ -149,6 +175,29 @@ func (f *Forwarder) session(ctx context.Context) error {
 	f.sessions.Inc()
 	defer st.CloseSend()
 
+	next := f.j.Cursor(f.target)
+	if next < f.j.Next() {
+		f.resends.Inc()
+	}
+	rp, replays := st.(Replayer)
+	if replays {
+		since, err := hello(sctx, rp)
+		if err != nil {
+			return err
+		}
+		if since > 0 {
+			from, err := f.indexAt(since)
+			if err != nil {
+				return fmt.Errorf("find records since %d: %w", since, err)
+			}
+			f.replays.Inc()
+			f.log.Info("receiver asked for records again", slog.Int64("since_ms", since), slog.Uint64("records", f.j.Next()-min(from, next)))
+			next = min(next, from)
+		}
+	}
+	// Every record below head was received before the stream began.
+	head, marked := f.j.Next(), !replays
+
 	var mu sync.Mutex
 	var inflight []batch
 	room := make(chan struct{}, 1)
@@ -163,7 +212,11 @@ func (f *Forwarder) session(ctx context.Context) error {
 			mu.Lock()
 			n := 0
 			for n < len(inflight) && inflight[n].id <= id {
-				f.j.SetCursor(f.target, inflight[n].next)
+				// A replay sends records behind the cursor: it never
+				// moves back.
+				if inflight[n].next > f.j.Cursor(f.target) {
+					f.j.SetCursor(f.target, inflight[n].next)
+				}
 				n++
 			}
 			inflight = inflight[n:]
@@ -175,10 +228,6 @@ func (f *Forwarder) session(ctx context.Context) error {
 		}
 	}()
 
-	next := f.j.Cursor(f.target)
-	if next < f.j.Next() {
-		f.resends.Inc()
-	}
 	var batchID uint64
 	for {
 		mu.Lock()
@@ -193,6 +242,17 @@ func (f *Forwarder) session(ctx context.Context) error {
 			case err := <-recvErr:
 				return fmt.Errorf("receive ack: %w", err)
 			}
+		}
+		if !marked && next >= head {
+			batchID++
+			mu.Lock()
+			inflight = append(inflight, batch{id: batchID, next: next})
+			mu.Unlock()
+			if err := rp.SendCaughtUp(batchID, nil); err != nil {
+				return fmt.Errorf("send caught-up batch %d: %w", batchID, err)
+			}
+			marked = true
+			continue
 		}
 		entries, err := f.j.Read(next, f.opts.MaxBatch)
 		if err != nil {
@@ -248,4 +308,58 @@ func (f *Forwarder) session(ctx context.Context) error {
 		f.batches.Inc()
 		f.records.Add(float64(len(recs)))
 	}
+}
+
+// hello waits for a Replayer's first message.
+func hello(ctx context.Context, rp Replayer) (int64, error) {
+	type result struct {
+		since int64
+		err   error
+	}
+	got := make(chan result, 1)
+	// On a timeout the session's context ends the stream, and with it
+	// this Recv.
+	go func() {
+		since, err := rp.Hello()
+		got <- result{since, err}
+	}()
+	timer := time.NewTimer(helloTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			return 0, fmt.Errorf("receive first message: %w", r.err)
+		}
+		return r.since, nil
+	case <-timer.C:
+		return 0, errors.New("receiver sent no first message within " + helloTimeout.String())
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// indexAt returns the index of the first record kept that was received at
+// or after ms (Unix ms). Receipt times follow journal order within the
+// clock's steps, so a binary search finds it; an unreadable record counts
+// as older.
+func (f *Forwarder) indexAt(ms int64) (uint64, error) {
+	lo, hi := f.j.First(), f.j.Next()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		es, err := f.j.Read(mid, 1)
+		if err != nil {
+			return 0, err
+		}
+		if len(es) == 0 {
+			hi = mid
+			continue
+		}
+		var r ingestv1.Record
+		if proto.Unmarshal(es[0].Payload, &r) == nil && r.GetRecvAtMs() >= ms {
+			hi = mid
+		} else {
+			lo = es[0].Index + 1
+		}
+	}
+	return lo, nil
 }

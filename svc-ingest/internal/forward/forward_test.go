@@ -21,18 +21,28 @@ import (
 )
 
 // receiver is a real gRPC RTSService.Ingest endpoint that records what it
-// receives; gate, when set, holds acks back until it is closed.
+// receives; gate, when set, holds acks back until it is closed. One that
+// speaks first asks for the records since replaySince, as svc-rts does, and
+// notes how many records it had when the replay was marked caught up.
 type receiver struct {
 	rtsv1.UnimplementedRTSServiceServer
-	mu      sync.Mutex
-	seqs    []uint64
-	batches int
-	gate    chan struct{}
+	mu          sync.Mutex
+	seqs        []uint64
+	batches     int
+	gate        chan struct{}
+	speaksFirst bool
+	replaySince int64
+	caughtUpAt  []int
 }
 
 // Ingest records every batch as it arrives and acks it once the gate (if
 // any) is open.
 func (r *receiver) Ingest(stream rtsv1.RTSService_IngestServer) error {
+	if r.speaksFirst {
+		if err := stream.Send(&rtsv1.IngestResponse{ReplaySinceMs: r.replaySince}); err != nil {
+			return err
+		}
+	}
 	acks := make(chan uint64, 1024)
 	done := make(chan struct{})
 	defer close(done)
@@ -67,6 +77,9 @@ func (r *receiver) Ingest(stream rtsv1.RTSService_IngestServer) error {
 			r.seqs = append(r.seqs, rec.GetPacket().GetSeq())
 		}
 		r.batches++
+		if req.GetCaughtUp() {
+			r.caughtUpAt = append(r.caughtUpAt, len(r.seqs))
+		}
 		r.mu.Unlock()
 		acks <- req.GetBatchId()
 	}
@@ -101,6 +114,16 @@ func (r rtsStream) Recv() (uint64, error) {
 }
 func (r rtsStream) CloseSend() error { return r.s.CloseSend() }
 
+type replayStream struct{ rtsStream }
+
+func (r replayStream) Hello() (int64, error) {
+	resp, err := r.s.Recv()
+	return resp.GetReplaySinceMs(), err
+}
+func (r replayStream) SendCaughtUp(id uint64, recs []*ingestv1.Record) error {
+	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: recs, CaughtUp: true})
+}
+
 func serve(t *testing.T, addr string, r *receiver) (*grpc.Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
@@ -126,8 +149,9 @@ func opener(t *testing.T, addr string) Opener {
 	}
 }
 
+// record is the record of seq, received at seq seconds.
 func record(seq uint64) *ingestv1.Record {
-	return &ingestv1.Record{Packet: &stationv1.Packet{StationId: "S1", Seq: seq}}
+	return &ingestv1.Record{Packet: &stationv1.Packet{StationId: "S1", Seq: seq}, RecvAtMs: int64(seq) * 1000}
 }
 
 func appendRecords(t *testing.T, j *journal.Journal, from, to uint64) {
@@ -292,6 +316,96 @@ func TestWantFilters(t *testing.T) {
 	for s := range r.distinct() {
 		if s%2 != 0 {
 			t.Fatalf("odd record %d forwarded", s)
+		}
+	}
+}
+
+// TestReplayAskedFor: a receiver that speaks first and asks for the records
+// received since a time gets them again, from the first one received at or
+// after it, then the rest; the batch by which everything received before
+// the stream began has been sent is marked; the saved cursor never moves
+// back; and a new stream to a receiver that asks for nothing starts at the
+// cursor.
+func TestReplayAskedFor(t *testing.T) {
+	t.Parallel()
+	j := openJournal(t, t.TempDir())
+	defer j.Close()
+	plain := &receiver{}
+	_, addr := serve(t, "127.0.0.1:0", plain)
+	f := newForwarder(t, j, opener(t, addr), Options{MaxBatch: 8, Window: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	appendRecords(t, j, 1, 100)
+	waitFor(t, "the first hundred", func() bool { return f.Lag() == 0 })
+	cancel()
+	<-done
+
+	// A restarted receiver asks for the records since 60 s (seq 60 on).
+	r := &receiver{speaksFirst: true, replaySince: 60_000, gate: make(chan struct{})}
+	_, addr = serve(t, "127.0.0.1:0", r)
+	open := func(ctx context.Context) (Stream, error) {
+		s, err := opener(t, addr)(ctx)
+		return replayStream{s.(rtsStream)}, err
+	}
+	f = newForwarder(t, j, open, Options{MaxBatch: 8, Window: 4})
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	waitFor(t, "window full of replayed records", func() bool { return r.batchCount() == 4 })
+	if c := j.Cursor("rts"); c != 100 {
+		t.Fatalf("cursor %d while replaying, want it kept at 100", c)
+	}
+	close(r.gate)
+	waitFor(t, "the replay", func() bool { return len(r.distinct()) == 41 })
+	appendRecords(t, j, 101, 110)
+	waitFor(t, "the new records", func() bool { return len(r.distinct()) == 51 })
+	r.mu.Lock()
+	for i, s := range r.seqs {
+		if s != uint64(60+i) {
+			r.mu.Unlock()
+			t.Fatalf("record %d has seq %d, want %d", i, s, 60+i)
+		}
+	}
+	if len(r.caughtUpAt) != 1 || r.caughtUpAt[0] != 41 {
+		r.mu.Unlock()
+		t.Fatalf("caught up marked after %v records, want once after the 41 received before the stream", r.caughtUpAt)
+	}
+	r.mu.Unlock()
+	waitFor(t, "cursor at the end", func() bool { return f.Lag() == 0 })
+
+	// Asked for nothing, the next stream starts at the cursor.
+	r.mu.Lock()
+	r.replaySince, r.seqs = 0, nil
+	r.mu.Unlock()
+	cancel()
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	f = newForwarder(t, j, open, Options{MaxBatch: 8, Window: 4})
+	go f.Run(ctx)
+	appendRecords(t, j, 111, 115)
+	waitFor(t, "the five new records", func() bool { return len(r.distinct()) == 5 })
+	if d := r.distinct(); d[110] != 0 || d[111] != 1 {
+		t.Fatalf("second stream received %v", d)
+	}
+}
+
+// TestReplayBeforeTheJournal: asked for records older than any kept, the
+// forwarder sends from the oldest; asked for a time after the newest, it
+// sends nothing again and marks the first batch caught up.
+func TestReplayBeforeTheJournal(t *testing.T) {
+	t.Parallel()
+	j := openJournal(t, t.TempDir())
+	defer j.Close()
+	appendRecords(t, j, 1, 20)
+	j.SetCursor("rts", 20)
+	f := newForwarder(t, j, nil, Options{})
+	for _, c := range []struct {
+		since int64
+		want  uint64
+	}{{1, 0}, {-5, 0}, {1000, 0}, {1001, 1}, {20_000, 19}, {20_001, 20}, {1 << 50, 20}} {
+		if got, err := f.indexAt(c.since); err != nil || got != c.want {
+			t.Errorf("indexAt(%d) = %d, %v; want %d", c.since, got, err, c.want)
 		}
 	}
 }

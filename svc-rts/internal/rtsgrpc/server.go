@@ -7,7 +7,10 @@ package rtsgrpc
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +19,6 @@ import (
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
-	"shindo.dev/lib/batchrecv"
 	"shindo.dev/lib/fanout"
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-rts/internal/shake"
@@ -67,6 +69,16 @@ type Server struct {
 	archive   Archive
 	serials   map[string]uint32 // last serial seen per listed detection
 
+	// Rebuilding after a start: the detections are moved through the
+	// records since replaySince (Unix ms) before the first tick; warm is
+	// closed once they have been, or after rebuildWait without a sender.
+	replaySince int64
+	rebuildWait time.Duration
+	warm        chan struct{}
+	warmOnce    sync.Once
+	started     time.Time
+	replayed    atomic.Uint64 // records applied while rebuilding
+
 	records     *prometheus.CounterVec
 	ticks       prometheus.Counter
 	tickCompute prometheus.Histogram
@@ -91,6 +103,7 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		now:      time.Now,
 		hub:      fanout.New[*rtsv1.Snapshot](0),
 		serials:  map[string]uint32{},
+		warm:     make(chan struct{}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_rts_records_total", Help: "Records received from ingest, by result.",
 		}, []string{"result"}),
@@ -132,7 +145,46 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shindo_rts_subscribers_dropped_total", Help: "Subscribers disconnected for falling behind.",
 		}, func() float64 { _, d := s.hub.Stats(); return float64(d) }))
+	close(s.warm) // until SetRebuild
 	return s
+}
+
+// SetRebuild makes the server rebuild its detections before the first tick:
+// it asks the ingest stream for the records of the last window again, moves
+// the detections through them, and emits its first snapshot once the sender
+// has caught up — after wait at the latest, starting afresh then. window
+// should cover a detection's life (detect MaxDuration and Linger), so that
+// a restarted core names an earthquake in progress as its peer does. Call it
+// before Run.
+func (s *Server) SetRebuild(window, wait time.Duration) {
+	if window <= 0 {
+		return
+	}
+	s.started = s.now()
+	s.replaySince = s.started.Add(-window).UnixMilli()
+	s.rebuildWait = wait
+	s.warm = make(chan struct{})
+}
+
+// Warm is closed once the server computes snapshots: at once, or after the
+// rebuild that SetRebuild asked for.
+func (s *Server) Warm() <-chan struct{} { return s.warm }
+
+func (s *Server) warmed() bool {
+	select {
+	case <-s.warm:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) becomeWarm(why string) {
+	s.warmOnce.Do(func() {
+		s.log.Info("detections rebuilt", slog.String("how", why), slog.Uint64("records", s.replayed.Load()),
+			slog.Duration("took", s.now().Sub(s.started)))
+		close(s.warm)
+	})
 }
 
 // SetPublisher hands every snapshot and detection update to p as well. Call
@@ -148,17 +200,58 @@ func (s *Server) Ingest(stream rtsv1.RTSService_IngestServer) error {
 	return service.EndOnStop(s.stopping, func() error { return s.ingest(stream) })
 }
 
+// ingest speaks first (asking for the replay while rebuilding), then
+// applies and acks batches. While rebuilding, the detections follow the
+// newest frame applied, OfflineAfterMs behind it as the tick loop's
+// deadline keeps them behind the clock, until the sender marks that it
+// has caught up.
 func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
-	return batchrecv.Serve(stream,
-		func(rec *ingestv1.Record) { s.records.WithLabelValues(s.apply(rec)).Inc() },
-		func(id uint64) *rtsv1.IngestResponse { return &rtsv1.IngestResponse{AckedBatchId: id} })
+	var since int64
+	if !s.warmed() {
+		since = s.replaySince
+	}
+	if err := stream.Send(&rtsv1.IngestResponse{ReplaySinceMs: since}); err != nil {
+		return err
+	}
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rebuilding := !s.warmed()
+		var newest int64
+		for _, rec := range req.GetRecords() {
+			result, end := s.apply(rec)
+			s.records.WithLabelValues(result).Inc()
+			if result == "applied" {
+				newest = max(newest, end)
+			}
+		}
+		if rebuilding {
+			s.replayed.Add(uint64(len(req.GetRecords())))
+			if newest > 0 {
+				s.engine.Advance(newest - shake.OfflineAfterMs)
+			}
+			if req.GetCaughtUp() {
+				s.becomeWarm("replayed the records of the last minutes")
+			}
+		}
+		if err := stream.Send(&rtsv1.IngestResponse{AckedBatchId: req.GetBatchId()}); err != nil {
+			return err
+		}
+	}
 }
 
-func (s *Server) apply(rec *ingestv1.Record) string {
+// apply applies a record and returns its result and, when applied, its
+// frame's window end.
+func (s *Server) apply(rec *ingestv1.Record) (string, int64) {
 	p := rec.GetPacket()
 	f := p.GetIntensity()
 	if f == nil {
-		return "ignored"
+		return "ignored", 0
 	}
 	ok := s.engine.Apply(p.GetStationId(), shake.Frame{
 		WindowEndMs: f.GetWindowEndMs(),
@@ -168,9 +261,9 @@ func (s *Server) apply(rec *ingestv1.Record) string {
 		SvaCms:      f.GetSvaCms(),
 	})
 	if !ok {
-		return "rejected"
+		return "rejected", 0
 	}
-	return "applied"
+	return "applied", f.GetWindowEndMs()
 }
 
 // Subscribe streams snapshots until the client leaves or falls behind.
@@ -232,6 +325,19 @@ func (s *Server) GetSnapshot(_ context.Context, req *rtsv1.GetSnapshotRequest) (
 
 // Run emits one snapshot per tick until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
+	if !s.warmed() {
+		wait := time.NewTimer(s.rebuildWait)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return nil
+		case <-s.warm:
+		case <-wait.C:
+			s.log.Warn("no ingest stream caught up within the rebuild wait: detections start afresh", slog.Duration("wait", s.rebuildWait))
+			s.becomeWarm("gave up waiting")
+		}
+		wait.Stop()
+	}
 	next := nextTick(s.now())
 	for {
 		complete := s.engine.Await(next)

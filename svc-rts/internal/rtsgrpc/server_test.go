@@ -50,6 +50,20 @@ func serve(t *testing.T, srv *Server) rtsv1.RTSServiceClient {
 	return rtsv1.NewRTSServiceClient(conn)
 }
 
+// hello reads the server's first message on an Ingest stream and returns
+// the replay it asks for.
+func hello(t *testing.T, ing rtsv1.RTSService_IngestClient) int64 {
+	t.Helper()
+	resp, err := ing.Recv()
+	if err != nil {
+		t.Fatalf("first message: %v", err)
+	}
+	if resp.GetAckedBatchId() != 0 {
+		t.Fatalf("first message acks batch %d", resp.GetAckedBatchId())
+	}
+	return resp.GetReplaySinceMs()
+}
+
 func record(station string, windowEnd int64, intensity float32) *ingestv1.Record {
 	return &ingestv1.Record{Packet: &stationv1.Packet{StationId: station, Seq: uint64(windowEnd),
 		Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{WindowEndMs: windowEnd, Intensity: intensity}}}}
@@ -72,6 +86,9 @@ func TestIngestTickSubscribe(t *testing.T) {
 	ing, err := client.Ingest(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if since := hello(t, ing); since != 0 {
+		t.Fatalf("a server without rebuild asked for records since %d", since)
 	}
 	// Frames for the next three ticks, sent in one batch, then the same
 	// batch again (a resend after reconnect).
@@ -172,6 +189,7 @@ func TestStreamsEndWhenStopping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hello(t, ing)
 	close(stopping)
 	if _, err := sub.Recv(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("subscription: %v", err)

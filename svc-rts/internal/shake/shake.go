@@ -42,7 +42,9 @@
 // more than replayTicks − 2 ticks (15 s) past its window end. An engine that
 // starts (or restarts, or stalls for longer than the frames it keeps) in
 // the middle of an event begins with no detection and may name that event
-// differently from a core that saw it start.
+// differently from a core that saw it start — which is why svc-rts, once
+// restarted, first has the frames of the last minutes replayed and moves
+// its detections through them (Advance) before it computes a snapshot.
 package shake
 
 import (
@@ -442,6 +444,21 @@ func (e *Engine) detections(t int64) []detect.Detection {
 		}
 	}
 	return e.det.Detections()
+}
+
+// Advance steps the detections to tick t without computing a snapshot.
+// An engine rebuilding its detections from replayed frames moves them along
+// behind the newest frame it holds, as the tick loop moves them behind the
+// clock; frames that come later than that correct them as late frames do.
+func (e *Engine) Advance(t int64) {
+	if t <= 0 || t%TickMs != 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t > e.detTick {
+		e.detections(t)
+	}
 }
 
 func (e *Engine) step(u int64) {

@@ -31,7 +31,11 @@ type IngestRequest struct {
 	// Increasing per stream; acks refer to it.
 	BatchId uint64 `protobuf:"varint,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	// The records, in the order ingest accepted them.
-	Records       []*v1.Record `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	Records []*v1.Record `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	// Set on the batch (possibly without records) that reaches the end of
+	// the sender's journal for the first time in the stream: every record
+	// received before it has been sent, the replay asked for included.
+	CaughtUp      bool `protobuf:"varint,3,opt,name=caught_up,json=caughtUp,proto3" json:"caught_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -80,11 +84,21 @@ func (x *IngestRequest) GetRecords() []*v1.Record {
 	return nil
 }
 
+func (x *IngestRequest) GetCaughtUp() bool {
+	if x != nil {
+		return x.CaughtUp
+	}
+	return false
+}
+
 // IngestResponse acknowledges batches.
 type IngestResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every batch up to and including this ID has been applied.
-	AckedBatchId  uint64 `protobuf:"varint,1,opt,name=acked_batch_id,json=ackedBatchId,proto3" json:"acked_batch_id,omitempty"`
+	AckedBatchId uint64 `protobuf:"varint,1,opt,name=acked_batch_id,json=ackedBatchId,proto3" json:"acked_batch_id,omitempty"`
+	// In the first response only: send again the records received at or
+	// after this time (Unix ms) before the rest; 0 for none.
+	ReplaySinceMs int64 `protobuf:"varint,2,opt,name=replay_since_ms,json=replaySinceMs,proto3" json:"replay_since_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +136,13 @@ func (*IngestResponse) Descriptor() ([]byte, []int) {
 func (x *IngestResponse) GetAckedBatchId() uint64 {
 	if x != nil {
 		return x.AckedBatchId
+	}
+	return 0
+}
+
+func (x *IngestResponse) GetReplaySinceMs() int64 {
+	if x != nil {
+		return x.ReplaySinceMs
 	}
 	return 0
 }
@@ -887,12 +908,14 @@ var File_shindo_rts_v1_rts_proto protoreflect.FileDescriptor
 
 const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\n" +
-	"\x17shindo/rts/v1/rts.proto\x12\rshindo.rts.v1\x1a\x1dshindo/ingest/v1/ingest.proto\"^\n" +
+	"\x17shindo/rts/v1/rts.proto\x12\rshindo.rts.v1\x1a\x1dshindo/ingest/v1/ingest.proto\"{\n" +
 	"\rIngestRequest\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\x04R\abatchId\x122\n" +
-	"\arecords\x18\x02 \x03(\v2\x18.shindo.ingest.v1.RecordR\arecords\"6\n" +
+	"\arecords\x18\x02 \x03(\v2\x18.shindo.ingest.v1.RecordR\arecords\x12\x1b\n" +
+	"\tcaught_up\x18\x03 \x01(\bR\bcaughtUp\"^\n" +
 	"\x0eIngestResponse\x12$\n" +
-	"\x0eacked_batch_id\x18\x01 \x01(\x04R\fackedBatchId\"2\n" +
+	"\x0eacked_batch_id\x18\x01 \x01(\x04R\fackedBatchId\x12&\n" +
+	"\x0freplay_since_ms\x18\x02 \x01(\x03R\rreplaySinceMs\"2\n" +
 	"\x10SubscribeRequest\x12\x1e\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\tR\n" +

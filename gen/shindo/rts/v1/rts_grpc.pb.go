@@ -36,6 +36,12 @@ type RTSServiceClient interface {
 	// Ingest receives batches of verified records from svc-ingest and acks
 	// each batch once it is applied. The sender keeps unacked batches and
 	// resends them after a reconnect, so a batch may arrive twice.
+	//
+	// The receiver speaks first: its first response (acked_batch_id 0) says
+	// whether it wants the records of the last minutes again before the
+	// rest (replay_since_ms). A restarted svc-rts asks, to rebuild its
+	// detections from the frames that made them, and publishes nothing
+	// until the sender marks the replay caught up.
 	Ingest(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[IngestRequest, IngestResponse], error)
 	// Subscribe streams every snapshot from the next tick on. A subscriber
 	// that cannot keep up is disconnected rather than slowing the others.
@@ -105,6 +111,12 @@ type RTSServiceServer interface {
 	// Ingest receives batches of verified records from svc-ingest and acks
 	// each batch once it is applied. The sender keeps unacked batches and
 	// resends them after a reconnect, so a batch may arrive twice.
+	//
+	// The receiver speaks first: its first response (acked_batch_id 0) says
+	// whether it wants the records of the last minutes again before the
+	// rest (replay_since_ms). A restarted svc-rts asks, to rebuild its
+	// detections from the frames that made them, and publishes nothing
+	// until the sender marks the replay caught up.
 	Ingest(grpc.BidiStreamingServer[IngestRequest, IngestResponse]) error
 	// Subscribe streams every snapshot from the next tick on. A subscriber
 	// that cannot keep up is disconnected rather than slowing the others.

@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+)
+
+// coreTicks records the detections a core's RTS lists at each tick, over
+// its Subscribe stream, reconnecting while the core is down.
+type coreTicks struct {
+	mu    sync.Mutex
+	ticks []int64
+	ids   [][]string // "ID/serial" per tick
+}
+
+func watchCoreTicks(ctx context.Context, t *testing.T, addr string) *coreTicks {
+	c := &coreTicks{}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer conn.Close()
+		for ctx.Err() == nil {
+			sub, err := rtsv1.NewRTSServiceClient(conn).Subscribe(ctx, &rtsv1.SubscribeRequest{Subscriber: "e2e"})
+			for err == nil {
+				var resp *rtsv1.SubscribeResponse
+				if resp, err = sub.Recv(); err != nil {
+					break
+				}
+				s := resp.GetSnapshot()
+				var ids []string
+				for _, d := range s.GetDetections() {
+					ids = append(ids, d.GetId())
+				}
+				c.mu.Lock()
+				if n := len(c.ticks); n == 0 || s.GetTimeMs() > c.ticks[n-1] {
+					c.ticks = append(c.ticks, s.GetTimeMs())
+					c.ids = append(c.ids, ids)
+				}
+				c.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return c
+}
+
+// since returns the ticks from t on with their detection IDs.
+func (c *coreTicks) since(t int64) (ticks []int64, ids [][]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, _ := slices.BinarySearch(c.ticks, t)
+	return slices.Clone(c.ticks[i:]), slices.Clone(c.ids[i:])
+}
+
+// TestRestartedRTSRebuildsDetections: TNN-1's RTS, killed from outside
+// while an earthquake is in progress, comes back listing that earthquake
+// under the ID TYO-1 gives it, and lists no detection TYO-1 never had: it
+// rebuilt its detections from the records of the last minutes, which its
+// ingest replayed, before its first tick.
+func TestRestartedRTSRebuildsDetections(t *testing.T) {
+	d := startDev(t, "-stations", "50", "-scenario", "hualien", "-scenario-in", "20s")
+	var control string
+	if err := json.Unmarshal(d.endpoints["dev"]["control"], &control); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tnn := watchCoreTicks(ctx, t, d.endpoints.get(t, "TNN-1", "rts", "grpc"))
+	tyo := watchCoreTicks(ctx, t, d.endpoints.get(t, "TYO-1", "rts", "grpc"))
+
+	// Both list the earthquake, for a few seconds.
+	var open string
+	for deadline := time.Now().Add(2 * time.Minute); open == ""; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no detection at both cores within 2 minutes of the start")
+		}
+		_, a := tnn.since(0)
+		_, b := tyo.since(0)
+		if len(a) > 0 && len(b) > 0 && len(a[len(a)-1]) > 0 && slices.Contains(b[len(b)-1], a[len(a)-1][0]) {
+			open = a[len(a)-1][0]
+		}
+	}
+	t.Logf("both cores list %s", open)
+	time.Sleep(5 * time.Second)
+
+	old := processes(t, control)["TNN-1-rts"].PID
+	killedAt := time.Now().UnixMilli()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill TNN-1-rts (%d): %v", old, err)
+	}
+	// Its first ticks after the restart, then 20 s of them.
+	var ticks []int64
+	var ids [][]string
+	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("TNN-1's RTS computed %d ticks in the 45 s after its kill:\n%s", len(ticks), d.stderr.String())
+		}
+		if ticks, ids = tnn.since(killedAt); len(ticks) > 0 && ticks[len(ticks)-1]-ticks[0] >= 20_000 {
+			break
+		}
+	}
+	t.Logf("TNN-1's RTS back with the tick of %s (killed at %s)", time.UnixMilli(ticks[0]).Format("15:04:05.0"), time.UnixMilli(killedAt).Format("15:04:05.0"))
+	if !slices.Contains(ids[0], open) {
+		t.Errorf("TNN-1's first tick after its restart lists %v, not the earthquake in progress %s", ids[0], open)
+	}
+	_, peer := tyo.since(0)
+	atPeer := map[string]bool{}
+	for _, l := range peer {
+		for _, id := range l {
+			atPeer[id] = true
+		}
+	}
+	for i, l := range ids {
+		for _, id := range l {
+			if !atPeer[id] {
+				t.Errorf("TNN-1 lists %s at tick %d after its restart; TYO-1 never did", id, ticks[i])
+				atPeer[id] = true // once
+			}
+		}
+	}
+}
