@@ -135,11 +135,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // report is what `shindo chaos` found.
 type report struct {
-	Seed       uint64         `json:"seed"`
-	Started    time.Time      `json:"started"`
-	Ended      time.Time      `json:"ended"`
-	Mix        map[string]int `json:"mix"`
-	Faults     []faultRecord  `json:"faults"`
+	Seed    uint64         `json:"seed"`
+	Started time.Time      `json:"started"`
+	Ended   time.Time      `json:"ended"`
+	Mix     map[string]int `json:"mix"`
+	Faults  []faultRecord  `json:"faults"`
+	// Machine lists what happened to the machine rather than to the
+	// system: stalls of the checker itself, steps of the wall clock.
+	Machine    []machineEvent `json:"machine"`
 	Checks     []check        `json:"checks"`
 	Violations int            `json:"violations"`
 }
@@ -186,6 +189,12 @@ func (r *report) print(w io.Writer) {
 		}
 		fmt.Fprintln(w, line)
 	}
+	if len(r.Machine) > 0 {
+		fmt.Fprintln(w, "\nmachine events (the machine's, not the system's: what clients missed during them is excused):")
+		for _, e := range r.Machine {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
 	fmt.Fprintln(w, "\ninvariants:")
 	for _, c := range r.Checks {
 		state := "ok"
@@ -229,6 +238,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	for i, site := range edgeSites {
 		edges[site] = topo.edges()[i]
 	}
+	machine := watchMachine(readCtx)
 	followers := []*follower{
 		follow(readCtx, "client entering at TPE-1", []string{edges["TPE-1"], edges["KHH-1"]}, edges),
 		follow(readCtx, "client entering at KHH-1", []string{edges["KHH-1"], edges["TPE-1"]}, edges),
@@ -299,12 +309,17 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	rep.add("every acknowledged packet is in both archives exactly once", witRep.summary(), witRep.violations())
 	ids, unverifiable, v := dets.findings(checkTo)
 	rep.add("detections have the same IDs on both cores", fmt.Sprintf("%d detection IDs, %d published while the other core's stream was down", ids, unverifiable), v)
+	rep.Machine = machine.list()
 	var streamV []string
 	var summary []string
 	for _, f := range followers {
-		n, longest, v := f.findings(checkFrom, checkTo, rep.Faults)
+		n, longest, excused, v := f.findings(checkFrom, checkTo, rep.Faults, rep.Machine)
 		streamV = append(streamV, v...)
-		summary = append(summary, fmt.Sprintf("%s: %d ticks, longest wait %s, %d alert lists", f.name, n, longest.Round(time.Millisecond), f.eewSeen))
+		line := fmt.Sprintf("%s: %d ticks, longest wait %s, %d alert lists", f.name, n, longest.Round(time.Millisecond), f.eewSeen)
+		if excused > 0 {
+			line += fmt.Sprintf(", %d ticks missed while the machine stalled (not counted)", excused)
+		}
+		summary = append(summary, line)
 	}
 	rep.add("clients following the client rules miss no tick, wait within the bound, see each earthquake once", strings.Join(summary, "; "), streamV)
 	accepted, redelivered, postFails, v := notes.findings()

@@ -65,7 +65,7 @@ func TestFollowerFindings(t *testing.T) {
 		{Kind: kindEdge, Target: "TPE-1-edge", Action: "kill", At: t0.Add(time.Second), Until: t0.Add(9 * time.Second)},
 		{Kind: kindKill, Target: "TNN-1-rts", Action: "SIGKILL from outside", At: t0.Add(11500 * time.Millisecond), Until: t0.Add(12 * time.Second)},
 	}
-	checked, longest, v := f.findings(t0, t0.Add(14*time.Second), faults)
+	checked, longest, _, v := f.findings(t0, t0.Add(14*time.Second), faults, nil)
 	if checked != 5 || longest != 9500*time.Millisecond {
 		t.Fatalf("checked %d, longest %s", checked, longest)
 	}
@@ -77,6 +77,44 @@ func TestFollowerFindings(t *testing.T) {
 	}
 	if strings.Contains(joined, "tick 1500") && strings.Contains(joined, "waited 9.5s") {
 		t.Errorf("the wait while the client's own edge was down was judged by the 2 s bound:\n%s", joined)
+	}
+}
+
+// TestMachineEvents: a wake-up seconds late is a stall, a wall clock that
+// moved unlike the monotonic one a step; the ticks a client misses during
+// either (and up to the slack after) are excused and counted, those
+// outside are violations.
+func TestMachineEvents(t *testing.T) {
+	t0 := time.UnixMilli(1_796_151_614_000)
+	w := &machineWatch{}
+	w.observe(t0, t0.Add(120*time.Millisecond), 120*time.Millisecond)           // busy, not stalled
+	w.observe(t0, t0.Add(21500*time.Millisecond), 21500*time.Millisecond)       // stalled
+	w.observe(t0.Add(time.Minute), t0.Add(81*time.Second), 99*time.Millisecond) // stepped
+	ev := w.list()
+	if len(ev) != 2 || ev[0].Stalled != 21400*time.Millisecond || ev[0].Stepped != 0 || ev[1].Stepped < 20*time.Second || ev[1].Stalled != 0 {
+		t.Fatalf("events %+v", ev)
+	}
+	for _, e := range ev {
+		if e.String() == "" {
+			t.Fatal("an event without a description")
+		}
+	}
+	f := &follower{name: "c", alerts: map[string]uint32{}}
+	add := func(tick int64) {
+		f.ticks = append(f.ticks, tick)
+		f.at = append(f.at, time.UnixMilli(tick).Add(100*time.Millisecond))
+		f.entry = append(f.entry, "http://tpe")
+	}
+	base := t0.UnixMilli()
+	add(base - 500)
+	add(base + 21_500) // 43 ticks missed in the stall
+	for tick := base + 22_000; tick <= base+30_000; tick += 500 {
+		add(tick)
+	}
+	add(base + 50_000) // 39 missed, nothing happened to the machine
+	_, _, excused, v := f.findings(t0.Add(-time.Second), t0.Add(50*time.Second), nil, ev)
+	if joined := strings.Join(v, "\n"); excused != 43 || len(v) != 2 || !strings.Contains(joined, "39 ticks after") || !strings.Contains(joined, "waited 20s") {
+		t.Fatalf("excused %d, violations %v", excused, v)
 	}
 }
 

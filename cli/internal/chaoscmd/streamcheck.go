@@ -123,8 +123,9 @@ func kmBetween(lat1, lon1, lat2, lon2 float64) float64 {
 }
 
 // findings judges what the follower received between from and to
-// against the faults injected meanwhile.
-func (f *follower) findings(from, to time.Time, faults []faultRecord) (checked int, longest time.Duration, violations []string) {
+// against the faults injected meanwhile. Ticks missed and waits during a
+// machine event are the machine's: counted as excused, not violations.
+func (f *follower) findings(from, to time.Time, faults []faultRecord, machine []machineEvent) (checked int, longest time.Duration, excused int, violations []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	violations = append(violations, f.problems...)
@@ -134,13 +135,19 @@ func (f *follower) findings(from, to time.Time, faults []faultRecord) (checked i
 			continue
 		}
 		checked++
+		_, stalled := during(machine, time.UnixMilli(f.ticks[i-1]), time.UnixMilli(f.ticks[i]))
 		switch d := f.ticks[i] - f.ticks[i-1]; {
+		case d > 500 && stalled:
+			excused += int(d/500 - 1)
 		case d > 500:
 			missed = append(missed, fmt.Sprintf("%d ticks after %d (at %s)", d/500-1, f.ticks[i-1], f.at[i].Format(time.TimeOnly)))
 		case d <= 0:
 			repeated = append(repeated, fmt.Sprintf("tick %d after %d", f.ticks[i], f.ticks[i-1]))
 		}
 		wait := f.at[i].Sub(f.at[i-1])
+		if _, ok := during(machine, f.at[i-1], f.at[i]); ok {
+			continue
+		}
 		longest = max(longest, wait)
 		bound := waitBound
 		active := activeDuring(faults, f.at[i-1], f.at[i])
@@ -166,7 +173,7 @@ func (f *follower) findings(from, to time.Time, faults []faultRecord) (checked i
 		violations = append(violations, fmt.Sprintf("%s's events do not span the run (%s): first at %s, last at %s",
 			f.name, span.Round(time.Second), f.at[0].Format(time.TimeOnly), f.at[len(f.at)-1].Format(time.TimeOnly)))
 	}
-	return checked, longest, violations
+	return checked, longest, excused, violations
 }
 
 // activeDuring returns the faults in effect at some time in [a, b],
