@@ -135,15 +135,11 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		},
 	})
 	srv := rtsgrpc.New(engine, cfg.Site, cfg.TickMaxDelay, svc.Stopping(), svc.Metrics(), svc.Logger())
+	// Rebuilding is not unreadiness: the replay comes through the Ingest
+	// stream, and an ingest that waited for this core to be ready would
+	// never send it. Edges take the other core meanwhile, as they do for
+	// any core without fresh ticks.
 	srv.SetRebuild(cfg.RebuildWindow, cfg.RebuildWait)
-	svc.AddReadiness("detections", func(context.Context) error {
-		select {
-		case <-srv.Warm():
-			return nil
-		default:
-			return errors.New("rebuilding the detections in progress from the records of the last " + cfg.RebuildWindow.String())
-		}
-	})
 	if cfg.ArchiveDir != "" {
 		log, err := ticklog.Open(cfg.ArchiveDir, cfg.Retention, svc.Logger())
 		if err != nil {

@@ -74,7 +74,7 @@ type Server struct {
 	// closed once they have been, or after rebuildWait without a sender.
 	replaySince int64
 	rebuildWait time.Duration
-	warm        chan struct{}
+	warm        atomic.Pointer[chan struct{}]
 	warmOnce    sync.Once
 	started     time.Time
 	replayed    atomic.Uint64 // records applied while rebuilding
@@ -103,7 +103,6 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		now:      time.Now,
 		hub:      fanout.New[*rtsv1.Snapshot](0),
 		serials:  map[string]uint32{},
-		warm:     make(chan struct{}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_rts_records_total", Help: "Records received from ingest, by result.",
 		}, []string{"result"}),
@@ -142,10 +141,20 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shindo_rts_subscribers", Help: "Connected snapshot subscribers.",
 		}, func() float64 { n, _ := s.hub.Stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shindo_rts_rebuilding", Help: "1 while the detections are rebuilt from replayed records at start, before the first tick.",
+		}, func() float64 {
+			if s.warmed() {
+				return 0
+			}
+			return 1
+		}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shindo_rts_subscribers_dropped_total", Help: "Subscribers disconnected for falling behind.",
 		}, func() float64 { _, d := s.hub.Stats(); return float64(d) }))
-	close(s.warm) // until SetRebuild
+	warm := make(chan struct{})
+	close(warm) // until SetRebuild
+	s.warm.Store(&warm)
 	return s
 }
 
@@ -163,16 +172,17 @@ func (s *Server) SetRebuild(window, wait time.Duration) {
 	s.started = s.now()
 	s.replaySince = s.started.Add(-window).UnixMilli()
 	s.rebuildWait = wait
-	s.warm = make(chan struct{})
+	warm := make(chan struct{})
+	s.warm.Store(&warm)
 }
 
 // Warm is closed once the server computes snapshots: at once, or after the
 // rebuild that SetRebuild asked for.
-func (s *Server) Warm() <-chan struct{} { return s.warm }
+func (s *Server) Warm() <-chan struct{} { return *s.warm.Load() }
 
 func (s *Server) warmed() bool {
 	select {
-	case <-s.warm:
+	case <-s.Warm():
 		return true
 	default:
 		return false
@@ -183,7 +193,7 @@ func (s *Server) becomeWarm(why string) {
 	s.warmOnce.Do(func() {
 		s.log.Info("detections rebuilt", slog.String("how", why), slog.Uint64("records", s.replayed.Load()),
 			slog.Duration("took", s.now().Sub(s.started)))
-		close(s.warm)
+		close(*s.warm.Load())
 	})
 }
 
@@ -331,7 +341,7 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			wait.Stop()
 			return nil
-		case <-s.warm:
+		case <-s.Warm():
 		case <-wait.C:
 			s.log.Warn("no ingest stream caught up within the rebuild wait: detections start afresh", slog.Duration("wait", s.rebuildWait))
 			s.becomeWarm("gave up waiting")
