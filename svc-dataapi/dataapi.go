@@ -38,6 +38,7 @@ import (
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/apierror"
 	"shindo.dev/lib/cors"
 	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/ratelimit"
@@ -282,11 +283,11 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &httpapi.FastJSON{JSONPb: runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}}),
-		runtime.WithErrorHandler(httpapi.GatewayError),
-		runtime.WithRoutingErrorHandler(httpapi.RoutingError),
+		runtime.WithErrorHandler(apierror.Gateway),
+		runtime.WithRoutingErrorHandler(apierror.Routing),
 		// A package-wide setting of grpc-gateway, though passed as an
 		// option: every mux of the process gets the strict parser.
 		runtime.SetQueryParameterParser(httpapi.StrictQuery{}),
@@ -326,7 +327,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	}
 	mux := http.NewServeMux()
 	// The GET routes whose requests have fields outside the path.
-	queried := map[string]bool{"/v1/reports": true, "/v1/detections": true, "/v1/stations": true, "/v1/links": true}
+	queried := map[string]bool{"/v1/reports": true, "/v1/detections": true, "/v1/stations": true, "/v1/links": true, "/v1/rts/snapshot": true}
 	mux.Handle("/", httpapi.NoQuery(queried, gw))
 	compat.New(compatStore, reg.Source.Current, cfg.DBTimeout, log).Register(mux)
 	if cfg.WaveformAPI != "" {
@@ -356,13 +357,26 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 			svc.OnShutdown("rts connection "+target, func(context.Context) error { return conn.Close() })
 			cores = append(cores, rtsv1.NewRTSServiceClient(conn))
 		}
+		// GET /v1/rts/snapshot: this core's latest snapshot, or one of its
+		// archive.
+		if err := rtsv1.RegisterRTSServiceHandlerClient(ctx, gw, cores[0]); err != nil {
+			return nil, fmt.Errorf("register rts gateway: %w", err)
+		}
 		playback.New(cores, cfg.EEWAuthor, 2*time.Second, log).Register(mux)
 	}
 	mux.HandleFunc("GET /readyz", svc.ServeReady) // probed by the edges' data-API routing
 	mux.HandleFunc("GET /ntp", timesync.ServeNTP) // the apps sync with the cores too
+	// The document of what this core answers: the edges' own routes go,
+	// and those of a service it was not given.
+	unserved := map[string]bool{"/v1/edge/status": true, "/v1/links": cfg.Ingest == "",
+		"/v1/waveforms/{station_id}": cfg.WaveformAPI == "", "/v1/rts/snapshot": len(cfg.RTS) == 0}
+	doc, err := openapi.Select(func(path string) bool { return !unserved[path] })
+	if err != nil {
+		return nil, fmt.Errorf("openapi document: %w", err)
+	}
 	mux.Handle("/openapi.json", compat.OnlyGET(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(openapi.JSON)
+		w.Write(doc)
 	})))
 
 	buckets := ratelimit.New(cfg.RateBuckets)

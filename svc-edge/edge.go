@@ -27,8 +27,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"shindo.dev/gen/openapi"
 	edgev1 "shindo.dev/gen/shindo/edge/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/apierror"
 	"shindo.dev/lib/compatjson"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/timesync"
@@ -200,14 +202,24 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	edgev1.RegisterEdgeServiceServer(svc.GRPC(), status)
 	svc.SetServingStatus(edgev1.EdgeService_ServiceDesc.ServiceName, true)
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
-	}))
+		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true},
+	}), runtime.WithErrorHandler(apierror.Gateway), runtime.WithRoutingErrorHandler(apierror.Routing))
 	if err := edgev1.RegisterEdgeServiceHandlerServer(ctx, gw, status); err != nil {
 		return fmt.Errorf("register gateway: %w", err)
 	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/edge/status", gw)
+	// The document of what this edge answers: its own routes and, with
+	// cores to route to, the data API's.
+	doc, err := openapi.Select(func(path string) bool { return len(cfg.DataAPI) > 0 || path == "/v1/edge/status" })
+	if err != nil {
+		return fmt.Errorf("openapi document: %w", err)
+	}
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(doc)
+	})
 	var bal *route.Balancer
 	if len(cfg.DataAPI) > 0 {
 		bal, err = route.New(cfg.DataAPI, cfg.routeOptions(), otelhttp.NewTransport(http.DefaultTransport), svc.Logger())
@@ -222,7 +234,6 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		mux.Handle("/v1/", api)
 		mux.Handle("/api/", api)
 		mux.Handle("/resource/", api) // the newest TREM-Lite's station list (CSV)
-		mux.Handle("GET /openapi.json", api)
 
 		// The WebSocket API of subscribed apps: its tokens are the data
 		// API's keys.

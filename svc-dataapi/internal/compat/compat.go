@@ -51,9 +51,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"shindo.dev/lib/apierror"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/stationdb"
-	"shindo.dev/svc-dataapi/internal/httpapi"
 )
 
 // Store is what the routes need of the metadata database
@@ -92,7 +92,7 @@ func OnlyGET(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			httpapi.WriteError(w, http.StatusMethodNotAllowed, codes.Unimplemented, "method "+r.Method+" not allowed here")
+			apierror.Write(w, http.StatusMethodNotAllowed, codes.Unimplemented, "method "+r.Method+" not allowed here")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -101,7 +101,7 @@ func OnlyGET(next http.Handler) http.Handler {
 
 func (h *Handler) noDatabase(w http.ResponseWriter) bool {
 	if h.store == nil {
-		httpapi.WriteError(w, http.StatusNotImplemented, codes.Unimplemented, "reports need the metadata database (-database-url)")
+		apierror.Write(w, http.StatusNotImplemented, codes.Unimplemented, "reports need the metadata database (-database-url)")
 		return true
 	}
 	return false
@@ -110,12 +110,12 @@ func (h *Handler) noDatabase(w http.ResponseWriter) bool {
 func (h *Handler) reportList(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		httpapi.WriteError(w, http.StatusBadRequest, codes.InvalidArgument, "malformed query")
+		apierror.Write(w, http.StatusBadRequest, codes.InvalidArgument, "malformed query")
 		return
 	}
 	f, err := ParseReportQuery(q)
 	if err != nil {
-		httpapi.WriteError(w, http.StatusBadRequest, codes.InvalidArgument, err.Error())
+		apierror.Write(w, http.StatusBadRequest, codes.InvalidArgument, err.Error())
 		return
 	}
 	if h.noDatabase(w) {
@@ -134,7 +134,7 @@ func (h *Handler) reportList(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := stationdb.CheckReportID(id); err != nil {
-		httpapi.WriteError(w, http.StatusBadRequest, codes.InvalidArgument, "id: 1 to 64 letters, digits and . _ : -")
+		apierror.Write(w, http.StatusBadRequest, codes.InvalidArgument, "id: 1 to 64 letters, digits and . _ : -")
 		return
 	}
 	if h.noDatabase(w) {
@@ -208,15 +208,15 @@ func writeJSON(w http.ResponseWriter, b []byte) {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, stationdb.ErrNotFound):
-		httpapi.WriteError(w, http.StatusNotFound, codes.NotFound, "report not found")
+		apierror.Write(w, http.StatusNotFound, codes.NotFound, "report not found")
 	case errors.Is(err, stationdb.ErrInvalid):
-		httpapi.WriteError(w, http.StatusBadRequest, codes.InvalidArgument, err.Error())
+		apierror.Write(w, http.StatusBadRequest, codes.InvalidArgument, err.Error())
 	case errors.Is(err, stationdb.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		httpapi.WriteError(w, http.StatusServiceUnavailable, codes.Unavailable, "metadata database unavailable, retry")
+		apierror.Write(w, http.StatusServiceUnavailable, codes.Unavailable, "metadata database unavailable, retry")
 	case errors.Is(err, context.Canceled):
 		// The client left.
 	default:
 		h.log.ErrorContext(r.Context(), "compatible route failed", slog.String("path", r.URL.Path), slog.Any("error", err))
-		httpapi.WriteError(w, http.StatusInternalServerError, codes.Internal, "internal error")
+		apierror.Write(w, http.StatusInternalServerError, codes.Internal, "internal error")
 	}
 }

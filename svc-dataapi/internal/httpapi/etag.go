@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
+
+	"shindo.dev/lib/apierror"
 )
 
 // Data a GET answer may depend on, as a set of bits.
@@ -82,7 +84,7 @@ func (c *Conditional) byVersion(w http.ResponseWriter, r *http.Request, next htt
 		if r.Context().Err() != nil {
 			return // the client left
 		}
-		WriteError(w, http.StatusServiceUnavailable, codes.Unavailable, "metadata database unavailable, retry")
+		apierror.Write(w, http.StatusServiceUnavailable, codes.Unavailable, "metadata database unavailable, retry")
 		return
 	}
 	h := sha256.New()

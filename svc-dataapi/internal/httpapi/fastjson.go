@@ -13,7 +13,7 @@ import (
 // FastJSON is the gateway's marshaler: protojson (runtime.JSONPb) for
 // every message, except the report and detection answers — the data API's
 // busiest, with up to 500 items — which are written directly, in exactly
-// the JSON protojson gives with UseProtoNames and EmitUnpopulated: fields
+// the JSON protojson gives with UseProtoNames and EmitDefaultValues: fields
 // in declaration order, 64-bit integers as strings, floats as protojson
 // formats them. protojson walks each message by reflection and sorts its
 // fields every time, which made it the larger part of a list request's
@@ -40,7 +40,7 @@ func (m *FastJSON) Marshal(v any) ([]byte, error) {
 		return append(b, '}'), nil
 	case *datav1.GetReportResponse:
 		if x.GetReport() == nil {
-			return []byte(`{"report":null}`), nil
+			return []byte(`{}`), nil
 		}
 		b := append(make([]byte, 0, 512), `{"report":`...)
 		return append(appendReport(b, x.GetReport()), '}'), nil
@@ -58,7 +58,7 @@ func (m *FastJSON) Marshal(v any) ([]byte, error) {
 		return append(b, '}'), nil
 	case *datav1.GetDetectionResponse:
 		if x.GetDetection() == nil {
-			return []byte(`{"detection":null}`), nil
+			return []byte(`{}`), nil
 		}
 		b := append(make([]byte, 0, 384), `{"detection":`...)
 		return append(appendDetection(b, x.GetDetection()), '}'), nil

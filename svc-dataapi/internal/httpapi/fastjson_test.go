@@ -60,5 +60,5 @@ func TestFastJSONMatchesProtojson(t *testing.T) {
 }
 
 func runtimeJSON() runtime.JSONPb {
-	return runtime.JSONPb{MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}}
+	return runtime.JSONPb{MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}}
 }

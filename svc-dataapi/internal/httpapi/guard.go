@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"shindo.dev/lib/apierror"
 	"shindo.dev/svc-dataapi/internal/auth"
 )
 
@@ -78,7 +79,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		if r.ContentLength > g.MaxBody {
-			WriteError(w, http.StatusRequestEntityTooLarge, codes.InvalidArgument,
+			apierror.Write(w, http.StatusRequestEntityTooLarge, codes.InvalidArgument,
 				"request body too large: at most "+strconv.FormatInt(g.MaxBody, 10)+" bytes")
 			return
 		}
@@ -89,7 +90,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			if no.retryAfter > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(no.retryAfter.Seconds())))))
 			}
-			WriteError(w, no.status, no.code, no.msg)
+			apierror.Write(w, no.status, no.code, no.msg)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"shindo.dev/lib/apierror"
 )
 
 // StrictQuery is grpc-gateway's query parameter parser made strict: a
@@ -70,7 +72,7 @@ func NoQuery(queried map[string]bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery != "" && strings.HasPrefix(r.URL.Path, "/v1/") &&
 			!(r.Method == http.MethodGet && queried[r.URL.Path]) {
-			WriteError(w, http.StatusBadRequest, codes.InvalidArgument, "this route takes no query parameters")
+			apierror.Write(w, http.StatusBadRequest, codes.InvalidArgument, "this route takes no query parameters")
 			return
 		}
 		next.ServeHTTP(w, r)

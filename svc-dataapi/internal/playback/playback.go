@@ -39,8 +39,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/apierror"
 	"shindo.dev/lib/compatjson"
-	"shindo.dev/svc-dataapi/internal/httpapi"
 )
 
 // secondsBelow: a time below it is in seconds (10^11 s is the year 5138;
@@ -102,17 +102,17 @@ func (h *Handler) route(render func(*rtsv1.Snapshot) []byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ms, err := ParseTime(r.PathValue("t"))
 		if err != nil {
-			httpapi.WriteError(w, http.StatusBadRequest, codes.InvalidArgument, err.Error())
+			apierror.Write(w, http.StatusBadRequest, codes.InvalidArgument, err.Error())
 			return
 		}
 		snap, archived, err := h.snapshot(r.Context(), ms)
 		switch {
 		case errors.Is(err, errFuture):
-			httpapi.WriteError(w, http.StatusNotFound, codes.OutOfRange, "that tick is not computed yet")
+			apierror.Write(w, http.StatusNotFound, codes.OutOfRange, "that tick is not computed yet")
 			return
 		case err != nil:
 			w.Header().Set("Retry-After", "1")
-			httpapi.WriteError(w, http.StatusServiceUnavailable, codes.Unavailable, "no core's archive answers")
+			apierror.Write(w, http.StatusServiceUnavailable, codes.Unavailable, "no core's archive answers")
 			return
 		}
 		hdr := w.Header()

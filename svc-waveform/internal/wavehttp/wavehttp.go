@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/apierror"
 	"shindo.dev/svc-waveform/internal/archive"
 )
 
@@ -36,8 +37,8 @@ func Handler(ctx context.Context, store *archive.Store, srv waveformv1.WaveformS
 	// The same JSON as the rest of the data API: proto field names, every
 	// field present.
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
-	}))
+		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true},
+	}), runtime.WithErrorHandler(apierror.Gateway), runtime.WithRoutingErrorHandler(apierror.Routing))
 	if err := waveformv1.RegisterWaveformServiceHandlerServer(ctx, gw, srv); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

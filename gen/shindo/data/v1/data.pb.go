@@ -2591,6 +2591,75 @@ func (x *KeyCheck) GetClient() *Client {
 	return nil
 }
 
+// Error is the body of every error answer of the REST API, whichever
+// service gives it (the data API, an edge, the waveform archive). Its HTTP
+// status follows the code: InvalidArgument 400, Unauthenticated 401,
+// PermissionDenied 403, NotFound 404, AlreadyExists 409, ResourceExhausted
+// 429, Unavailable 503 (with Retry-After), Internal 500.
+type Error struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What went wrong, for people: what clients should show or log.
+	Error string `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// The gRPC status code (5 for NotFound, …), as grpc-gateway's own
+	// error body has it.
+	Code int32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	// The same text as error, where grpc-gateway's own error body has it.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Error) Reset() {
+	*x = Error{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Error) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Error) ProtoMessage() {}
+
+func (x *Error) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Error.ProtoReflect.Descriptor instead.
+func (*Error) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *Error) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Error) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Error) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_shindo_data_v1_data_proto protoreflect.FileDescriptor
 
 const file_shindo_data_v1_data_proto_rawDesc = "" +
@@ -2791,7 +2860,11 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x18.shindo.data.v1.KeyCheckR\aresults\"P\n" +
 	"\bKeyCheck\x12\x14\n" +
 	"\x05known\x18\x01 \x01(\bR\x05known\x12.\n" +
-	"\x06client\x18\x02 \x01(\v2\x16.shindo.data.v1.ClientR\x06client2\xc3\v\n" +
+	"\x06client\x18\x02 \x01(\v2\x16.shindo.data.v1.ClientR\x06client\"K\n" +
+	"\x05Error\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage2\xc3\v\n" +
 	"\vDataService\x12Y\n" +
 	"\fListStations\x12#.shindo.data.v1.ListStationsRequest\x1a$.shindo.data.v1.ListStationsResponse\x12S\n" +
 	"\n" +
@@ -2823,7 +2896,7 @@ func file_shindo_data_v1_data_proto_rawDescGZIP() []byte {
 	return file_shindo_data_v1_data_proto_rawDescData
 }
 
-var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*Station)(nil),                  // 0: shindo.data.v1.Station
 	(*ListStationsRequest)(nil),      // 1: shindo.data.v1.ListStationsRequest
@@ -2864,6 +2937,7 @@ var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*CheckKeysRequest)(nil),         // 36: shindo.data.v1.CheckKeysRequest
 	(*CheckKeysResponse)(nil),        // 37: shindo.data.v1.CheckKeysResponse
 	(*KeyCheck)(nil),                 // 38: shindo.data.v1.KeyCheck
+	(*Error)(nil),                    // 39: shindo.data.v1.Error
 }
 var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	0,  // 0: shindo.data.v1.ListStationsResponse.stations:type_name -> shindo.data.v1.Station
@@ -2938,7 +3012,7 @@ func file_shindo_data_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_data_v1_data_proto_rawDesc), len(file_shindo_data_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
