@@ -23,7 +23,7 @@ SERVICES := ingest rts waveform dataapi edge
 BINARIES := bin/shindo $(addprefix bin/shindo-,$(SERVICES))
 E2E_TIMEOUT ?= 25m
 
-.PHONY: all run build test tools generate check-generate lint breaking vet gowork-off unit e2e bench chaos chaos-soak clean system-packages
+.PHONY: all run build test tools generate check-generate lint breaking vet gowork-off unit e2e bench bench-wan chaos chaos-soak clean system-packages
 
 all: build
 
@@ -118,6 +118,11 @@ chaos-soak: build system-packages
 
 bench: build
 	cd e2e && SHINDO_BIN=$(CURDIR)/bin go test -run XXX -bench . -benchtime 1x -timeout 30m ./...
+
+# Station → browser latency at 1,000 stations on loopback and under shindo dev -wan, in one run
+# (root: network namespaces); docs/BENCHMARKS.md records it.
+bench-wan: build
+	cd e2e && SHINDO_BIN=$(CURDIR)/bin go test -run '^$$' -bench '^BenchmarkSliceLatencyWAN$$' -benchtime 1x -timeout 20m ./...
 
 clean:
 	rm -rf bin var

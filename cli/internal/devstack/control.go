@@ -16,6 +16,7 @@ import (
 
 	"shindo.dev/cli/internal/netprofile"
 	"shindo.dev/cli/internal/proc"
+	"shindo.dev/cli/internal/wan"
 )
 
 // stack is the running topology. Besides starting and stopping it, the
@@ -40,8 +41,12 @@ type stack struct {
 	// failed gets the error of a process the supervisor gave up on.
 	failed chan error
 
-	// links are the network paths through in-process proxies.
+	// links are the network paths: through in-process proxies, or with
+	// -wan between the sites' network namespaces.
 	links []*netLink
+	// wan is the network of -wan, nil without: each process runs in its
+	// site's namespace.
+	wan *wan.Net
 }
 
 func newStack(ctx context.Context, cfg Config, plan *plan, log *slog.Logger, logDir string) *stack {
@@ -59,7 +64,12 @@ func (s *stack) start(p *process, restart bool) (*proc.Proc, error) {
 }
 
 func (s *stack) run(p *process, restart bool) (*proc.Proc, error) {
-	pr, err := proc.Run(proc.Spec{Name: p.name, Bin: p.bin, Args: p.args, Env: p.env,
+	bin, args := p.bin, p.args
+	if s.wan != nil {
+		// Every run, restarts too, enters the site's namespace afresh.
+		bin, args = s.wan.Command(p.wanSite(), bin, args)
+	}
+	pr, err := proc.Run(proc.Spec{Name: p.name, Bin: bin, Args: args, Env: p.env,
 		LogPath: filepath.Join(s.logDir, p.name+".log"), Append: restart, As: p.as})
 	if err != nil {
 		return nil, err

@@ -12,9 +12,12 @@
 // both uplinks, with WebSocket fallback and its clock synced through the
 // edge. The fleet's uplinks and the link between the cores run through
 // in-process proxies (links.go) that pass everything, or put the link
-// under a network profile (-links, cli/internal/netprofile). Its control
-// API (control.go, driven by `shindo fault`) takes processes and sites
-// down and up and degrades, cuts and heals the links.
+// under a network profile (-links, cli/internal/netprofile). With -wan
+// (wan.go) each site and the stations run instead in a network namespace
+// of their own, and every link between two sites carries the profile
+// (cli/internal/wan). Its control API (control.go, driven by `shindo
+// fault`) takes processes and sites down and up and degrades, cuts and
+// heals the links.
 package devstack
 
 import (
@@ -34,6 +37,7 @@ import (
 	"shindo.dev/cli/internal/netprofile"
 	"shindo.dev/cli/internal/proc"
 	"shindo.dev/cli/internal/provision"
+	"shindo.dev/cli/internal/wan"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/service"
 )
@@ -52,7 +56,8 @@ type Config struct {
 	Scenario     string        `conf:"scenario" help:"built-in earthquake for the fleet to play (hualien, hualien-m6, yilan-m4); empty for a quiet network"`
 	ScenarioIn   time.Duration `conf:"scenario-in" default:"20s" help:"origin time of the scenario after the fleet starts"`
 	HA           bool          `conf:"ha" help:"replicated metadata database: a PostgreSQL member at each core under Patroni (synchronous mode, etcd quorum) behind HAProxy; needs Debian's patroni and haproxy"`
-	Links        string        `conf:"links" default:"clear" help:"network profile every link (the stations' uplinks, the link between the cores) is under from the start: clear, wan, lossy, typhoon or cut (see shindo fault links)"`
+	Links        string        `conf:"links" help:"network profile every link (the stations' uplinks, the link between the cores; with -wan every link) is under from the start: clear, wan, lossy, typhoon or cut (see shindo fault links); default clear, or wan with -wan"`
+	WAN          bool          `conf:"wan" help:"run each site and the stations in a network namespace of its own, joined by links with the one-way delay, jitter and loss of -links (default wan); needs root (see docs/ARCHITECTURE.md)"`
 }
 
 // Validate checks the configuration.
@@ -73,8 +78,13 @@ func (c *Config) Validate() error {
 	if c.ReadyTimeout <= 0 || c.StopTimeout <= 0 {
 		errs = append(errs, errors.New("ready-timeout and stop-timeout must be positive"))
 	}
-	if _, err := netprofile.Lookup(c.Links); err != nil {
+	if _, err := netprofile.Lookup(c.linksProfile()); err != nil {
 		errs = append(errs, fmt.Errorf("links: %w", err))
+	}
+	if c.WAN && c.HA {
+		// Patroni runs as the postgres user, which cannot enter a
+		// namespace, and its members trust loopback only.
+		errs = append(errs, errors.New("-wan does not run with -ha yet"))
 	}
 	return errors.Join(errs...)
 }
@@ -98,6 +108,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) error {
 	plan := newPlan(cfg)
+	var network *wan.Net
+	if cfg.WAN {
+		// Before anything starts, and removed after everything stopped
+		// (deferred first, runs last).
+		n, hosts, err := buildWAN(log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := n.Close(); err != nil {
+				log.Error("network namespaces not all removed", slog.Any("error", err))
+			}
+		}()
+		network, plan = n, newPlanOn(cfg, hosts)
+	}
 	if err := plan.checkBinaries(); err != nil {
 		return err
 	}
@@ -123,6 +148,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := newStack(ctx, cfg, plan, log, logDir)
+	st.wan = network
 	var pg *metadata
 	var dsn string
 	if cfg.HA {
@@ -153,6 +179,14 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			pg.stop()
 		}()
 		log.Info("metadata database up", slog.String("url", dsn))
+		if network != nil {
+			pgPort := cfg.PortBase + tnn.block + postgresPort
+			stopRelay, err := relayDatabase(network, hostPort(plan.host(tnn.name), pgPort), hostPort(cfg.Host, pgPort), log)
+			if err != nil {
+				return err
+			}
+			defer stopRelay()
+		}
 	}
 	token, err := newToken()
 	if err != nil {
@@ -172,7 +206,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	defer st.stopAll()
 	defer cancel()                             // before stopAll
 	st.endpoints = func() error { return nil } // until every process runs
-	if err := st.openLinks(cfg.Links); err != nil {
+	if err := st.openLinks(cfg.linksProfile()); err != nil {
 		return err
 	}
 	for i, group := range plan.groups {
@@ -231,8 +265,24 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			}
 		}
 		doc["links"] = st.linksDoc()
-		doc["dev"] = map[string]any{"admin_token_file": plan.tokenFile, "notify_token_file": plan.notifyTokenFile, "database_url": dsn, "ha": cfg.HA,
+		if network != nil {
+			for _, s := range network.Sites() {
+				if e, ok := doc[s.Name].(map[string]any); ok {
+					e["netns"], e["address"] = s.Netns, s.Addr.String()
+				}
+				if s.Name == stationsSite {
+					if f, ok := doc["fleet"].(map[string]any); ok {
+						f["netns"], f["address"] = s.Netns, s.Addr.String()
+					}
+				}
+			}
+		}
+		dev := map[string]any{"admin_token_file": plan.tokenFile, "notify_token_file": plan.notifyTokenFile, "database_url": dsn, "ha": cfg.HA,
 			"stations_file": plan.stationsFile, "control": "http://" + plan.control}
+		if network != nil {
+			dev["wan"] = wanDoc(network)
+		}
+		doc["dev"] = dev
 		return writeJSON(plan.endpointsFile, doc)
 	}
 	if err := st.endpoints(); err != nil {

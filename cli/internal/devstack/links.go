@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shindo.dev/cli/internal/netprofile"
+	"shindo.dev/cli/internal/wan"
 	"shindo.dev/lib/faultproxy"
 )
 
@@ -23,6 +24,11 @@ import (
 // in front of each core's NATS, which the peer core's ingest reaches it
 // through. The edges reach the cores directly: those links are listed, not
 // impairable.
+//
+// With -wan every link of the topology is impairable: it is the pair of
+// sites' network namespaces, and a profile is applied to the traffic
+// between them in each direction by the router of cli/internal/wan — every
+// connection between the two sites, not only the ones a proxy fronts.
 
 // linkPlan is an impairable link and the proxies that carry it.
 type linkPlan struct {
@@ -99,6 +105,10 @@ type LinkState struct {
 	// NATS is, for the link between the cores, each core's NATS as its
 	// peer reaches it through the link, by site.
 	NATS map[string]string `json:"nats,omitempty"`
+	// With -wan: Netns and Address are each end's network namespace and
+	// address, by site.
+	Netns   map[string]string `json:"netns,omitempty"`
+	Address map[string]string `json:"address,omitempty"`
 	// Stats count the traffic through the link (control API only).
 	Stats *LinkStats `json:"stats,omitempty"`
 }
@@ -117,6 +127,7 @@ type LinkStats struct {
 type DirectionStats struct {
 	// Datagrams received, and of them Dropped (loss, blackhole, overflow)
 	// and Overflow (the proxy's queue was full: not the profile's doing).
+	// With -wan they count IP packets, TCP segments as well.
 	Datagrams uint64 `json:"datagrams"`
 	Dropped   uint64 `json:"dropped"`
 	Overflow  uint64 `json:"overflow"`
@@ -141,6 +152,10 @@ type netLink struct {
 	plan    linkPlan
 	proxies []*liveProxy
 	log     *slog.Logger
+	// net carries the link with -wan (no proxies then); addrs are where
+	// its traffic goes, as LinkState shows them.
+	net   *wan.Net
+	addrs LinkState
 
 	// setMu serialises profile changes.
 	setMu sync.Mutex
@@ -171,6 +186,14 @@ func (s *stack) openLinks(profile string) error {
 	prof, err := netprofile.Lookup(profile)
 	if err != nil {
 		return err
+	}
+	if s.wan != nil {
+		for _, lk := range netprofile.Links() {
+			l := &netLink{plan: linkPlan{link: lk}, log: s.log, net: s.wan, addrs: s.wanAddrs(lk)}
+			s.links = append(s.links, l)
+			l.set(prof)
+		}
+		return nil
 	}
 	for _, lp := range s.plan.links {
 		l := &netLink{plan: lp, log: s.log}
@@ -236,6 +259,18 @@ func (l *netLink) set(prof netprofile.Profile) {
 // apply gives every proxy of the link the phase's shapes, each direction
 // the right way round.
 func (l *netLink) apply(ph netprofile.Phase) {
+	if l.net != nil {
+		lk := l.plan.link
+		for _, err := range []error{l.net.Set(lk.From, lk.To, ph.Forward), l.net.Set(lk.To, lk.From, ph.Back)} {
+			if err != nil {
+				l.log.Error("link not set", slog.String("link", lk.Name), slog.Any("error", err))
+			}
+		}
+		l.mu.Lock()
+		l.phase = ph.Name
+		l.mu.Unlock()
+		return
+	}
 	fwd, back := ph.Forward.Impairment(), ph.Back.Impairment()
 	for _, p := range l.proxies {
 		up, down := fwd, back
@@ -265,6 +300,15 @@ func (l *netLink) state(withLive bool) LinkState {
 		st.Phase = l.phase
 	}
 	l.mu.Unlock()
+	if l.net != nil {
+		st.UDP, st.WS, st.TargetUDP, st.TargetWS = l.addrs.UDP, l.addrs.WS, l.addrs.TargetUDP, l.addrs.TargetWS
+		st.NATS, st.Netns, st.Address = l.addrs.NATS, l.addrs.Netns, l.addrs.Address
+		if withLive {
+			fwd, back := l.net.Stats(lk.From, lk.To), l.net.Stats(lk.To, lk.From)
+			st.Stats = &LinkStats{Forward: wanDirection(fwd), Back: wanDirection(back)}
+		}
+		return st
+	}
 	for _, p := range l.plan.proxies {
 		switch p.role {
 		case "udp":
@@ -297,6 +341,35 @@ func (l *netLink) state(withLive bool) LinkState {
 		fwd.addTCP(t.Upstream)
 		back.addTCP(t.Downstream)
 		st.Stats.Connections += t.Open
+	}
+	return st
+}
+
+func wanDirection(d wan.DirStats) DirectionStats {
+	return DirectionStats{Datagrams: d.Packets, Dropped: d.Dropped, Overflow: d.Overflow, Bytes: d.Bytes}
+}
+
+// wanAddrs are the ends of lk with -wan: the sites' namespaces and
+// addresses, and for an uplink the core's ingest listeners, which the
+// stations send to straight, for the link between the cores their NATS.
+func (s *stack) wanAddrs(lk netprofile.Link) LinkState {
+	st := LinkState{Netns: map[string]string{}, Address: map[string]string{}}
+	for _, end := range []string{lk.From, lk.To} {
+		if site, ok := s.wan.Site(end); ok {
+			st.Netns[end], st.Address[end] = site.Netns, site.Addr.String()
+		}
+	}
+	for _, p := range s.plan.processes() {
+		switch {
+		case lk.Kind == netprofile.Uplink && p.role == "ingest" && p.site == lk.To:
+			st.UDP, st.WS = p.listeners["udp"], p.listeners["ws"]
+			st.TargetUDP, st.TargetWS = st.UDP, st.WS
+		case lk.Kind == netprofile.Intersite && p.role == "nats":
+			if st.NATS == nil {
+				st.NATS = map[string]string{}
+			}
+			st.NATS[p.site] = p.listeners["url"]
+		}
 	}
 	return st
 }

@@ -54,12 +54,24 @@ var (
 // edgeSource is the address the edges' requests to a data API come from,
 // the only proxy it trusts to name the client: every process binds host,
 // and connects from it, or from loopback when host is a wildcard or a name.
-func edgeSource(host string) string {
+// With -wan each edge connects from its own site's address.
+func edgeSource(host string, wanHosts ...string) string {
+	if len(wanHosts) > 0 {
+		return strings.Join(wanHosts, ",")
+	}
 	if a, err := netip.ParseAddr(host); err == nil && !a.IsUnspecified() {
 		return a.String()
 	}
 	return "127.0.0.1,::1"
 }
+
+// stationsSite is where the simulated fleet is with -wan: a site of its
+// own, at the far end of the uplinks.
+const stationsSite = "stations"
+
+// wanSites are the sites of -wan by index, the third octet of their
+// addresses (cli/internal/wan).
+var wanSites = map[string]byte{tnn.name: 1, tyo.name: 2, tpe.name: 3, khh.name: 4, stationsSite: 5}
 
 // defaultConnsPerIP is the services' -max-conns-per-ip.
 const defaultConnsPerIP = 4096
@@ -125,17 +137,43 @@ type plan struct {
 	links []linkPlan
 	// control is the control API's listen address.
 	control string
+	// hosts are, with -wan, each site's address (stations for the fleet);
+	// without, nil: every process binds cfg.Host.
+	hosts map[string]string
 }
 
-func newPlan(cfg Config) *plan {
+// host is the address the processes of site name bind.
+func (p *plan) host(name string) string {
+	if h, ok := p.hosts[name]; ok {
+		return h
+	}
+	return p.cfg.Host
+}
+
+// wanSite is the site whose network namespace pr runs in with -wan.
+func (pr *process) wanSite() string {
+	if pr.role == "fleet" {
+		return stationsSite
+	}
+	return pr.site
+}
+
+func newPlan(cfg Config) *plan { return newPlanOn(cfg, nil) }
+
+// newPlanOn is the plan with each site's processes at its address in
+// hosts (by site name; stations for the fleet), as -wan places them; the
+// control API and the dev metadata database stay on cfg.Host in the root
+// namespace (the database also reached at TNN-1's address, wan.go).
+func newPlanOn(cfg Config, hosts map[string]string) *plan {
 	p := &plan{
+		hosts:           hosts,
 		cfg:             cfg,
 		stationsFile:    filepath.Join(cfg.Dir, "stations.json"),
 		endpointsFile:   filepath.Join(cfg.Dir, "endpoints.json"),
 		tokenFile:       filepath.Join(cfg.Dir, "admin-token"),
 		notifyTokenFile: filepath.Join(cfg.Dir, "notify-token"),
 		dataDir:         filepath.Join(cfg.Dir, "data"),
-		databaseURL:     fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+tnn.block+postgresPort), dbName),
+		databaseURL:     fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(hostIn(hosts, tnn.name, cfg.Host), cfg.PortBase+tnn.block+postgresPort), dbName),
 		databaseBefore:  -1,
 		provisionBefore: 1,
 	}
@@ -150,7 +188,8 @@ func newPlan(cfg Config) *plan {
 	}
 	p.control = hostPort(cfg.Host, cfg.PortBase+controlOff)
 	p.addPort("control API", cfg.PortBase+controlOff, false)
-	addr := func(s site, off int) string { return hostPort(cfg.Host, cfg.PortBase+s.block+off) }
+	addr := func(s site, off int) string { return hostPort(p.host(s.name), cfg.PortBase+s.block+off) }
+	wan := hosts != nil
 	bin := func(name string) string { return filepath.Join(cfg.BinDir, name) }
 	common := func(s site, grpcOff, adminOff int) []string {
 		return []string{"-site", s.name, "-grpc-addr", addr(s, grpcOff), "-admin-addr", addr(s, adminOff),
@@ -193,6 +232,12 @@ func newPlan(cfg Config) *plan {
 		etcds = append(etcds, e)
 	}
 	var dataAPIs []*process
+	var edgeHosts []string
+	if wan {
+		for _, e := range edges {
+			edgeHosts = append(edgeHosts, p.host(e.name))
+		}
+	}
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
 	var rtsAddrs, waveformAddrs, dataURLs, natsURLs, udps, wss []string
 	intersite := linkPlan{link: mustLink("intersite")}
@@ -207,11 +252,18 @@ func newPlan(cfg Config) *plan {
 		}
 		p.addPort(c.name+" NATS", cfg.PortBase+c.block+natsClient, false)
 		p.addPort(c.name+" NATS monitoring", cfg.PortBase+c.block+natsHTTP, false)
-		p.addPort(c.name+" NATS for the peer core", cfg.PortBase+c.block+natsPeerProxy, false)
-		// The peer core is the proxy's client: its traffic upstream is
-		// forward (TNN-1 → TYO-1) at TYO-1's proxy and back at TNN-1's.
-		intersite.proxies = append(intersite.proxies, proxyPlan{role: "nats", site: c.name,
-			listen: addr(c, natsPeerProxy), target: addr(c, natsClient), forwardUp: c.name == intersite.link.To})
+		// The peer core reaches this core's NATS through the link between
+		// the cores: on loopback a proxy, with -wan the network itself.
+		peerNATS := "nats://" + addr(peer, natsPeerProxy)
+		if wan {
+			peerNATS = natsURL(peer)
+		} else {
+			p.addPort(c.name+" NATS for the peer core", cfg.PortBase+c.block+natsPeerProxy, false)
+			// The peer core is the proxy's client: its traffic upstream is
+			// forward (TNN-1 → TYO-1) at TYO-1's proxy and back at TNN-1's.
+			intersite.proxies = append(intersite.proxies, proxyPlan{role: "nats", site: c.name,
+				listen: addr(c, natsPeerProxy), target: addr(c, natsClient), forwardUp: c.name == intersite.link.To})
+		}
 		natsServers = append(natsServers, ns)
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", dbURL(c), "-nats", natsURL(c),
 			"-archive-dir", filepath.Join(p.dataDir, c.name+"-rts"))
@@ -221,7 +273,7 @@ func newPlan(cfg Config) *plan {
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),
 			"-waveform-api", "http://"+addr(c, waveformHTTP), "-nats", natsURL(c),
-			"-rts", addr(c, rtsGRPC)+","+addr(peer, rtsGRPC), "-trusted-proxies", edgeSource(cfg.Host))
+			"-rts", addr(c, rtsGRPC)+","+addr(peer, rtsGRPC), "-trusted-proxies", edgeSource(cfg.Host, edgeHosts...))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		// Secrets by file, never on a command line other users can read.
 		data.env = append(data.env, "SHINDO_DATAAPI_ADMIN_TOKENS_FILE="+p.tokenFile)
@@ -234,7 +286,7 @@ func newPlan(cfg Config) *plan {
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
 			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", dbURL(c),
 			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
-			"-nats", natsURL(c), "-peer-nats", "nats://"+addr(peer, natsPeerProxy), "-peer-site", peer.name,
+			"-nats", natsURL(c), "-peer-nats", peerNATS, "-peer-site", peer.name,
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC),
 			// The simulated fleet's stations, and any tool that sends
 			// through their uplink (links in endpoints.json), all come from
@@ -252,6 +304,12 @@ func newPlan(cfg Config) *plan {
 		natsURLs = append(natsURLs, natsURL(c))
 		waveformAddrs = append(waveformAddrs, addr(c, waveformGRPC))
 		dataURLs = append(dataURLs, data.listeners["http"])
+		if wan {
+			// The stations reach the core's ingest itself, across the
+			// network between their namespace and the core's.
+			udps, wss = append(udps, addr(c, ingestUDP)), append(wss, ws)
+			continue
+		}
 		// The stations reach the core's ingest through the proxies of
 		// their uplink to it.
 		up := linkPlan{link: mustLink("uplink-" + c.name), proxies: []proxyPlan{
@@ -263,7 +321,9 @@ func newPlan(cfg Config) *plan {
 		p.links = append(p.links, up)
 		udps, wss = append(udps, up.addr("udp")), append(wss, up.addr("ws"))
 	}
-	p.links = append(p.links, intersite)
+	if !wan {
+		p.links = append(p.links, intersite)
+	}
 	// Both edges prefer TNN-1, the nearer core; TYO-1 takes over, or
 	// takes the offloaded share of the data API.
 	var edgeProcs []*process
@@ -291,7 +351,7 @@ func newPlan(cfg Config) *plan {
 	p.provisioner = dataAPIs[0]
 
 	if cfg.Simulate {
-		status := hostPort(cfg.Host, cfg.PortBase+fleetOff)
+		status := hostPort(p.host(stationsSite), cfg.PortBase+fleetOff)
 		p.addPort("fleet status", cfg.PortBase+fleetOff, false)
 		fleet := &process{name: "fleet", role: "fleet", bin: bin("shindo"),
 			args: []string{"sim", "-stations-file", p.stationsFile,
@@ -306,7 +366,21 @@ func newPlan(cfg Config) *plan {
 		}
 		p.groups = append(p.groups, []*process{fleet})
 	}
+	if wan {
+		// The sites' namespaces are new, so only the root namespace's
+		// ports can be taken.
+		p.ports = slices.DeleteFunc(p.ports, func(pt port) bool {
+			return pt.n != cfg.PortBase+controlOff && pt.n != cfg.PortBase+tnn.block+postgresPort
+		})
+	}
 	return p
+}
+
+func hostIn(hosts map[string]string, name, def string) string {
+	if h, ok := hosts[name]; ok {
+		return h
+	}
+	return def
 }
 
 func (p *plan) addPort(what string, n int, udp bool) {
@@ -396,7 +470,7 @@ func (p *plan) endpoints(pid func(*process) int) map[string]any {
 func (p *plan) summary() []string {
 	var entrances []string
 	for _, e := range edges {
-		entrances = append(entrances, "http://"+hostPort(p.cfg.Host, p.cfg.PortBase+e.block+edgeHTTP))
+		entrances = append(entrances, "http://"+hostPort(p.host(e.name), p.cfg.PortBase+e.block+edgeHTTP))
 	}
 	return []string{
 		"dashboard: " + entrances[0] + "/ or " + entrances[1] + "/",

@@ -42,7 +42,11 @@ TARGET is a process (TNN-1-rts, KHH-1-edge, …; see ps) or a site (TNN-1,
 TYO-1, TPE-1, KHH-1: all its processes; the dev metadata database stays).
 
 LINK is uplink-TNN-1 or uplink-TYO-1 (the stations' uplinks, UDP and
-WebSocket, to that core) or intersite (the link between the cores).
+WebSocket, to that core) or intersite (the link between the cores). Under
+shindo dev -wan every link is one between two sites' network namespaces,
+carrying all their traffic, and the edges' links to the cores
+(edge-TPE-1-TNN-1, edge-TPE-1-TYO-1, edge-KHH-1-TNN-1, edge-KHH-1-TYO-1)
+can be degraded and cut as well.
 
 PROFILE is one of:
 ` + profileList() + `
@@ -241,11 +245,21 @@ type linkState struct {
 	UDP     string            `json:"udp"`
 	WS      string            `json:"ws"`
 	NATS    map[string]string `json:"nats"`
+	// Address is each end's address, by site, under shindo dev -wan.
+	Address map[string]string `json:"address"`
 }
 
-// where lists the addresses of the link's proxies.
+// where lists the addresses of the link's proxies, or under -wan its
+// ends' and, for an uplink, where the stations send.
 func (l linkState) where() string {
 	var out []string
+	if len(l.Address) > 0 {
+		out = append(out, l.From+" "+l.Address[l.From]+" ⇄ "+l.To+" "+l.Address[l.To])
+		if l.UDP != "" {
+			out = append(out, l.UDP)
+		}
+		return strings.Join(out, ", ")
+	}
 	if l.UDP != "" {
 		out = append(out, l.UDP)
 	}

@@ -1,7 +1,8 @@
 // Package netprofile names the network conditions shindo's links can be put
 // under, as data independent of how they are applied: `shindo dev` applies
-// them on loopback through in-process proxies (lib/faultproxy); a mode on
-// network namespaces would give the same profiles to netem.
+// them on loopback through in-process proxies (lib/faultproxy), and with
+// -wan to the traffic between the sites' network namespaces
+// (cli/internal/wan).
 //
 // A Link is one path of the topology with the one-way delay of its real
 // route (stations → TNN-1 8 ms, stations → TYO-1 30 ms, TNN-1 ↔ TYO-1

@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// netns is the network namespace of site (TNN-1, …, stations) under
+// shindo dev -wan, as endpoints.json names it; "" without -wan.
+func (d *dev) netns(t testing.TB, site string) string {
+	t.Helper()
+	var doc struct {
+		WAN *struct {
+			Sites map[string]struct {
+				Netns string `json:"netns"`
+			} `json:"sites"`
+		} `json:"wan"`
+	}
+	raw, _ := json.Marshal(d.endpoints["dev"])
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.WAN == nil {
+		return ""
+	}
+	ns := doc.WAN.Sites[site].Netns
+	if ns == "" {
+		t.Fatalf("endpoints.json names no namespace for %s", site)
+	}
+	return ns
+}
+
+// faultWait is fault with room for an action that takes up to timeout.
+func faultWait(t *testing.T, d *dev, timeout time.Duration, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "shindo"), append([]string{"fault", "-dir", d.dir}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("shindo fault %v: %v\n%s", args, err, out)
+	}
+}
+
+// connectRTT is the shortest of five TCP connects from namespace ns to
+// addr: one round trip of the path, which the jitter only lengthens.
+func connectRTT(t *testing.T, ns, addr string) time.Duration {
+	t.Helper()
+	best := time.Hour
+	for range 5 {
+		inNetns(t, ns, func() {
+			start := time.Now()
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("connect to %s from %q: %v", addr, ns, err)
+			}
+			c.Close()
+			best = min(best, took)
+		})
+	}
+	return best
+}
+
+// TestWan runs shindo dev -wan (each site and the stations in a network
+// namespace of their own, every link under the wan profile) and checks:
+//   - the paths take the profile's delays: a TCP connect from the stations
+//     to TNN-1 takes one round trip of 2 × 8 ms, to TYO-1 2 × 30 ms,
+//     TNN-1 to TYO-1 2 × 35 ms, TPE-1 to TNN-1 2 × 4 ms, and from the root
+//     namespace (the internet) next to nothing;
+//   - the rows of SPEC §8 that run without -ha, over that network: an
+//     uplink cut and healed, the cores partitioned and healed (archives
+//     converge), one core down and back, one edge down (with the quorum
+//     member at TPE-1) and back;
+//   - station → browser latency through TNN-1 and TPE-1, logged beside
+//     the profile's floor (BenchmarkSliceLatencyWAN measures it at 1,000
+//     stations beside loopback).
+//
+// It needs root, ip and /dev/net/tun, and skips without them.
+func TestWan(t *testing.T) {
+	if why := wanUnavailable(); why != "" {
+		t.Skip(why)
+	}
+	d := startDev(t, "-wan", "-stations", "5")
+	staNS, tnnNS, tpeNS := d.netns(t, "stations"), d.netns(t, "TNN-1"), d.netns(t, "TPE-1")
+	tnnWS := hostOf(d.endpoints.get(t, "TNN-1", "ingest", "ws"))
+	tyoWS := hostOf(d.endpoints.get(t, "TYO-1", "ingest", "ws"))
+	tnnAdmin := strings.TrimPrefix(d.endpoints.get(t, "TNN-1", "rts", "admin"), "http://")
+	tpeEdge := d.endpoints.get(t, "TPE-1", "edge", "http")
+	khhEdge := d.endpoints.get(t, "KHH-1", "edge", "http")
+
+	t.Run("delays", func(t *testing.T) {
+		for _, c := range []struct {
+			what     string
+			ns, addr string
+			oneWay   time.Duration
+		}{
+			{"stations → TNN-1", staNS, tnnWS, 8 * time.Millisecond},
+			{"stations → TYO-1", staNS, tyoWS, 30 * time.Millisecond},
+			{"TNN-1 → TYO-1", tnnNS, tyoWS, 35 * time.Millisecond},
+			{"TPE-1 → TNN-1", tpeNS, tnnAdmin, 4 * time.Millisecond},
+			{"root → TNN-1", "", tnnWS, 0},
+		} {
+			rtt := connectRTT(t, c.ns, c.addr)
+			// At least the two one-way delays; at most with the whole 10 %
+			// jitter both ways, and some slack for a busy machine.
+			lo, hi := 2*c.oneWay, 2*c.oneWay*11/10+15*time.Millisecond
+			t.Logf("%s: connect %s (one way %s)", c.what, rtt.Round(100*time.Microsecond), c.oneWay)
+			if rtt < lo || rtt > hi {
+				t.Errorf("%s: connect took %s, want %s–%s", c.what, rtt, lo, hi)
+			}
+		}
+	})
+
+	statusURL := d.endpoints.fleetStatus(t)
+	fleet := func() (primary, backup fleetUplink) {
+		var s struct{ Uplinks []fleetUplink }
+		if resp, err := http.Get(statusURL); err == nil {
+			json.NewDecoder(resp.Body).Decode(&s)
+			resp.Body.Close()
+		}
+		for _, u := range s.Uplinks {
+			switch u.Name {
+			case "primary":
+				primary = u
+			case "backup":
+				backup = u
+			}
+		}
+		return primary, backup
+	}
+	waitFleet := func(t *testing.T, what string, timeout time.Duration, ok func(p, b fleetUplink) bool) (fleetUplink, fleetUplink) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			p, b := fleet()
+			if ok(p, b) {
+				return p, b
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: primary %+v, backup %+v", what, p, b)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitFleet(t, "both uplinks acked", 30*time.Second, func(p, b fleetUplink) bool { return p.Acked >= 20 && b.Acked >= 20 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tpeTicks := collect(openSSE(ctx, t, tpeEdge+"/api/v2/trem/rts?sse=1"))
+	khhTicks := collect(openSSE(ctx, t, khhEdge+"/api/v2/trem/rts?sse=1"))
+	tpeTicks.waitLast(t, 2)
+	khhTicks.waitLast(t, 2)
+	// everyTick checks that c got a tick every 500 ms since from, but for
+	// at most lost of them, each with all five stations.
+	everyTick := func(t *testing.T, c *collector, name string, from time.Time, lost int) {
+		t.Helper()
+		var got []sseEvent
+		for _, ev := range c.snapshot() {
+			if ev.at.After(from) {
+				got = append(got, ev)
+			}
+		}
+		want := int(time.Since(from)/(500*time.Millisecond)) - 1
+		if len(got) < want-lost {
+			t.Errorf("%s: %d ticks in %s, want at least %d", name, len(got), time.Since(from).Round(time.Millisecond), want-lost)
+		}
+		for _, ev := range got[min(len(got), 4):] { // the first few may still miss a station that was cut off
+			var snap struct {
+				Station map[string]json.RawMessage `json:"station"`
+			}
+			if err := json.Unmarshal([]byte(ev.data), &snap); err != nil || len(snap.Station) != 5 {
+				t.Errorf("%s: tick %s has %d stations (%v)", name, ev.id, len(snap.Station), err)
+				return
+			}
+		}
+	}
+
+	// SPEC §8: uplink degraded or cut — the other uplink is unaffected;
+	// the cut one comes back when healed.
+	t.Run("uplink cut", func(t *testing.T) {
+		fault(t, d, "degrade", "uplink-TNN-1", "lossy")
+		p0, b0 := fleet()
+		waitFleet(t, "both uplinks acked through a lossy primary", 10*time.Second, func(p, b fleetUplink) bool {
+			return p.Acked >= p0.Acked+20 && b.Acked >= b0.Acked+20
+		})
+		fault(t, d, "cut", "uplink-TNN-1")
+		cutAt := time.Now()
+		p0, _ = fleet()
+		p1, b1 := waitFleet(t, "the primary giving packets up", 15*time.Second, func(p, _ fleetUplink) bool { return p.Lost >= p0.Lost+10 })
+		p2, _ := waitFleet(t, "the backup acked on", 10*time.Second, func(_, b fleetUplink) bool { return b.Acked >= b1.Acked+40 })
+		if p2.Acked > p1.Acked+5 { // a few acks may still have been on their way
+			t.Errorf("primary acked through a cut link: %d, then %d", p1.Acked, p2.Acked)
+		}
+		everyTick(t, tpeTicks, "TPE-1 during the cut", cutAt, 1)
+		fault(t, d, "degrade", "uplink-TNN-1", "wan")
+		waitFleet(t, "the primary acked again, on UDP", 40*time.Second, func(p, _ fleetUplink) bool {
+			return p.Acked >= p2.Acked+20 && p.Transport == "udp"
+		})
+	})
+
+	// SPEC §8: cores partitioned from each other — both keep serving;
+	// after healing their archives converge. TYO-1's uplink is cut too,
+	// so that only TNN-1 has the stations' data until the link heals.
+	t.Run("cores partitioned", func(t *testing.T) {
+		from := time.Now().UnixMilli()/500*500 - 500
+		fault(t, d, "partition")
+		fault(t, d, "cut", "uplink-TYO-1")
+		partAt := time.Now()
+		time.Sleep(10 * time.Second)
+		everyTick(t, tpeTicks, "TPE-1 while partitioned", partAt, 1)
+		everyTick(t, khhTicks, "KHH-1 while partitioned", partAt, 1)
+		for _, core := range []string{"TNN-1", "TYO-1"} {
+			if code, _ := httpGet(t, d.endpoints.get(t, core, "dataapi", "http")+"/v1/stations"); code != http.StatusOK {
+				t.Errorf("%s's data API while partitioned: %d", core, code)
+			}
+		}
+		fault(t, d, "degrade", "uplink-TYO-1", "wan")
+		fault(t, d, "degrade", "intersite", "wan")
+		to := time.Now().UnixMilli()/500*500 - 1000
+		id := d.stations[0].ID
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			tnn, errA := archive(t, d.endpoints.get(t, "TNN-1", "dataapi", "http"), id, from, to)
+			tyo, errB := archive(t, d.endpoints.get(t, "TYO-1", "dataapi", "http"), id, from, to)
+			if errA == nil && errB == nil && len(tnn) > 0 && maps.Equal(tnn, tyo) {
+				t.Logf("archives of %s over the partition converged: %d samples each", id, len(tnn))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("archives of %s never converged: TNN-1 %d samples (%v), TYO-1 %d (%v)", id, len(tnn), errA, len(tyo), errB)
+			}
+			time.Sleep(time.Second)
+		}
+	})
+
+	// SPEC §8: one core down — data reaches the other core, the edges
+	// switch source within a tick, data-API clients are served.
+	t.Run("one core down", func(t *testing.T) {
+		fault(t, d, "kill", "TNN-1")
+		downAt := time.Now()
+		for time.Since(downAt) < 8*time.Second {
+			if code, body := httpGet(t, tpeEdge+"/v1/stations"); code != http.StatusOK {
+				t.Fatalf("data API through TPE-1 with TNN-1 down: %d %s", code, body)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		everyTick(t, tpeTicks, "TPE-1 with TNN-1 down", downAt, 1)
+		_, b0 := fleet()
+		waitFleet(t, "the backup acked on", 10*time.Second, func(_, b fleetUplink) bool { return b.Acked >= b0.Acked+20 })
+		// Longer than fault's 30 s: a restarted svc-rts is ready only once
+		// its ingest has replayed to it, or after its rebuild wait.
+		faultWait(t, d, 2*time.Minute, "start", "TNN-1")
+		p0, _ := fleet()
+		waitFleet(t, "the primary acked again", 30*time.Second, func(p, _ fleetUplink) bool { return p.Acked >= p0.Acked+20 })
+	})
+
+	// SPEC §8: one edge down — the other serves the same routes; with it
+	// goes TPE-1's quorum member, and the quorum store still has a leader
+	// (2 of 3).
+	t.Run("one edge down", func(t *testing.T) {
+		fault(t, d, "kill", "TPE-1")
+		downAt := time.Now()
+		time.Sleep(3 * time.Second)
+		for _, route := range []string{"/v1/stations", "/api/v2/trem/rts"} {
+			if code, body := httpGet(t, khhEdge+route); code != http.StatusOK {
+				t.Errorf("KHH-1 %s with TPE-1 down: %d %.200s", route, code, body)
+			}
+		}
+		everyTick(t, khhTicks, "KHH-1 with TPE-1 down", downAt, 1)
+		if code, body := httpGet(t, d.endpoints.get(t, "TNN-1", "etcd", "client")+"/health"); code != http.StatusOK || !strings.Contains(body, `"health":"true"`) {
+			t.Errorf("quorum store without TPE-1's member: %d %s", code, body)
+		}
+		faultWait(t, d, 2*time.Minute, "start", "TPE-1")
+	})
+
+	// Station → browser: a probe station of the test's own sends from the
+	// stations' namespace to both cores; an SSE client at TPE-1 in the
+	// root namespace reads its values.
+	t.Run("station to browser", func(t *testing.T) {
+		keyID, key := provisionStation(t, d, "WANPRB")
+		st := devStation{ID: "WANPRB", KeyID: keyID, KeyHex: hex.EncodeToString(key)}
+		var prb *probe
+		inNetns(t, staNS, func() {
+			prb = newProbe(t, st, d.endpoints.get(t, "TNN-1", "ingest", "udp"), d.endpoints.get(t, "TYO-1", "ingest", "udp"))
+		})
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer scancel()
+		events := openSSE(sctx, t, d.endpoints.get(t, "TPE-1", "edge", "http")+"/api/v2/trem/rts?sse=1")
+		// The new station reaches the stream once the cores' registries
+		// have it; until then its frames are not shown.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			prb.send(nextBoundary(), 0.5, 0.01)
+			doc, ok := nextTick(sctx, t, events)
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if _, ok := doc.Station[st.ID]; ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the probe station never appeared in the stream")
+			}
+		}
+		lat, lost := probeLatencies(sctx, t, events, prb, 40)
+		if lost > 2 {
+			t.Fatalf("%d of 40 probe frames never reached TPE-1's stream", lost)
+		}
+		slices.Sort(lat)
+		t.Logf("station → browser under wan (5 stations, 40 ticks, %d lost): p50 %.1f ms, p99 %.1f ms; the profile's floor stations → TNN-1 → TPE-1 is 12 ms one way",
+			lost, lat[len(lat)/2], lat[len(lat)*99/100])
+	})
+}
