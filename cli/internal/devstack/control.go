@@ -28,8 +28,11 @@ type stack struct {
 	plan   *plan
 	log    *slog.Logger
 	logDir string
-	// endpoints rewrites endpoints.json (process IDs change on restart).
-	endpoints func() error
+	// writeEndpoints rewrites endpoints.json (process IDs change on
+	// restart); set once every process runs, read by the supervisors'
+	// goroutines, hence its own lock.
+	endpointsMu    sync.Mutex
+	writeEndpoints func() error
 
 	// mu guards the processes' proc and down fields.
 	mu sync.Mutex
@@ -167,6 +170,23 @@ func (s *stack) act(ctx context.Context, action string, ps []*process) error {
 		return fmt.Errorf("unknown action %q: want kill, stop or start", action)
 	}
 	return s.endpoints()
+}
+
+// endpoints rewrites endpoints.json, once shindo dev has written it first.
+func (s *stack) endpoints() error {
+	s.endpointsMu.Lock()
+	write := s.writeEndpoints
+	s.endpointsMu.Unlock()
+	if write == nil {
+		return nil // until every process runs
+	}
+	return write()
+}
+
+func (s *stack) setEndpoints(write func() error) {
+	s.endpointsMu.Lock()
+	s.writeEndpoints = write
+	s.endpointsMu.Unlock()
 }
 
 func (s *stack) down(p *process, kill bool) {

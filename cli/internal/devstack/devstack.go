@@ -204,8 +204,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	}
 
 	defer st.stopAll()
-	defer cancel()                             // before stopAll
-	st.endpoints = func() error { return nil } // until every process runs
+	defer cancel() // before stopAll
 	if err := st.openLinks(cfg.linksProfile()); err != nil {
 		return err
 	}
@@ -243,7 +242,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		}
 		log.Info("started", slog.Any("processes", names(group)))
 	}
-	st.endpoints = func() error {
+	st.setEndpoints(func() error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		doc := plan.endpoints(func(p *process) int {
@@ -284,7 +283,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		}
 		doc["dev"] = dev
 		return writeJSON(plan.endpointsFile, doc)
-	}
+	})
 	if err := st.endpoints(); err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func testStack(t *testing.T, links string) (*stack, *httptest.Server, *net.UDPCo
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := newStack(ctx, cfg, p, slog.New(slog.NewTextHandler(io.Discard, nil)), t.TempDir())
-	s.endpoints = func() error { return nil }
+	s.setEndpoints(func() error { return nil })
 	if err := s.openLinks(cfg.Links); err != nil {
 		t.Fatal(err)
 	}

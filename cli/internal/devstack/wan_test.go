@@ -105,7 +105,7 @@ func TestWANStack(t *testing.T) {
 	cfg := testConfig()
 	cfg.WAN, cfg.Links = true, ""
 	st := newStack(t.Context(), cfg, newPlanOn(cfg, hosts), log, t.TempDir())
-	st.wan, st.endpoints = n, func() error { return nil }
+	st.wan = n
 	if err := st.openLinks(cfg.linksProfile()); err != nil {
 		t.Fatal(err)
 	}
