@@ -31,6 +31,8 @@ type Config struct {
 	service.Common
 	stationsource.Config
 	TickMaxDelay   time.Duration `conf:"tick-max-delay" default:"150ms" help:"latest a tick is emitted after its time when some stations have not reported"`
+	TickQuorum     float64       `conf:"tick-quorum" default:"0.995" help:"share of the stations online at the previous tick whose frames let a tick close after tick-quorum-grace, without the last few (1: wait for every station up to tick-max-delay)"`
+	TickGrace      time.Duration `conf:"tick-quorum-grace" default:"20ms" help:"how long after its quorum a tick waits for the remaining stations' frames"`
 	AlertIntensity float64       `conf:"alert-intensity" default:"1.5" help:"real-time intensity at which a station counts as triggered"`
 	MaxAhead       time.Duration `conf:"max-ahead" default:"1m" help:"frames ending further than this after the server clock are ignored (0: no bound)"`
 	DisplayDecay   float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
@@ -71,6 +73,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("tick-max-delay must be between 0 and 500ms"))
 	}
 
+	if !(c.TickQuorum >= 0.9 && c.TickQuorum <= 1) {
+		errs = append(errs, errors.New("tick-quorum must be between 0.9 and 1"))
+	}
+	if c.TickGrace < 0 || c.TickGrace >= c.TickMaxDelay {
+		errs = append(errs, errors.New("tick-quorum-grace must be at least 0 and less than tick-max-delay"))
+	}
 	if c.Retention < time.Hour || c.Retention > 90*24*time.Hour {
 		errs = append(errs, errors.New("archive-retention: 1h to 90 days"))
 	}
@@ -123,6 +131,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	engine := shake.New(shake.Config{
 		AlertIntensity:     cfg.AlertIntensity,
 		MaxAheadMs:         cfg.MaxAhead.Milliseconds(),
+		TickQuorum:         cfg.TickQuorum,
 		DisplayDecayPerSec: cfg.DisplayDecay,
 		Areas:              areas,
 		Detect:             cfg.detectConfig(),
@@ -140,6 +149,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	// never send it. Edges take the other core meanwhile, as they do for
 	// any core without fresh ticks.
 	srv.SetRebuild(cfg.RebuildWindow, cfg.RebuildWait)
+	srv.SetQuorumGrace(cfg.TickGrace)
 	if cfg.ArchiveDir != "" {
 		log, err := ticklog.Open(cfg.ArchiveDir, cfg.Retention, svc.Logger())
 		if err != nil {

@@ -60,6 +60,7 @@ type Server struct {
 	engine   *shake.Engine
 	site     string
 	maxDelay time.Duration
+	grace    time.Duration // after the quorum
 	log      *slog.Logger
 	now      func() time.Time
 	stopping <-chan struct{}
@@ -81,6 +82,7 @@ type Server struct {
 
 	records     *prometheus.CounterVec
 	ticks       prometheus.Counter
+	closed      *prometheus.CounterVec
 	tickCompute prometheus.Histogram
 	tickLate    prometheus.Histogram
 	online      prometheus.Gauge
@@ -109,6 +111,10 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		ticks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shindo_rts_ticks_total", Help: "Snapshots computed.",
 		}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shindo_rts_ticks_closed_total",
+			Help: "Ticks by what closed them: complete (every awaited station's frame in), quorum (the tick-quorum share in, and the grace after it passed), deadline (tick-max-delay).",
+		}, []string{"by"}),
 		tickCompute: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shindo_rts_tick_compute_seconds", Help: "Time to compute one snapshot.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
@@ -134,7 +140,7 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 			Name: "shindo_rts_detections_listed", Help: "Detections in the latest snapshot, final ones included.",
 		}),
 	}
-	reg.MustRegister(s.records, s.ticks, s.tickCompute, s.tickLate, s.online, s.carried, s.detections, s.updates, s.active,
+	reg.MustRegister(s.records, s.ticks, s.closed, s.tickCompute, s.tickLate, s.online, s.carried, s.detections, s.updates, s.active,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shindo_rts_detection_replayed_ticks_total", Help: "Ticks of detections recomputed because frames arrived after their tick.",
 		}, func() float64 { return float64(engine.ReplayedTicks()) }),
@@ -350,27 +356,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	next := nextTick(s.now())
 	for {
-		complete := s.engine.Await(next)
-		tickTime := time.UnixMilli(next)
-		deadline := time.NewTimer(time.Until(tickTime.Add(s.maxDelay)))
-		select {
-		case <-ctx.Done():
-			deadline.Stop()
+		by, ok := s.close(ctx, next)
+		if !ok {
 			return nil
-		case <-complete:
-			// Never before the tick itself: frames ending at it cannot all
-			// be in yet, whatever the count says.
-			if wait := time.Until(tickTime); wait > 0 {
-				select {
-				case <-ctx.Done():
-					deadline.Stop()
-					return nil
-				case <-time.After(wait):
-				}
-			}
-		case <-deadline.C:
 		}
-		deadline.Stop()
+		s.closed.WithLabelValues(by).Inc()
 		s.emit(next)
 		next += shake.TickMs
 		// After a stall, skip ahead rather than replaying stale ticks.
@@ -380,6 +370,49 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// close waits until tick t may be computed: every awaited station has
+// delivered (complete), or the quorum has and the grace after it passed
+// (quorum), or the deadline came (deadline); never before the tick itself,
+// when frames ending at it cannot all be in yet whatever the count says.
+// It reports false when ctx ends.
+func (s *Server) close(ctx context.Context, t int64) (by string, ok bool) {
+	complete, quorum := s.engine.Await(t), s.engine.Quorum()
+	tickTime := time.UnixMilli(t)
+	deadline := time.NewTimer(time.Until(tickTime.Add(s.maxDelay)))
+	defer deadline.Stop()
+	var grace <-chan time.Time
+	for by == "" {
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-complete:
+			by = "complete"
+		case <-quorum:
+			quorum = nil
+			g := time.NewTimer(max(time.Until(tickTime), 0) + s.grace)
+			defer g.Stop()
+			grace = g.C
+		case <-grace:
+			by = "quorum"
+		case <-deadline.C:
+			by = "deadline"
+		}
+	}
+	if wait := time.Until(tickTime); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-time.After(wait):
+		}
+	}
+	return by, true
+}
+
+// SetQuorumGrace sets how long after the quorum of a tick's frames (the
+// engine's TickQuorum) the tick closes without the rest. Call it before
+// Run; 0 closes at the quorum.
+func (s *Server) SetQuorumGrace(d time.Duration) { s.grace = d }
 
 func (s *Server) emit(t int64) {
 	start := time.Now()

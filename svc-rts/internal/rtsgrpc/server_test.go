@@ -398,3 +398,32 @@ func TestGetSnapshotOfPastTick(t *testing.T) {
 		}
 	}
 }
+
+// TestTickClosesAtQuorum: of 200 stations with a quorum of 0.99, a tick
+// missing two frames closes the grace after its time, not at its deadline;
+// missing three, at its deadline; with every frame in, at its time.
+func TestTickClosesAtQuorum(t *testing.T) {
+	t.Parallel()
+	const stations, maxDelay, grace = 200, 400 * time.Millisecond, 20 * time.Millisecond
+	for _, c := range []struct {
+		missing int
+		by      string
+		atMost  time.Duration
+	}{{0, "complete", 60 * time.Millisecond}, {2, "quorum", grace + 60*time.Millisecond}, {3, "deadline", maxDelay + 60*time.Millisecond}} {
+		eng := shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15, TickQuorum: 0.99})
+		srv := New(eng, "TNN-1", maxDelay, make(chan struct{}), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		srv.SetQuorumGrace(grace)
+		tick := (time.Now().UnixMilli()/500 + 2) * 500 // at least half a second ahead
+		for i := range stations {
+			srv.apply(record(fmt.Sprint(i), tick-500, 0.5))
+		}
+		for i := range stations - c.missing {
+			srv.apply(record(fmt.Sprint(i), tick, 0.5))
+		}
+		by, ok := srv.close(context.Background(), tick)
+		late := time.Since(time.UnixMilli(tick))
+		if !ok || by != c.by || late < 0 || late > c.atMost {
+			t.Errorf("%d frames missing: closed by %q %s after the tick, want %q within %s", c.missing, by, late, c.by, c.atMost)
+		}
+	}
+}

@@ -191,6 +191,43 @@ func TestAwaitCompletesWhenAllOnlineStationsReported(t *testing.T) {
 	}
 }
 
+// TestAwaitQuorum: with TickQuorum 0.995, the quorum of a tick is all but
+// 0.5 % of the stations online at the previous tick, rounded down — 2 of
+// 400 may be missing; below 200 stations it is every one of them, as is
+// completion.
+func TestAwaitQuorum(t *testing.T) {
+	t.Parallel()
+	ready := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, c := range []struct{ stations, quorum int }{{400, 398}, {1000, 995}, {199, 199}, {5, 5}} {
+		e := New(Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15, TickQuorum: 0.995})
+		for i := range c.stations {
+			e.Apply(fmt.Sprint(i), Frame{WindowEndMs: t0})
+		}
+		tick := t0 + 500
+		complete := e.Await(tick)
+		for i := range c.quorum - 1 {
+			e.Apply(fmt.Sprint(i), Frame{WindowEndMs: tick})
+		}
+		if ready(e.Quorum()) {
+			t.Fatalf("%d stations: quorum with %d frames in", c.stations, c.quorum-1)
+		}
+		e.Apply(fmt.Sprint(c.quorum-1), Frame{WindowEndMs: tick})
+		if !ready(e.Quorum()) {
+			t.Fatalf("%d stations: no quorum with %d frames in", c.stations, c.quorum)
+		}
+		if got := ready(complete); got != (c.quorum == c.stations) {
+			t.Fatalf("%d stations: complete %v with %d frames in", c.stations, got, c.quorum)
+		}
+	}
+}
+
 // TestDetectionInSnapshot: three nearby stations triggering make a
 // detection in the snapshot, named by the first one's tick and box.
 func TestDetectionInSnapshot(t *testing.T) {
