@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -16,18 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	stationv1 "shindo.dev/gen/shindo/station/v1"
-	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/faultproxy"
 	"shindo.dev/lib/stationwire"
-	"shindo.dev/lib/uplink"
 )
 
 // stationStatus mirrors GET /status of shindo station.
@@ -168,115 +159,19 @@ func TestNoAckedPacketLost(t *testing.T) {
 	defer proxy.Close()
 	proxy.SetBoth(faultproxy.Impairment{Drop: 0.10, Jitter: 100 * time.Millisecond})
 
-	// Subscribe to the core's live waveform of the station first.
-	conn, err := grpc.NewClient(d.endpoints.get(t, "TNN-1", "waveform", "grpc"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st := d.stations[0]
-	live, err := waveformv1.NewWaveformServiceClient(conn).Live(ctx, &waveformv1.LiveRequest{StationIds: []string{st.ID}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	arrived := map[int64]bool{}
-	go func() {
-		for {
-			r, err := live.Recv()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			arrived[r.GetChunk().GetFirstSampleMs()] = true
-			mu.Unlock()
-		}
-	}()
-
-	var ackedMu sync.Mutex
-	acked := map[uint64]bool{}
-	up, err := uplink.Dial(uplink.Config{Name: "primary", UDP: proxy.Addr().String(), OnAck: func(_ string, seq uint64) {
-		ackedMu.Lock()
-		acked[seq] = true
-		ackedMu.Unlock()
-	}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go up.Run(ctx)
-	defer up.Close()
-	key, _ := hex.DecodeString(st.KeyHex)
-	seq := uint64(time.Now().UnixMilli())
-	link := up.Link(st.ID, key, st.KeyID, func() uint64 { seq++; return seq })
-	// Send only once the core holds the subscription.
-	wfAdmin := d.endpoints.get(t, "TNN-1", "waveform", "admin")
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		_, page := httpGet(t, wfAdmin+"/metrics")
-		if metricValue(page, "shindo_waveform_live_subscribers") >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("live subscription never registered")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
-	// A station's pace, compressed: 500 ms frames sent every 70 ms,
-	// within its packet rate (20/s with retransmissions) and with every
-	// frame within the 30 s that ingest allows between a frame and its
-	// send time: the first starts 28 s before it is sent, the last 28 s
-	// after.
+	// A station's pace, compressed (sendFrames), through the lossy path,
+	// with the core's live waveform of it followed.
 	const n = 130
-	const pace = 70 * time.Millisecond
-	base := time.Now().UnixMilli()/500*500 - 28_000
-	firstOf := map[uint64]int64{}
-	for i := range int64(n) {
-		seq++
-		first := base + i*500
-		firstOf[seq] = first
-		dg, err := link.Seal(&stationv1.Packet{StationId: st.ID, Seq: seq, SentAtMs: time.Now().UnixMilli(),
-			Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{FirstSampleMs: first, RateHz: 50, ScaleGal: 0.001,
-				Ns: make([]int32, 25), Ew: make([]int32, 25), Ud: make([]int32, 25)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		link.Transmit(seq, dg)
-		time.Sleep(pace)
-	}
-	// Every packet is settled (acked or given up) within two ack timeouts.
-	deadline := time.Now().Add(10 * time.Second)
-	for s := link.Stats(); s.Acked+s.Lost < n; s = link.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("packets unsettled: %+v", s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s := link.Stats()
+	st := d.stations[0]
+	key, _ := hex.DecodeString(st.KeyHex)
+	s, missingOf := sendFrames(t, st.ID, st.KeyID, key, proxy.Addr().String(),
+		d.endpoints.get(t, "TNN-1", "waveform", "grpc"), d.endpoints.get(t, "TNN-1", "waveform", "admin"), n)
 	t.Logf("station: %d sent, %d acked, %d retransmitted, %d unacked; proxy %+v", s.Sent, s.Acked, s.Retransmitted, s.Lost, proxy.Stats())
 	if s.Retransmitted == 0 || s.Acked < n*8/10 {
 		t.Fatalf("the path was not lossy as configured, or far worse: %+v", s)
 	}
-	ackedMu.Lock()
-	defer ackedMu.Unlock()
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		var missing []int64
-		mu.Lock()
-		for sq := range acked {
-			if !arrived[firstOf[sq]] {
-				missing = append(missing, firstOf[sq])
-			}
-		}
-		mu.Unlock()
-		if len(missing) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d acked frames never reached the core, e.g. %v", len(missing), missing[:min(5, len(missing))])
-		}
-		time.Sleep(50 * time.Millisecond)
+	if missing := missingOf(); len(missing) > 0 {
+		t.Fatalf("%d acked frames never reached the core, e.g. %v", len(missing), missing[:min(5, len(missing))])
 	}
 }
 
