@@ -1,6 +1,7 @@
 // Package sdk is the Go client of a shindo network: the data API with the
-// base-URL switching rules of SPEC §7, typed calls for the compatible
-// routes, the Server-Sent Events streams (package sse) and clock sync.
+// base-URL switching rules of SPEC §7, its routes typed on the generated
+// messages of proto/ (data.go), typed calls for the compatible routes, the
+// Server-Sent Events streams (package sse) and clock sync.
 //
 // Switching rule: a request goes to the current base URL; a connection
 // error, a timeout or a 5xx moves the client to the next base URL and the

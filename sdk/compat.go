@@ -86,9 +86,24 @@ func (c *Client) TremStations(ctx context.Context) (map[string]TremStation, erro
 	return out, c.Get(ctx, "/api/v1/trem/station", &out)
 }
 
-// Reports returns a page of earthquake reports, newest first, as the
-// compatible route gives them (raw JSON objects keyed by field).
-func (c *Client) Reports(ctx context.Context, limit, page int) ([]map[string]any, error) {
+// TremReport is an earthquake report as the compatible route gives it
+// (GET /api/v2/eq/report).
+type TremReport struct {
+	ID    string  `json:"id"`
+	Lat   float64 `json:"lat"`
+	Lon   float64 `json:"lon"`
+	Loc   string  `json:"loc"`
+	Depth float64 `json:"depth"`
+	Mag   float64 `json:"mag"`
+	Int   int     `json:"int"`  // highest intensity level
+	Time  int64   `json:"time"` // origin, Unix ms
+	Trem  int64   `json:"trem"`
+	MD5   string  `json:"md5"`
+}
+
+// TremReports returns a page of earthquake reports, newest first, as the
+// compatible route gives them; Reports gives the data API's.
+func (c *Client) TremReports(ctx context.Context, limit, page int) ([]TremReport, error) {
 	q := url.Values{}
 	if limit > 0 {
 		q.Set("limit", fmt.Sprint(limit))
@@ -96,7 +111,7 @@ func (c *Client) Reports(ctx context.Context, limit, page int) ([]map[string]any
 	if page > 0 {
 		q.Set("page", fmt.Sprint(page))
 	}
-	var out []map[string]any
+	var out []TremReport
 	path := "/api/v2/eq/report"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
