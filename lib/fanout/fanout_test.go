@@ -58,25 +58,60 @@ func TestMaxSubscribers(t *testing.T) {
 	}
 }
 
+// TestConcurrent: four publishers and eight readers at once (run it with
+// -race). Every reader with room for all the values gets each one exactly
+// once, each publisher's in the order it published them; a reader that
+// never reads is dropped, counted, and never holds a publisher up.
 func TestConcurrent(t *testing.T) {
 	t.Parallel()
+	const publishers, perPublisher, readers = 4, 500, 8
 	h := New[int](0)
+	stuck, _, _, _ := h.Subscribe(1, nil) // never reads
+	got := make([][]int, readers)
 	var wg sync.WaitGroup
-	for range 8 {
-		s, _, _, _ := h.Subscribe(1000, nil)
+	for r := range readers {
+		s, _, _, _ := h.Subscribe(publishers*perPublisher, nil)
 		wg.Go(func() {
 			defer h.Unsubscribe(s)
-			for range 100 {
+			for range publishers * perPublisher {
 				select {
-				case <-s.C:
+				case v := <-s.C:
+					got[r] = append(got[r], v)
 				case <-s.Dropped:
 					return
 				}
 			}
 		})
 	}
-	for v := range 1000 {
-		h.Publish(v)
+	var pub sync.WaitGroup
+	for p := range publishers {
+		pub.Go(func() {
+			for i := range perPublisher {
+				h.Publish(p*perPublisher + i)
+			}
+		})
 	}
+	pub.Wait()
 	wg.Wait()
+	for r, vs := range got {
+		if len(vs) != publishers*perPublisher {
+			t.Fatalf("reader %d got %d values, want %d", r, len(vs), publishers*perPublisher)
+		}
+		next := make([]int, publishers) // the next value expected of each publisher
+		for _, v := range vs {
+			p, i := v/perPublisher, v%perPublisher
+			if i != next[p] {
+				t.Fatalf("reader %d: publisher %d's value %d after %d", r, p, i, next[p]-1)
+			}
+			next[p]++
+		}
+	}
+	select {
+	case <-stuck.Dropped:
+	default:
+		t.Fatal("the reader that never reads was not dropped")
+	}
+	if n, dropped := h.Stats(); n != 0 || dropped != 1 {
+		t.Fatalf("%d subscribers left, %d dropped; want 0 and 1", n, dropped)
+	}
 }
