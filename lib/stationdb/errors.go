@@ -10,25 +10,30 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Domain errors. Every error from this package that is not a context error
-// wraps one of them (or ErrSchemaTooNew) with detail; driver errors never
-// escape, so callers match with errors.Is and never import pgx to do so.
+// Domain errors, the same for every kind of record the store keeps
+// (stations, reports, detections, clients): their texts name no kind, and
+// callers say which record they asked for. Every error from this package
+// that is not a context error wraps one of them (or ErrSchemaTooNew) with
+// detail a client may read; driver errors never escape, and what the
+// database said is kept for logs only (Detail), so callers match with
+// errors.Is and never import pgx to do so.
 var (
-	// ErrNotFound: no station has that ID.
-	ErrNotFound = errors.New("station not found")
-	// ErrExists: a station with that ID exists already (retired ones too:
-	// IDs are never reused, so old data never mixes with a new station's).
-	ErrExists = errors.New("station already exists")
+	// ErrNotFound: no record has that ID.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a record with that ID exists already (retired stations
+	// too: IDs are never reused, so old data never mixes with a new
+	// station's).
+	ErrExists = errors.New("already exists")
 	// ErrRetired: the station is retired and cannot change any more.
-	ErrRetired = errors.New("station retired")
+	ErrRetired = errors.New("retired")
 	// ErrInvalid: a value is out of range or malformed.
-	ErrInvalid = errors.New("invalid station")
+	ErrInvalid = errors.New("invalid value")
 	// ErrUnavailable: the database could not be reached or could not
 	// serve the request now (connection lost, shutting down, overloaded,
 	// serialization failure); the same call may succeed later.
-	ErrUnavailable = errors.New("station database unavailable")
+	ErrUnavailable = errors.New("metadata database unavailable")
 	// ErrDatabase: the database failed in a way a retry will not fix.
-	ErrDatabase = errors.New("station database error")
+	ErrDatabase = errors.New("metadata database error")
 	// ErrConflict: a record with that ID exists with different content
 	// (a report posted twice under one ID with different values).
 	ErrConflict = errors.New("conflicting content")
@@ -61,15 +66,15 @@ func translate(err error) error {
 	}
 	switch code := pgErr.Code; {
 	case code == "23505": // unique_violation
-		return fmt.Errorf("%w (%s)", ErrExists, pgErr.ConstraintName)
+		return &refused{ErrExists, ErrExists.Error(), "unique " + pgErr.ConstraintName}
 	case code == "23503": // foreign_key_violation: the station went away
-		return fmt.Errorf("%w (%s)", ErrNotFound, pgErr.ConstraintName)
+		return &refused{ErrNotFound, ErrNotFound.Error(), "foreign key " + pgErr.ConstraintName}
 	case code == "23514": // check_violation
-		return fmt.Errorf("%w: violates %s", ErrInvalid, pgErr.ConstraintName)
+		return &refused{ErrInvalid, "invalid value: a value is out of range", "check " + pgErr.ConstraintName}
 	case strings.HasPrefix(code, "22"), strings.HasPrefix(code, "23"):
 		// data_exception (bad encoding, out of range) and other integrity
 		// violations: the values given were wrong.
-		return fmt.Errorf("%w: %s", ErrInvalid, pgErr.Message)
+		return &refused{ErrInvalid, "invalid value: a value is malformed or out of range", pgErr.Message + " (SQLSTATE " + code + ")"}
 	case strings.HasPrefix(code, "08"), // connection exception
 		strings.HasPrefix(code, "53"),    // insufficient resources
 		strings.HasPrefix(code, "57"),    // operator intervention: shutdown, cancel
@@ -79,4 +84,26 @@ func translate(err error) error {
 	default:
 		return fmt.Errorf("%w: %s (SQLSTATE %s)", ErrDatabase, pgErr.Message, code)
 	}
+}
+
+// refused is a domain error for something the database itself refused:
+// its text is for clients, what the database said (a constraint's name, its
+// message) for logs only.
+type refused struct {
+	domain error
+	text   string
+	detail string
+}
+
+func (e *refused) Error() string        { return e.text }
+func (e *refused) Is(target error) bool { return target == e.domain }
+
+// Detail returns what the database said about an error it refused, for
+// logs; "" when err is not one.
+func Detail(err error) string {
+	var r *refused
+	if errors.As(err, &r) {
+		return r.detail
+	}
+	return ""
 }

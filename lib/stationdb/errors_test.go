@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -56,6 +57,16 @@ func TestTranslateServerErrors(t *testing.T) {
 		var pgErr *pgconn.PgError
 		if !errors.Is(got, tt.want) || errors.As(got, &pgErr) {
 			t.Errorf("%s: %v (%T), want %v without the driver's error", tt.sql, got, got, tt.want)
+		}
+		// What a client may read names no table, constraint or SQLSTATE;
+		// the database's words stay in Detail, for logs.
+		for _, word := range []string{"stations", "station_keys", "SQLSTATE", "check", "constraint", "no_such_table"} {
+			if tt.want != ErrDatabase && strings.Contains(got.Error(), word) {
+				t.Errorf("%s: %q shows the database's %q", tt.sql, got, word)
+			}
+		}
+		if tt.want != ErrDatabase && Detail(got) == "" {
+			t.Errorf("%s: no detail kept for the logs", tt.sql)
 		}
 	}
 }

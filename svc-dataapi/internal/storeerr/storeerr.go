@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,7 +29,11 @@ func Status(ctx context.Context, log *slog.Logger, err error, what string) error
 	case errors.Is(err, stationdb.ErrRetired):
 		return status.Error(codes.FailedPrecondition, what+" is retired")
 	case errors.Is(err, stationdb.ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
+		if d := stationdb.Detail(err); d != "" {
+			log.InfoContext(ctx, what+" refused by the database", slog.String("detail", d))
+		}
+		// "invalid value: …" becomes "invalid report: …".
+		return status.Error(codes.InvalidArgument, "invalid "+what+strings.TrimPrefix(err.Error(), "invalid value"))
 	case errors.Is(err, stationdb.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.Unavailable, "metadata database unavailable, retry")
 	case errors.Is(err, context.Canceled):
