@@ -124,6 +124,25 @@ func (g *Generator) Read(ns, ew, ud []float64) int {
 	return n
 }
 
+// Skip moves the stream n samples on without producing them, as a station
+// that lost that stretch (its CPU starved, its clock jumped) would: the
+// next Read continues after it, with the events' motion where it then is.
+func (g *Generator) Skip(n int) {
+	if n <= 0 {
+		return
+	}
+	to := g.next + int64(n)
+	kept := g.arrivals[:0]
+	for _, a := range g.arrivals {
+		if a.end() > to {
+			kept = append(kept, a)
+		}
+	}
+	clear(g.arrivals[len(kept):])
+	g.arrivals = kept
+	g.next = to
+}
+
 // StationSeed derives a station's seed from a network-wide seed and the
 // station's ID, so every station differs and each is reproducible.
 func StationSeed(base uint64, id string) uint64 {

@@ -38,9 +38,11 @@ type Station struct {
 }
 
 // Ground produces a station's acceleration in gal: Fill writes the samples
-// starting at firstMs (20 ms apart) into ns, ew and ud.
+// starting at firstMs (20 ms apart) into ns, ew and ud; Skip passes over
+// samples the station lost.
 type Ground interface {
 	Fill(firstMs int64, ns, ew, ud []float64)
+	Skip(samples int)
 }
 
 // Options configure a fleet.
@@ -56,6 +58,14 @@ type Options struct {
 	// Lead is how long before an interval ends its frames are prepared;
 	// 0 means 250 ms.
 	Lead time.Duration
+	// MaxBehind is how far behind real time the fleet may run before it
+	// skips to the present, dropping the intervals it could not send in
+	// time; 0 means 2 s. Frames sent later than that are stale to the
+	// cores (and past 30 s refused), and sending them anyway only adds the
+	// load that put the fleet behind: on a machine too busy for all its
+	// stations the fleet would never catch up, and the cores would get
+	// nothing current.
+	MaxBehind time.Duration
 	// Now is the (time-synced) clock; time.Now when nil.
 	Now func() time.Time
 	Log *slog.Logger
@@ -90,6 +100,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.Lead <= 0 {
 		opts.Lead = 250 * time.Millisecond
+	}
+	if opts.MaxBehind <= 0 {
+		opts.MaxBehind = 2 * time.Second
 	}
 	start := (opts.Now().UnixMilli()/measure.FrameMs + 1) * measure.FrameMs
 	members := make([]*member, len(opts.Stations))
@@ -151,6 +164,20 @@ func Run(ctx context.Context, opts Options) error {
 		if !sleepUntil(end.Add(-opts.Lead)) {
 			return nil
 		}
+		if late := opts.Now().Sub(end); late > opts.MaxBehind {
+			// Skip to the interval that ends next, as stations whose CPU
+			// starved would lose the stretch.
+			to := (opts.Now().UnixMilli()/measure.FrameMs + 1) * measure.FrameMs
+			for _, m := range members {
+				if err := m.skip(to - measure.FrameMs); err != nil {
+					return err
+				}
+			}
+			skipped := (to - next) / measure.FrameMs
+			opts.Log.Warn("fleet fell behind real time: intervals skipped", slog.Duration("late", late), slog.Int64("intervals", skipped))
+			next = to
+			continue
+		}
 		runPhase(false)
 		if late := opts.Now().Sub(end); late > 0 {
 			opts.Log.Warn("fleet falling behind real time", slog.Duration("late", late))
@@ -161,6 +188,23 @@ func Run(ctx context.Context, opts Options) error {
 		runPhase(true)
 		next += measure.FrameMs
 	}
+}
+
+// skip drops the station's samples up to atMs: its ground moves on, and
+// its measurement starts again at rest from there, as a station's does
+// after it lost a stretch of its stream.
+func (m *member) skip(atMs int64) error {
+	first := m.pipe.NextSampleMs()
+	if atMs <= first {
+		return nil
+	}
+	m.ground.Skip(int((atMs - first) / (1000 / measure.RateHz)))
+	p, err := measure.New(measure.Config{StartMs: atMs})
+	if err != nil {
+		return fmt.Errorf("station %s: %w", m.st.ID, err)
+	}
+	m.pipe = p
+	return nil
 }
 
 // prepare measures the station's interval ending at its next boundary and

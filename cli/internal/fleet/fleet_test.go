@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ func (f flat) Fill(_ int64, ns, ew, ud []float64) {
 		ns[i], ew[i], ud[i] = f.v, -f.v, f.v/2
 	}
 }
+
+func (flat) Skip(int) {}
 
 // collector is a core that verifies and records every packet.
 type collector struct {
@@ -285,5 +288,92 @@ func ackAll(conn *net.UDPConn) {
 		}
 		ack, _ := signer.Seal(1, &stationv1.Ack{StationId: p.GetStationId(), Seq: p.GetSeq()})
 		conn.WriteToUDP(ack, from)
+	}
+}
+
+// stalling is a ground whose third Fill takes 3 s, as a station's CPU
+// starved for that long would; it records the samples it is told to skip.
+type stalling struct {
+	mu      sync.Mutex
+	fills   int
+	skipped int
+}
+
+func (g *stalling) Fill(_ int64, ns, ew, ud []float64) {
+	g.mu.Lock()
+	g.fills++
+	stall := g.fills == 3
+	g.mu.Unlock()
+	if stall {
+		time.Sleep(3 * time.Second)
+	}
+	for i := range ns {
+		ns[i], ew[i], ud[i] = 2, -2, 1
+	}
+}
+
+func (g *stalling) Skip(n int) {
+	g.mu.Lock()
+	g.skipped += n
+	g.mu.Unlock()
+}
+
+// TestFleetSkipsWhenBehind: a fleet more than MaxBehind behind real time
+// skips to the present — its ground passes over the lost samples and the
+// frames after the gap are current — instead of sending the backlog late.
+func TestFleetSkipsWhenBehind(t *testing.T) {
+	t.Parallel()
+	c := newCollector(t)
+	u, err := uplink.Dial(uplink.Config{Name: "u", UDP: c.conn.LocalAddr().String(), AckTimeout: 100 * time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go u.Run(ctx)
+	g := &stalling{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{
+			Stations: []Station{{ID: "A", Key: testKey, KeyID: 1}}, Uplinks: []*uplink.Uplink{u}, Workers: 1,
+			Ground: func(Station, time.Time) Ground { return g }, MaxBehind: time.Second,
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+	}()
+	// Until frames flow again after the stall, for a second.
+	var ends []int64
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ps, _ := c.snapshot()
+		ends = ends[:0]
+		for _, p := range ps {
+			if f := p.GetIntensity(); f != nil {
+				ends = append(ends, f.GetWindowEndMs())
+			}
+		}
+		if n := len(ends); n > 4 && ends[n-1]-ends[1] > 4500 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("frames %v", ends)
+		}
+	}
+	cancel()
+	<-done
+	slices.Sort(ends)
+	ends = slices.Compact(ends)
+	gap := int64(0)
+	for i := 1; i < len(ends); i++ {
+		gap = max(gap, ends[i]-ends[i-1])
+	}
+	g.mu.Lock()
+	skipped := g.skipped
+	g.mu.Unlock()
+	if gap < 2000 || skipped == 0 || int64(skipped)*20 != gap-500 {
+		// The gap is the samples skipped, and the interval measured
+		// again from rest after them.
+		t.Fatalf("largest gap between frames %d ms, %d samples skipped: %v", gap, skipped, ends)
+	}
+	if late := time.Now().UnixMilli() - ends[len(ends)-1]; late > 1500 {
+		t.Fatalf("the newest frame ended %d ms ago: the fleet did not catch up", late)
 	}
 }
