@@ -3,7 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -67,13 +71,65 @@ func (c *coreTicks) since(t int64) (ticks []int64, ids [][]string) {
 	return slices.Clone(c.ticks[i:]), slices.Clone(c.ids[i:])
 }
 
-// TestRestartedRTSRebuildsDetections: TNN-1's RTS, killed from outside
-// while an earthquake is in progress, comes back listing that earthquake
-// under the ID TYO-1 gives it, and lists no detection TYO-1 never had: it
-// rebuilt its detections from the records of the last minutes, which its
-// ingest replayed, before its first tick.
-func TestRestartedRTSRebuildsDetections(t *testing.T) {
+// TestDuringAnEarthquake runs, on one topology playing the Hualien
+// scenario, what needs an earthquake in progress: a restarted RTS that must
+// rebuild its detections, and the TypeScript SDK reading detections.
+func TestDuringAnEarthquake(t *testing.T) {
+	type built struct {
+		dir string
+		err error
+	}
+	sdk := make(chan built, 1)
+	go func() {
+		// While the topology starts and the earthquake comes.
+		dir, err := buildTSSDK()
+		sdk <- built{dir, err}
+	}()
+	t.Cleanup(func() {
+		if b := <-sdk; b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
+	})
 	d := startDev(t, "-stations", "50", "-scenario", "hualien", "-scenario-in", "20s")
+	t.Run("restarted RTS rebuilds its detections", func(t *testing.T) { restartedRTSRebuilds(t, d) })
+	t.Run("TypeScript SDK reads stations, reports and detections", func(t *testing.T) {
+		b := <-sdk
+		sdk <- b // for the cleanup
+		if b.err != nil {
+			t.Fatalf("build the TypeScript SDK: %v", b.err)
+		}
+		token, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		report := fmt.Sprintf("tssdk-%d", time.Now().UnixNano())
+		code, body := postJSON(t, d.endpoints.get(t, "TPE-1", "edge", "http")+"/v1/reports", strings.TrimSpace(string(token)),
+			fmt.Sprintf(`{"id":%q,"time_ms":"%d","lat":23.9,"lon":121.6,"depth_km":15,"magnitude":6.1,"location":"Hualien County","max_level":6,"areas":[{"code":970,"level":6}]}`,
+				report, time.Now().UnixMilli()))
+		if code != 200 {
+			t.Fatalf("post a report: %d %s", code, body)
+		}
+		// The earthquake's detection reaches the metadata database from
+		// the cores' streams.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			_, body := httpGet(t, d.endpoints.get(t, "TPE-1", "edge", "http")+"/v1/detections")
+			if strings.Contains(body, `"id"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no detection in the data API 30 s after both cores listed one: %s", body)
+			}
+		}
+		checkTSSDK(t, d, b.dir, report)
+	})
+}
+
+// restartedRTSRebuilds: TNN-1's RTS, killed from outside while an
+// earthquake is in progress, comes back listing that earthquake under the
+// ID TYO-1 gives it, and lists no detection TYO-1 never had: it rebuilt its
+// detections from the records of the last minutes, which its ingest
+// replayed, before its first tick.
+func restartedRTSRebuilds(t *testing.T, d *dev) {
 	var control string
 	if err := json.Unmarshal(d.endpoints["dev"]["control"], &control); err != nil {
 		t.Fatal(err)
