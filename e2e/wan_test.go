@@ -78,7 +78,8 @@ func connectRTT(t *testing.T, ns, addr string) time.Duration {
 //     TNN-1 to TYO-1 2 × 35 ms, TPE-1 to TNN-1 2 × 4 ms, and from the root
 //     namespace (the internet) next to nothing;
 //   - the rows of SPEC §8 that run without -ha, over that network: an
-//     uplink cut and healed, the cores partitioned and healed (archives
+//     uplink cut and healed, an uplink losing UDP alone (to WebSocket and
+//     back), the cores partitioned and healed (archives
 //     converge), one core down and back, one edge down (with the quorum
 //     member at TPE-1) and back;
 //   - station → browser latency through TNN-1 and TPE-1, logged beside
@@ -207,6 +208,22 @@ func TestWan(t *testing.T) {
 		})
 	})
 
+	// SPEC §8: uplink degraded — it moves to WebSocket, and back to UDP
+	// when healthy; the other uplink is unaffected. The path loses UDP
+	// alone (no-udp: a carrier or firewall blocking it), the one way a
+	// working WAN path makes a station leave UDP.
+	t.Run("uplink without UDP", func(t *testing.T) {
+		fault(t, d, "degrade", "uplink-TNN-1", "no-udp")
+		p0, b0 := fleet()
+		p1, _ := waitFleet(t, "the primary acked on WebSocket", 30*time.Second, func(p, b fleetUplink) bool {
+			return p.Transport == "ws" && p.Acked >= p0.Acked+20 && b.Acked >= b0.Acked+20
+		})
+		fault(t, d, "degrade", "uplink-TNN-1", "wan")
+		waitFleet(t, "the primary back on UDP, acked", 40*time.Second, func(p, _ fleetUplink) bool {
+			return p.Transport == "udp" && p.Acked >= p1.Acked+20
+		})
+	})
+
 	// SPEC §8: cores partitioned from each other — both keep serving;
 	// after healing their archives converge. TYO-1's uplink is cut too,
 	// so that only TNN-1 has the stations' data until the link heals.
@@ -256,8 +273,8 @@ func TestWan(t *testing.T) {
 		everyTick(t, tpeTicks, "TPE-1 with TNN-1 down", downAt, 1)
 		_, b0 := fleet()
 		waitFleet(t, "the backup acked on", 10*time.Second, func(_, b fleetUplink) bool { return b.Acked >= b0.Acked+20 })
-		// Longer than fault's 30 s: a restarted svc-rts is ready only once
-		// its ingest has replayed to it, or after its rebuild wait.
+		// Longer than fault's 30 s: a whole core starting again, across
+		// the emulated network, on a busy machine.
 		faultWait(t, d, 2*time.Minute, "start", "TNN-1")
 		p0, _ := fleet()
 		waitFleet(t, "the primary acked again", 30*time.Second, func(p, _ fleetUplink) bool { return p.Acked >= p0.Acked+20 })

@@ -271,13 +271,16 @@ func (l *netLink) apply(ph netprofile.Phase) {
 		l.mu.Unlock()
 		return
 	}
-	fwd, back := ph.Forward.Impairment(), ph.Back.Impairment()
 	for _, p := range l.proxies {
-		up, down := fwd, back
+		upS, downS := ph.Forward, ph.Back
 		if !p.plan.forwardUp {
-			up, down = back, fwd
+			upS, downS = ph.Back, ph.Forward
 		}
+		up, down := upS.Impairment(), downS.Impairment()
 		if p.udp != nil {
+			// A path without UDP is a dead one to the datagram proxies.
+			up.Blackhole = up.Blackhole || upS.NoUDP
+			down.Blackhole = down.Blackhole || downS.NoUDP
 			p.udp.Set(faultproxy.Upstream, up)
 			p.udp.Set(faultproxy.Downstream, down)
 		} else {

@@ -88,6 +88,10 @@ type Shape struct {
 	// Blackhole loses every datagram and holds every byte of a stream
 	// until it clears, as a dead path does.
 	Blackhole bool
+	// NoUDP loses every UDP datagram and lets streams pass, as a carrier
+	// or a firewall that blocks UDP does: the one failure that moves an
+	// uplink to WebSocket while the path still works.
+	NoUDP bool
 }
 
 // Impairment is the shape as lib/faultproxy applies it.
@@ -100,6 +104,8 @@ func (s Shape) String() string {
 	switch {
 	case s.Blackhole:
 		return "blackhole"
+	case s.NoUDP:
+		return "no UDP"
 	case s == Shape{}:
 		return "clear"
 	}
@@ -144,6 +150,7 @@ const (
 	Lossy   = "lossy"
 	Typhoon = "typhoon"
 	Cut     = "cut"
+	NoUDP   = "no-udp"
 )
 
 // steady is one phase, the same both ways, for ever.
@@ -178,6 +185,8 @@ var profiles = []Profile{
 		}},
 	{Name: Cut, Summary: "a dead path: nothing gets through either way",
 		phases: func(Link) []Phase { return steady(Cut, Shape{Blackhole: true}) }},
+	{Name: NoUDP, Summary: "the route's delay with every UDP datagram lost, streams passing (a carrier or firewall blocking UDP)",
+		phases: func(l Link) []Phase { return steady(NoUDP, Shape{Delay: l.Delay, NoUDP: true}) }},
 }
 
 // Profiles returns every profile.

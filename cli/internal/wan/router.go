@@ -171,6 +171,9 @@ func (r *Router) destination(pkt []byte) (byte, bool) {
 	return dst.As4()[2], true
 }
 
+// protoUDP is UDP's number in the IPv4 header's protocol field (byte 9).
+const protoUDP = 17
+
 // direction is one way between two ports.
 type direction struct {
 	to    Port
@@ -197,7 +200,7 @@ func (d *direction) enqueue(pkt []byte) {
 	now := time.Now()
 	d.mu.Lock()
 	s := d.shape
-	lost := s.Blackhole || (s.Loss > 0 && d.rng.Float64() < s.Loss)
+	lost := s.Blackhole || (s.NoUDP && pkt[9] == protoUDP) || (s.Loss > 0 && d.rng.Float64() < s.Loss)
 	due := now.Add(s.Delay)
 	if s.Jitter > 0 {
 		due = due.Add(time.Duration(d.rng.Int64N(int64(s.Jitter))))

@@ -148,6 +148,24 @@ func TestRouterLossAndBlackhole(t *testing.T) {
 	}
 }
 
+// TestRouterNoUDP: under a NoUDP shape datagrams are lost and a stream's
+// segments (TCP, protocol 6) pass.
+func TestRouterNoUDP(t *testing.T) {
+	t.Parallel()
+	r, ports := newTestRouter(t, 2)
+	r.Set(0, 1, netprofile.Shape{NoUDP: true})
+	udp, tcp := packet(addrIn(testPrefix, 1), 1), packet(addrIn(testPrefix, 1), 2)
+	udp[9], tcp[9] = 17, 6
+	ports[0].in <- udp
+	ports[0].in <- tcp
+	if a := <-ports[1].out; seqOf(a.pkt) != 2 {
+		t.Fatalf("got packet %d, want the TCP one alone", seqOf(a.pkt))
+	}
+	if s := r.Stats(0, 1); s.Dropped != 1 {
+		t.Fatalf("%+v: want the UDP datagram dropped", s)
+	}
+}
+
 func TestRouterDropsWhatItDoesNotRoute(t *testing.T) {
 	t.Parallel()
 	r, ports := newTestRouter(t, 2)
