@@ -33,7 +33,7 @@ func (c *groundConfig) validate() error {
 type synthGround struct{ g *synth.Generator }
 
 func (s synthGround) Fill(_ int64, ns, ew, ud []float64) { s.g.Read(ns, ew, ud) }
-func (s synthGround) Skip(samples int)                    { s.g.Skip(samples) }
+func (s synthGround) Skip(samples int)                   { s.g.Skip(samples) }
 
 // grounds returns the fleet's ground factory for cfg.
 func (c groundConfig) grounds(startedAt time.Time) (func(fleet.Station, time.Time) fleet.Ground, error) {
