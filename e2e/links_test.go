@@ -33,6 +33,25 @@ type fleetUplink struct {
 	Retransmitted uint64 `json:"retransmitted"`
 }
 
+// fleetUplinks reads the fleet's uplinks from its GET /status (zero
+// values when it does not answer).
+func fleetUplinks(statusURL string) (primary, backup fleetUplink) {
+	var s struct{ Uplinks []fleetUplink }
+	if resp, err := http.Get(statusURL); err == nil {
+		json.NewDecoder(resp.Body).Decode(&s)
+		resp.Body.Close()
+	}
+	for _, u := range s.Uplinks {
+		switch u.Name {
+		case "primary":
+			primary = u
+		case "backup":
+			backup = u
+		}
+	}
+	return primary, backup
+}
+
 // devLink is a link of shindo dev as endpoints.json and GET /v1/links
 // show it.
 type devLink struct {
@@ -90,22 +109,7 @@ func TestLinks(t *testing.T) {
 	}
 
 	statusURL := d.endpoints.fleetStatus(t)
-	fleet := func() (primary, backup fleetUplink) {
-		var s struct{ Uplinks []fleetUplink }
-		if resp, err := http.Get(statusURL); err == nil {
-			json.NewDecoder(resp.Body).Decode(&s)
-			resp.Body.Close()
-		}
-		for _, u := range s.Uplinks {
-			switch u.Name {
-			case "primary":
-				primary = u
-			case "backup":
-				backup = u
-			}
-		}
-		return primary, backup
-	}
+	fleet := func() (primary, backup fleetUplink) { return fleetUplinks(statusURL) }
 	waitFleet := func(what string, timeout time.Duration, ok func(p, b fleetUplink) bool) (fleetUplink, fleetUplink) {
 		t.Helper()
 		deadline := time.Now().Add(timeout)

@@ -124,22 +124,7 @@ func TestWan(t *testing.T) {
 	})
 
 	statusURL := d.endpoints.fleetStatus(t)
-	fleet := func() (primary, backup fleetUplink) {
-		var s struct{ Uplinks []fleetUplink }
-		if resp, err := http.Get(statusURL); err == nil {
-			json.NewDecoder(resp.Body).Decode(&s)
-			resp.Body.Close()
-		}
-		for _, u := range s.Uplinks {
-			switch u.Name {
-			case "primary":
-				primary = u
-			case "backup":
-				backup = u
-			}
-		}
-		return primary, backup
-	}
+	fleet := func() (primary, backup fleetUplink) { return fleetUplinks(statusURL) }
 	waitFleet := func(t *testing.T, what string, timeout time.Duration, ok func(p, b fleetUplink) bool) (fleetUplink, fleetUplink) {
 		t.Helper()
 		deadline := time.Now().Add(timeout)
