@@ -52,6 +52,23 @@ func fleetUplinks(statusURL string) (primary, backup fleetUplink) {
 	return primary, backup
 }
 
+// waitFleetUplinks polls the fleet's uplinks until ok holds of them, or
+// fails the test after timeout.
+func waitFleetUplinks(t *testing.T, statusURL, what string, timeout time.Duration, ok func(p, b fleetUplink) bool) (fleetUplink, fleetUplink) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		p, b := fleetUplinks(statusURL)
+		if ok(p, b) {
+			return p, b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: primary %+v, backup %+v", what, p, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // devLink is a link of shindo dev as endpoints.json and GET /v1/links
 // show it.
 type devLink struct {
@@ -112,17 +129,7 @@ func TestLinks(t *testing.T) {
 	fleet := func() (primary, backup fleetUplink) { return fleetUplinks(statusURL) }
 	waitFleet := func(what string, timeout time.Duration, ok func(p, b fleetUplink) bool) (fleetUplink, fleetUplink) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			p, b := fleet()
-			if ok(p, b) {
-				return p, b
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: primary %+v, backup %+v", what, p, b)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		return waitFleetUplinks(t, statusURL, what, timeout, ok)
 	}
 	waitFleet("both uplinks acked", 20*time.Second, func(p, b fleetUplink) bool { return p.Acked >= 20 && b.Acked >= 20 })
 	if l := liveLink("uplink-TNN-1"); l.Stats.Forward.Datagrams == 0 {

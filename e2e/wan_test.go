@@ -127,17 +127,7 @@ func TestWan(t *testing.T) {
 	fleet := func() (primary, backup fleetUplink) { return fleetUplinks(statusURL) }
 	waitFleet := func(t *testing.T, what string, timeout time.Duration, ok func(p, b fleetUplink) bool) (fleetUplink, fleetUplink) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			p, b := fleet()
-			if ok(p, b) {
-				return p, b
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: primary %+v, backup %+v", what, p, b)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		return waitFleetUplinks(t, statusURL, what, timeout, ok)
 	}
 	waitFleet(t, "both uplinks acked", 30*time.Second, func(p, b fleetUplink) bool { return p.Acked >= 20 && b.Acked >= 20 })
 	ctx, cancel := context.WithCancel(context.Background())
