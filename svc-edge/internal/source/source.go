@@ -3,7 +3,12 @@
 // stand by, so clients see one consistent stream. Snapshots are
 // deduplicated by tick: the stream never repeats or goes back in time. When
 // the serving core stops delivering, the next snapshot from another core
-// takes over, so losing a core costs at most about one tick.
+// takes over, so losing a core costs at most about one tick — unless that
+// core sees far fewer stations (its uplink is cut, or it is partitioned
+// from the stations): then the serving core is given longer to answer,
+// since a late tick with the stations is worth more than a prompt one
+// without them. A serving core that goes blind while another sees the
+// stations is replaced even though it keeps delivering.
 //
 // Ticks the stream would skip are fetched from the cores' archives first
 // (Selector.Fill): at the first snapshot, the span before it — an edge that
@@ -30,6 +35,33 @@ import (
 // other core with a newer tick (1.5 ticks).
 const staleAfter = 750 * time.Millisecond
 
+// blindAfter: how long a serving core may be silent before a core that
+// sees fewer than half as many stations replaces it. The ticks in between
+// come from the archives when it does (Selector.Fill).
+const blindAfter = 3 * time.Second
+
+// richerTicks: how many ticks in a row another core must see more than
+// twice the stations of a serving core that still delivers before it
+// replaces it, so the stream does not flap while an uplink recovers.
+const richerTicks = 2
+
+// freshAge: a station counts as seen by a core when its values are at most
+// this old (its frame in time, or one tick late); a core cut off from the
+// stations carries their last values for 3 s before it drops them, and
+// those do not count.
+const freshAge = 1000
+
+// seen is how many stations snap sees.
+func seen(snap *rtsv1.Snapshot) int {
+	n := 0
+	for _, st := range snap.GetStations() {
+		if st.GetAgeMs() < freshAge {
+			n++
+		}
+	}
+	return n
+}
+
 // Core is one subscribed core.
 type Core struct {
 	Target string
@@ -40,6 +72,11 @@ type Core struct {
 	snapshots uint64
 	lastAt    time.Time
 	site      string // as its snapshots name it
+	stations  int    // seen in its latest snapshot
+
+	// richer counts the ticks in a row in which this core saw more than
+	// twice the serving core's stations; guarded by Selector.mu.
+	richer int
 }
 
 // Status is a core's subscription state.
@@ -112,7 +149,7 @@ func (s *Selector) follow(ctx context.Context, i int) {
 					break
 				}
 				backoff = 100 * time.Millisecond
-				c.received(s.now(), resp.GetSnapshot().GetSite())
+				c.received(s.now(), resp.GetSnapshot())
 				s.offer(ctx, i, resp.GetSnapshot())
 			}
 			c.setConnected(false)
@@ -131,19 +168,71 @@ func (s *Selector) offer(ctx context.Context, i int, snap *rtsv1.Snapshot) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := seen(snap)
+	// Coverage is judged on every tick, served or not: the other core's
+	// copy of a tick usually arrives after the serving core's.
+	if s.current >= 0 && i != s.current && s.richer(i, n) {
+		s.switchTo(i, snap)
+	}
 	if snap.GetTimeMs() <= s.last {
 		return
 	}
 	if i != s.current {
-		if s.current >= 0 && !s.cores[s.current].stale(s.now()) {
+		if s.current >= 0 && !s.takeOver(n) {
 			return
 		}
-		s.log.Info("serving core", slog.String("core", s.cores[i].Target), slog.Int64("tick", snap.GetTimeMs()))
-		s.current = i
+		s.switchTo(i, snap)
 	}
 	s.fill(ctx, i, snap.GetTimeMs())
 	s.last = snap.GetTimeMs()
 	s.serve(snap)
+}
+
+func (s *Selector) switchTo(i int, snap *rtsv1.Snapshot) {
+	s.log.Info("serving core", slog.String("core", s.cores[i].Target), slog.Int64("tick", snap.GetTimeMs()),
+		slog.Int("stations", seen(snap)))
+	s.current = i
+	for _, c := range s.cores {
+		c.richer = 0
+	}
+}
+
+// richer reports whether core i, whose tick sees n stations, has now seen
+// more than twice the serving core's stations for richerTicks ticks in a
+// row. s.mu is held.
+func (s *Selector) richer(i, n int) bool {
+	cur := s.cores[s.current]
+	cur.mu.Lock()
+	seen := cur.stations
+	cur.mu.Unlock()
+	c := s.cores[i]
+	if 2*seen >= n {
+		c.richer = 0
+		return false
+	}
+	c.richer++
+	return c.richer >= richerTicks
+}
+
+// takeOver reports whether another core's newer tick, seeing n stations,
+// replaces the serving core, which has not delivered that tick: at once if
+// the serving core is stale and the other sees at least half its stations,
+// after blindAfter otherwise. s.mu is held.
+func (s *Selector) takeOver(n int) bool {
+	cur := s.cores[s.current]
+	cur.mu.Lock()
+	silent, has := s.now().Sub(cur.lastAt), cur.stations
+	if !cur.connected {
+		silent = max(silent, staleAfter+time.Millisecond)
+	}
+	cur.mu.Unlock()
+	switch {
+	case silent > blindAfter:
+		return true
+	case silent > staleAfter:
+		return 2*n >= has
+	}
+	return false
 }
 
 // fill serves the ticks missing before tick t — since the last served, or
@@ -244,16 +333,11 @@ func (c *Core) setConnected(v bool) {
 	c.mu.Unlock()
 }
 
-func (c *Core) received(at time.Time, site string) {
+func (c *Core) received(at time.Time, snap *rtsv1.Snapshot) {
 	c.mu.Lock()
 	c.snapshots++
 	c.lastAt = at
-	c.site = site
+	c.site = snap.GetSite()
+	c.stations = seen(snap)
 	c.mu.Unlock()
-}
-
-func (c *Core) stale(now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.connected || now.Sub(c.lastAt) > staleAfter
 }

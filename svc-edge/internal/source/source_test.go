@@ -86,39 +86,63 @@ func (s *served) list() []string {
 
 func snap(site string, ms int64) *rtsv1.Snapshot { return &rtsv1.Snapshot{Site: site, TimeMs: ms} }
 
-func TestOneSourceDedupAndFailover(t *testing.T) {
-	t.Parallel()
-	a, b := startCore(t), startCore(t)
-	var conns []*grpc.ClientConn
-	for _, c := range []*core{a, b} {
+// pair is a selector over two test cores on a clock the test moves.
+type pair struct {
+	a, b  *core
+	sel   *Selector
+	out   *served
+	clock sync.Mutex
+	now   time.Time
+	conns []*grpc.ClientConn
+}
+
+// startPair starts two cores and a selector over them; setup, if given,
+// sees them before the selector runs.
+func startPair(t *testing.T, setup func(*pair)) *pair {
+	t.Helper()
+	p := &pair{a: startCore(t), b: startCore(t), now: time.Unix(1000, 0), out: &served{ch: make(chan struct{}, 64)}}
+	for _, c := range []*core{p.a, p.b} {
 		conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
-		conns = append(conns, conn)
+		t.Cleanup(func() { conn.Close() })
+		p.conns = append(p.conns, conn)
 	}
-	out := &served{ch: make(chan struct{}, 16)}
-	sel := New("TPE-1", []string{a.addr, b.addr}, conns, out.add, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	now := time.Unix(1000, 0)
-	var clock sync.Mutex
-	sel.now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
-	advance := func(d time.Duration) { clock.Lock(); now = now.Add(d); clock.Unlock() }
+	p.sel = New("TPE-1", []string{p.a.addr, p.b.addr}, p.conns, p.out.add, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p.sel.now = func() time.Time { p.clock.Lock(); defer p.clock.Unlock(); return p.now }
+	if setup != nil {
+		setup(p)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go sel.Run(ctx)
+	t.Cleanup(cancel)
+	go p.sel.Run(ctx)
+	return p
+}
 
-	expect := func(want string) {
-		t.Helper()
-		select {
-		case <-out.ch:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("nothing served; want %s; served %v", want, out.list())
-		}
-		if got := out.list(); got[len(got)-1] != want {
-			t.Fatalf("served %v, want last %s", got, want)
-		}
+func (p *pair) advance(d time.Duration) { p.clock.Lock(); p.now = p.now.Add(d); p.clock.Unlock() }
+
+// expect waits for the next served tick and checks it is want.
+func (p *pair) expect(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case <-p.out.ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("nothing served; want %s; served %v", want, p.out.list())
 	}
+	if got := p.out.list(); got[len(got)-1] != want {
+		t.Fatalf("served %v, want last %s", got, want)
+	}
+}
+
+func TestOneSourceDedupAndFailover(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil)
+	a, b, sel := p.a, p.b, p.sel
+	expect := func(want string) { t.Helper(); p.expect(t, want) }
+	advance := p.advance
+	out := p.out
+
 	a.feed <- snap("A", 500)
 	expect("A@00.500")
 	// B's copy of the same tick, and an older one, are not served; B's
@@ -173,35 +197,24 @@ func TestOneSourceDedupAndFailover(t *testing.T) {
 // out of order.
 func TestFillFromArchives(t *testing.T) {
 	t.Parallel()
-	a, b := startCore(t), startCore(t)
-	a.archive, b.archive = map[int64]*rtsv1.Snapshot{}, map[int64]*rtsv1.Snapshot{}
-	for ms := int64(1000); ms <= 20000; ms += 500 {
-		if ms != 13000 {
-			a.archive[ms] = snap("A", ms)
-		}
-		if ms != 4000 {
-			b.archive[ms] = snap("B", ms)
-		}
-	}
-	delete(a.archive, 4000) // at neither core
-	b.archive[13000] = snap("B", 13000)
-	var conns []*grpc.ClientConn
-	for _, c := range []*core{a, b} {
-		conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conns = append(conns, conn)
-	}
-	out := &served{ch: make(chan struct{}, 64)}
-	sel := New("TPE-1", []string{a.addr, b.addr}, conns, out.add, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	sel.Fill = 3 * time.Second
 	var filled []int
-	sel.OnFill = func(n int) { filled = append(filled, n) }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go sel.Run(ctx)
+	p := startPair(t, func(p *pair) {
+		a, b := p.a, p.b
+		a.archive, b.archive = map[int64]*rtsv1.Snapshot{}, map[int64]*rtsv1.Snapshot{}
+		for ms := int64(1000); ms <= 20000; ms += 500 {
+			if ms != 13000 {
+				a.archive[ms] = snap("A", ms)
+			}
+			if ms != 4000 {
+				b.archive[ms] = snap("B", ms)
+			}
+		}
+		delete(a.archive, 4000) // at neither core
+		b.archive[13000] = snap("B", 13000)
+		p.sel.Fill = 3 * time.Second
+		p.sel.OnFill = func(n int) { filled = append(filled, n) }
+	})
+	a, out := p.a, p.out
 
 	wait := func(n int) []string {
 		t.Helper()
@@ -235,4 +248,80 @@ func TestFillFromArchives(t *testing.T) {
 	if !slices.Equal(filled, []int{5, 6, 3}) {
 		t.Fatalf("fills %v", filled)
 	}
+}
+
+// seeing returns a tick of site that sees n stations.
+func seeing(site string, ms int64, n int) *rtsv1.Snapshot {
+	s := snap(site, ms)
+	for k := range n {
+		s.Stations = append(s.Stations, &rtsv1.StationState{StationId: string(rune('a' + k))})
+	}
+	return s
+}
+
+// TestBlindCoreWaits: a core that sees far fewer stations (its uplink is
+// cut) does not replace a serving core that is only late; it does when the
+// serving core stays silent, and a serving core that goes blind while the
+// other sees the stations is replaced although it keeps delivering.
+func TestBlindCoreWaits(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil)
+	a, b, sel := p.a, p.b, p.sel
+	expect := func(want string) { t.Helper(); p.expect(t, want) }
+	advance := p.advance
+	// settle feeds core k a tick and waits until the selector has judged
+	// it: a core's ticks are counted just before they are offered, in the
+	// same goroutine, so the next count means this one was offered.
+	settle := func(k int, s *rtsv1.Snapshot) {
+		t.Helper()
+		c := []*core{a, b}[k]
+		n := sel.Status()[k].Snapshots
+		c.feed <- s
+		c.feed <- seeing(s.GetSite(), 0, 0) // older than anything: never served
+		deadline := time.Now().Add(5 * time.Second)
+		for sel.Status()[k].Snapshots < n+2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("core %d's tick not received", k)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	a.feed <- seeing("A", 500, 10)
+	expect("A@00.500")
+	settle(1, seeing("B", 500, 0))
+	// A is late by more than 1.5 ticks: blind B's tick is not served …
+	advance(800 * time.Millisecond)
+	settle(1, seeing("B", 1000, 0))
+	settle(1, seeing("B", 1500, 0))
+	// … and A's late tick is.
+	a.feed <- seeing("A", 1000, 10)
+	expect("A@01.000")
+	// A goes silent for longer than blindAfter: B takes over.
+	advance(3100 * time.Millisecond)
+	b.feed <- seeing("B", 2000, 0)
+	expect("B@02.000")
+	if got := p.out.list(); len(got) != 3 {
+		t.Fatalf("served %v", got)
+	}
+
+	// A comes back seeing the stations while B keeps delivering the values
+	// it carries from before it went blind: after richerTicks ticks in a
+	// row, A serves.
+	ms := int64(2500)
+	for range richerTicks {
+		stale := seeing("B", ms, 10)
+		for _, st := range stale.Stations {
+			st.AgeMs = 1500
+		}
+		b.feed <- stale
+		expect("B@" + time.UnixMilli(ms).UTC().Format("05.000"))
+		a.feed <- seeing("A", ms, 10)
+		ms += 500
+	}
+	a.feed <- seeing("A", ms, 10)
+	expect("A@" + time.UnixMilli(ms).UTC().Format("05.000"))
+	b.feed <- seeing("B", ms+500, 0)
+	a.feed <- seeing("A", ms+500, 10)
+	expect("A@" + time.UnixMilli(ms+500).UTC().Format("05.000"))
 }
