@@ -56,6 +56,7 @@ func (c *Config) detectConfig() detect.Config {
 	return detect.Config{
 		MinStations: c.DetectStations, RadiusKm: c.DetectRadiusKm, Window: c.DetectWindow,
 		EndAfter: c.DetectEndAfter, Linger: c.DetectLinger, MaxDuration: c.DetectMaxDuration,
+		AlertIntensity: c.AlertIntensity,
 	}.WithDefaults()
 }
 

@@ -26,8 +26,12 @@
 //     that triggered the detection's first station can have reached it by
 //     its onset (within 150 km of that station, at most its distance / VS
 //   - 3 s later), or when the detection's estimate explains its onset as
-//     the arrival of the P or S wave (within 250 km, ±3 s) — in a sparse
-//     network the wavefront reaches stations farther apart than RadiusKm —
+//     the arrival of the P or S wave (±3 s) within the estimate's reach:
+//     250 km, or farther where the model predicts, at the estimated
+//     magnitude, an intensity no more than one unit below the alert
+//     threshold (a large earthquake triggers islands hundreds of km away)
+//     — in a sparse network the wavefront reaches stations farther apart
+//     than RadiusKm —
 //     and its onset is no earlier
 //     than Window before the detection's first trigger (an older trigger
 //     is something else: a noisy site). Picks are taken in
@@ -87,6 +91,9 @@ const (
 	// trigger times of a surface network barely constrain depth, and most
 	// felt Taiwanese earthquakes are shallow.
 	DefaultDepthKm = 10
+
+	// DefaultAlertIntensity is svc-rts's default alert-intensity.
+	DefaultAlertIntensity = 1.5
 )
 
 // Config tunes the trigger. Zero fields take the defaults.
@@ -98,6 +105,10 @@ type Config struct {
 	Linger      time.Duration // how long a final detection stays listed
 	MaxDuration time.Duration // a detection is final this long after its first trigger at the latest
 	DepthKm     float64       // reported depth
+	// AlertIntensity is the real-time intensity at which a station is
+	// triggered (svc-rts's alert-intensity); it sets how far an estimate
+	// reaches.
+	AlertIntensity float64
 }
 
 // WithDefaults fills zero fields.
@@ -122,6 +133,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DepthKm == 0 {
 		c.DepthKm = DefaultDepthKm
+	}
+	if c.AlertIntensity == 0 {
+		c.AlertIntensity = DefaultAlertIntensity
 	}
 	return c
 }
@@ -406,7 +420,7 @@ func (s *State) associate(t int64, cands []int, trig []Trigger) []int {
 			}
 			ev := idx.nearest(tr.Lat, tr.Lon, s.cfg.RadiusKm, fit)
 			if ev == nil {
-				ev = explained(tr, p.onset, fit, s.cfg.MinStations)
+				ev = s.explained(tr, p.onset, fit)
 			}
 			if ev == nil {
 				continue
@@ -426,30 +440,35 @@ func (s *State) associate(t int64, cands []int, trig []Trigger) []int {
 // join it: the P wave (the estimate's crust, velocities[0]) is the
 // earliest a station can trigger, the S wave (velocities[1]) carries the
 // strong shaking, and the estimate's own error gets explainSlackMs either
-// side.
+// side. explainMinKm is how far every estimate reaches; reachMargin is how
+// far below the alert threshold a predicted intensity still counts as
+// reaching a station (one unit: the scatter of site amplification about
+// the model).
 const (
 	explainSlackMs = 3000
-	explainMaxKm   = 250
+	explainMinKm   = 250
+	reachMargin    = 1.0
 )
 
 // explained returns the earliest of the open detections fit whose
-// estimate — origin time and epicentre, from at least minStations —
-// explains a pick's onset as the arrival of its P or S wave. A sparse
-// network has stations farther apart than RadiusKm: without this, the
-// wavefront reaching them founds a second detection of the same
+// estimate — origin time and epicentre, from at least MinStations —
+// explains a pick's onset as the arrival of its P or S wave, within the
+// estimate's reach. A sparse network has stations farther apart than
+// RadiusKm, and a large earthquake triggers outlying islands: without
+// this, the wavefront reaching them founds a second detection of the same
 // earthquake, and clients get two alerts for one. It reads only the
 // detections' published estimates, so it is as deterministic as they are.
-func explained(tr *Trigger, onset int64, fit []*event, minStations int) *event {
+func (s *State) explained(tr *Trigger, onset int64, fit []*event) *event {
 	for _, ev := range fit {
 		if reached(ev, tr, onset) {
 			return ev
 		}
 		d := &ev.pub
-		if d.Stations < minStations || d.OriginMs == 0 {
+		if d.Stations < s.cfg.MinStations || d.OriginMs == 0 {
 			continue
 		}
 		dist := math.Hypot(distKm(d.Lat, d.Lon, tr.Lat, tr.Lon), d.DepthKm)
-		if dist > explainMaxKm {
+		if dist > reachKm(d.Mag, s.cfg.AlertIntensity-reachMargin) {
 			continue
 		}
 		earliest := d.OriginMs + int64(dist/max(velocities[0], velocities[1])*1000) - explainSlackMs
@@ -459,6 +478,21 @@ func explained(tr *Trigger, onset int64, fit []*event, minStations int) *event {
 		}
 	}
 	return nil
+}
+
+// reachKm is the hypocentral distance, at least explainMinKm, out to which
+// the model predicts an intensity of at least level at magnitude mag: the
+// farthest column of the table at or above it, interpolated to the next.
+func reachKm(mag, level float64) float64 {
+	km := float64(explainMinKm)
+	for j := range tableDists {
+		d := math.Pow(10, tableLogMinKm+float64(j)*tableLogStep)
+		if PredictIntensity(mag, d) < level {
+			break
+		}
+		km = max(km, d)
+	}
+	return km
 }
 
 // wavefrontMaxKm bounds reached: farther than this from a detection's
@@ -560,7 +594,7 @@ func (s *State) found(t int64, cands []int, trig []Trigger) bool {
 				fit = append(fit, ev)
 			}
 		}
-		if ev := explained(first, onset, fit, s.cfg.MinStations); ev != nil {
+		if ev := s.explained(first, onset, fit); ev != nil {
 			for _, g := range group {
 				taken[g] = true
 				tr := &trig[cands[g]]

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -469,5 +470,64 @@ func TestTwoClustersShakenTogether(t *testing.T) {
 		if len(ids) != tc.want {
 			t.Errorf("%s: detections %v, want %d", tc.name, ids, tc.want)
 		}
+	}
+}
+
+// TestFarIslandsJoinALargeEarthquake: the stations of an island 330 km
+// from a large earthquake (Kinmen from Hualien) trigger when its S wave
+// arrives, a minute after the origin. The estimate's magnitude reaches
+// them, so they join its detection; for a small earthquake, whose
+// predicted intensity there is far below the alert threshold, the same
+// triggers are something else and found their own.
+func TestFarIslandsJoinALargeEarthquake(t *testing.T) {
+	t.Parallel()
+	const vs = 3.5
+	arrival := func(x, y float64) int { // tick of the S arrival from (0, 0), origin at tick 0
+		return int(math.Ceil(math.Hypot(math.Hypot(x, y), DefaultDepthKm) / vs * 2))
+	}
+	near := [][2]float64{{5, 0}, {-10, 15}, {20, -10}, {0, 25}, {-20, -15}, {25, 20}}
+	island := [][2]float64{{-330, 30}, {-335, 25}, {-328, 22}}
+	for _, tc := range []struct {
+		name string
+		mag  float64
+		want int
+	}{{"M7.4", 7.4, 1}, {"M4.5", 4.5, 2}} {
+		var sched []timed
+		for i, p := range near {
+			d := math.Hypot(math.Hypot(p[0], p[1]), DefaultDepthKm)
+			sched = append(sched, timed{at("N"+strconv.Itoa(i), p[0], p[1], float32(PredictIntensity(tc.mag, d))), arrival(p[0], p[1]), 0})
+		}
+		for i, p := range island {
+			// As strong as a triggered station is, whatever the model says:
+			// the small earthquake's case is a local disturbance there.
+			sched = append(sched, timed{at("K"+strconv.Itoa(i), p[0], p[1], 2.2), arrival(p[0], p[1]), 0})
+		}
+		ids := map[string]int{}
+		var mag float64
+		for _, tick := range run(Config{}, arrival(-335, 25)+10, schedule(sched...)) {
+			for _, d := range tick {
+				ids[d.ID] = max(ids[d.ID], d.Stations)
+				if strings.HasSuffix(d.ID, "-18") && d.Stations >= len(near) {
+					mag = d.Mag
+				}
+			}
+		}
+		if len(ids) != tc.want {
+			t.Errorf("%s (estimated M%.1f): detections %v, want %d", tc.name, mag, ids, tc.want)
+		}
+		if math.Abs(mag-tc.mag) > 0.5 {
+			t.Errorf("%s: estimated M%.1f", tc.name, mag)
+		}
+	}
+}
+
+func TestReachGrowsWithMagnitude(t *testing.T) {
+	t.Parallel()
+	if r := reachKm(4, 0.5); r != explainMinKm {
+		t.Errorf("M4 reaches %.0f km, want the minimum %d", r, explainMinKm)
+	}
+	r6, r74 := reachKm(6, 0.5), reachKm(7.4, 0.5)
+	if !(r74 > r6 && r74 >= 500 && PredictIntensity(7.4, r74) >= 0.5) {
+		t.Errorf("M6 reaches %.0f km, M7.4 %.0f km (%.2f there)", r6, r74, PredictIntensity(7.4, r74))
 	}
 }
