@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,11 @@ func TestChaos(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the report lacks %q", want)
 		}
+	}
+	// The leak check compared processes with themselves: a check that
+	// compared nothing would prove nothing.
+	if m := regexp.MustCompile(`(\d+) process lives compared`).FindStringSubmatch(stdout); m == nil || m[1] == "0" {
+		t.Errorf("the leak check compared no process life: %v", m)
 	}
 	select {
 	case <-d.exited:

@@ -18,7 +18,8 @@
 //     ack was accepted;
 //   - clients following the client rules at each edge miss no tick, and
 //     wait for one no longer than the documented bound;
-//   - no process that ran through the run leaked descriptors or memory.
+//   - no process life (a process ID, between restarts) leaked descriptors
+//     or memory against its own baseline.
 package chaoscmd
 
 import (
@@ -256,13 +257,24 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	time.Sleep(5 * time.Second) // the readers are in
 	checkFrom := time.Now()
 
-	// The baseline of every process's holdings is taken a third into the
-	// run: by then servers have opened the files and connections of their
-	// working set (the waveform archive keeps each station's day files
-	// open), and what grows after is what faults leave behind.
-	baseCh := make(chan map[string]procUsage, 1)
-	baseline := time.AfterFunc(cfg.duration/3, func() { baseCh <- topo.usage(context.WithoutCancel(ctx)) })
-	defer baseline.Stop()
+	// Every process life is sampled through the run (lives): its baseline
+	// once it has run for a third of the run, at most two minutes, and its
+	// last sample judged against it.
+	procLives := newLives(min(cfg.duration/3, 2*time.Minute))
+	sampleCtx, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			procLives.add(time.Now(), withoutFleet(topo.usage(sampleCtx)))
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-time.After(leakSampleEvery):
+			}
+		}
+	}()
+	defer func() { stopSampling(); <-sampled }()
 	in := &injector{topo: topo, mix: cfg.mix, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed)), every: cfg.every,
 		hold: cfg.hold, recovery: cfg.recovery, log: log}
 	in.run(ctx, checkFrom.Add(cfg.duration))
@@ -285,16 +297,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	end := topo.usage(ctx)
-	// The fleet is the stations, not the system: it holds a socket for
-	// each of its stations on WebSocket fallback, as many as the uplink
-	// faults just left there.
-	delete(end, "fleet")
-	var base map[string]procUsage
-	select {
-	case base = <-baseCh:
-	default:
-	}
+	stopSampling()
+	<-sampled
+	procLives.add(time.Now(), withoutFleet(topo.usage(ctx)))
 	stopReading()
 	rep.Ended = time.Now()
 
@@ -324,7 +329,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	rep.add("clients following the client rules miss no tick, wait within the bound, see each earthquake once", strings.Join(summary, "; "), streamV)
 	accepted, redelivered, postFails, v := notes.findings()
 	rep.add("notifications are delivered exactly once", fmt.Sprintf("%d accepted (%d posts refused and retried), %d delivered again before their ack took", accepted, postFails, redelivered), v)
-	checked, restarted, v := leakFindings(base, end)
+	checked, short, v := procLives.findings(leakJudgeAfter)
 	var after []string
 	for _, p := range procs {
 		if p.State != "running" {
@@ -332,6 +337,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 		}
 	}
 	rep.add("no process leaked descriptors or memory; every process runs at the end",
-		fmt.Sprintf("%d processes compared with themselves a third into the run, %d restarted since", checked, restarted), append(v, after...))
+		fmt.Sprintf("%d process lives compared with themselves (baseline after %s, judged at least %s later), %d too short to judge",
+			checked, procLives.warm, leakJudgeAfter, short), append(v, after...))
 	return rep, nil
 }

@@ -131,20 +131,36 @@ func TestAlertChecks(t *testing.T) {
 	}
 }
 
-func TestLeakFindings(t *testing.T) {
-	base := map[string]procUsage{
-		"a": {pid: 1, usage: usage{fds: 100, rssBytes: 100 << 20}},
-		"b": {pid: 2, usage: usage{fds: 10, rssBytes: 10 << 20}},
-		"c": {pid: 3, usage: usage{fds: 10, rssBytes: 10 << 20}},
+// TestLives: every process life is judged against its own baseline — one
+// that leaked before it was killed included — and lives too short to judge
+// are counted, not compared.
+func TestLives(t *testing.T) {
+	l := newLives(2 * time.Minute)
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	sample := func(min int, procs map[string]procUsage) { l.add(at.Add(time.Duration(min)*time.Minute), procs) }
+	u := func(pid, fds, files, mib int) procUsage {
+		return procUsage{pid: pid, usage: usage{fds: fds, files: files, rssBytes: int64(mib) << 20}}
 	}
-	end := map[string]procUsage{
-		"a": {pid: 1, usage: usage{fds: 400, files: 900, rssBytes: 120 << 20}}, // sockets leak; files within the cache bound
-		"b": {pid: 2, usage: usage{fds: 70, rssBytes: 500 << 20}},              // memory
-		"c": {pid: 9, usage: usage{fds: 999, rssBytes: 999 << 20}},             // restarted: not compared
+	sample(0, map[string]procUsage{"a": u(1, 100, 0, 100), "b": u(2, 10, 0, 10), "c": u(3, 10, 0, 10)})
+	sample(2, map[string]procUsage{"a": u(1, 100, 0, 100), "b": u(2, 10, 0, 10), "c": u(3, 10, 0, 10)}) // baselines
+	// c leaks sockets, then is killed and restarted as pid 9, which holds
+	// a lot from its start: its baseline is its own.
+	sample(5, map[string]procUsage{"a": u(1, 150, 900, 110), "b": u(2, 70, 0, 500), "c": u(3, 400, 0, 10)})
+	sample(6, map[string]procUsage{"a": u(1, 150, 900, 110), "b": u(2, 70, 0, 500), "c": u(9, 900, 0, 900)})
+	sample(9, map[string]procUsage{"a": u(1, 300, 1000, 120), "b": u(2, 70, 0, 500), "c": u(9, 900, 0, 900), "d": u(4, 1, 0, 1)})
+	sample(10, map[string]procUsage{"a": u(1, 300, 1000, 120), "b": u(2, 70, 0, 500), "c": u(9, 950, 0, 950), "d": u(4, 1, 0, 1)})
+	checked, short, v := l.findings(time.Minute)
+	joined := strings.Join(v, "\n")
+	// a: 300 > 1.5×100+64; files within the cache bound. b: memory. c pid
+	// 3: sockets before it was killed. c pid 9: within its own baseline.
+	// d: too short.
+	if checked != 4 || short != 1 || len(v) != 3 {
+		t.Fatalf("checked %d, short %d, violations:\n%s", checked, short, joined)
 	}
-	checked, restarted, v := leakFindings(base, end)
-	if checked != 2 || restarted != 1 || len(v) != 2 || !strings.Contains(v[0]+v[1], "holds 400 descriptors other than files") || !strings.Contains(v[0]+v[1], "resident memory 500 MiB") {
-		t.Fatalf("checked %d, restarted %d, violations %v", checked, restarted, v)
+	for _, want := range []string{"a (pid 1) held 300 descriptors", "b (pid 2) resident memory 500 MiB", "c (pid 3) held 400 descriptors"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("violations lack %q:\n%s", want, joined)
+		}
 	}
 }
 

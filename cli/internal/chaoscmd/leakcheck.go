@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // usage is what a process holds: open descriptors and resident memory.
@@ -49,8 +50,8 @@ func readUsage(pid int) (usage, bool) {
 	return u, true
 }
 
-// Leak thresholds: a process that ran through the whole run may end it
-// holding this much more than it did at its start, and no more. They are
+// Leak thresholds: a process life may end holding this much more than it
+// did at its baseline, and no more. They are
 // loose on purpose — the run is minutes long, and a server's pools and
 // caches grow to their working size — and catch what a leak per fault or
 // per connection would add up to.
@@ -64,28 +65,92 @@ const (
 	maxFiles = 1024 + 64
 )
 
-// leakFindings compares each process that kept its process ID through the
-// run with its baseline.
-func leakFindings(base, end map[string]procUsage) (checked, restarted int, violations []string) {
-	for name, b := range base {
-		e, ok := end[name]
-		if !ok || e.pid != b.pid {
-			restarted++
+// How the process lives are followed: a sample of every process this
+// often, and a life judged only when its last sample is this long after
+// its baseline (what grows in less is a server warming up, not a leak).
+const (
+	leakSampleEvery = 10 * time.Second
+	leakJudgeAfter  = time.Minute
+)
+
+// withoutFleet drops the fleet from a sample: it is the stations, not the
+// system, and holds a socket for each of its stations on WebSocket
+// fallback, as many as the uplink faults leave there.
+func withoutFleet(sample map[string]procUsage) map[string]procUsage {
+	delete(sample, "fleet")
+	return sample
+}
+
+// life is one process ID of a named process: a process restarted by its
+// supervisor or a fault begins a new life, judged on its own.
+type life struct {
+	name      string
+	pid       int
+	firstSeen time.Time
+	base      *usage // taken warm after firstSeen
+	baseAt    time.Time
+	last      usage // the latest sample
+	lastAt    time.Time
+}
+
+// lives follows every process life through samples of the topology: each
+// gets its baseline once it has run for warm (its servers have opened the
+// files and connections of their working set), and is judged by its last
+// sample — at the end of the run, or just before it was killed — so that a
+// run with many restarts still compares every process with itself.
+type lives struct {
+	warm  time.Duration
+	byKey map[string]*life // name/pid
+	order []string
+}
+
+func newLives(warm time.Duration) *lives {
+	return &lives{warm: warm, byKey: map[string]*life{}}
+}
+
+// add records a sample taken at now.
+func (l *lives) add(now time.Time, sample map[string]procUsage) {
+	for name, u := range sample {
+		key := fmt.Sprintf("%s/%d", name, u.pid)
+		lf, ok := l.byKey[key]
+		if !ok {
+			lf = &life{name: name, pid: u.pid, firstSeen: now}
+			l.byKey[key] = lf
+			l.order = append(l.order, key)
+		}
+		if lf.base == nil && now.Sub(lf.firstSeen) >= l.warm {
+			b := u.usage
+			lf.base, lf.baseAt = &b, now
+		}
+		lf.last, lf.lastAt = u.usage, now
+	}
+}
+
+// findings judges every life that ran for judgeAfter past its baseline:
+// its last sample against the baseline. short counts the lives too short
+// to judge (killed before, or started too late in the run).
+func (l *lives) findings(judgeAfter time.Duration) (checked, short int, violations []string) {
+	for _, key := range l.order {
+		lf := l.byKey[key]
+		if lf.base == nil || lf.lastAt.Sub(lf.baseAt) < judgeAfter {
+			short++
 			continue
 		}
 		checked++
+		b, e := lf.base, lf.last
 		if lim := int(float64(b.fds)*fdGrowth) + fdSlack; e.fds > lim {
-			violations = append(violations, fmt.Sprintf("%s (pid %d) holds %d descriptors other than files, %d a third into the run (limit %d)", name, e.pid, e.fds, b.fds, lim))
+			violations = append(violations, fmt.Sprintf("%s (pid %d) held %d descriptors other than files at %s, %d at %s (limit %d)",
+				lf.name, lf.pid, e.fds, lf.lastAt.Format(time.TimeOnly), b.fds, lf.baseAt.Format(time.TimeOnly), lim))
 		}
 		if e.files > maxFiles {
-			violations = append(violations, fmt.Sprintf("%s (pid %d) holds %d open files (limit %d)", name, e.pid, e.files, maxFiles))
+			violations = append(violations, fmt.Sprintf("%s (pid %d) held %d open files at %s (limit %d)", lf.name, lf.pid, e.files, lf.lastAt.Format(time.TimeOnly), maxFiles))
 		}
 		if lim := int64(float64(b.rssBytes)*rssGrow) + rssSlack; e.rssBytes > lim {
-			violations = append(violations, fmt.Sprintf("%s (pid %d) resident memory %d MiB, %d MiB a third into the run (limit %d MiB)",
-				name, e.pid, e.rssBytes>>20, b.rssBytes>>20, lim>>20))
+			violations = append(violations, fmt.Sprintf("%s (pid %d) resident memory %d MiB at %s, %d MiB at %s (limit %d MiB)",
+				lf.name, lf.pid, e.rssBytes>>20, lf.lastAt.Format(time.TimeOnly), b.rssBytes>>20, lf.baseAt.Format(time.TimeOnly), lim>>20))
 		}
 	}
-	return checked, restarted, violations
+	return checked, short, violations
 }
 
 type procUsage struct {
