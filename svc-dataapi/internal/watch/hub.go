@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -15,9 +16,11 @@ import (
 // watcher, so a watcher that subscribed misses nothing between the two.
 // Published messages are never modified: all watchers send the same one.
 type hub[M proto.Message] struct {
-	kind   string
-	max    int // watchers at once
-	buffer int // messages a watcher may fall behind
+	kind      string
+	max       int // watchers at once
+	buffer    int // messages a watcher may fall behind
+	heartbeat time.Duration
+	empty     M // the heartbeat
 
 	mu       sync.Mutex
 	state    M
@@ -35,8 +38,8 @@ type watcher[M proto.Message] struct {
 	gone chan struct{}
 }
 
-func newHub[M proto.Message](kind string, max, buffer int) *hub[M] {
-	h := &hub[M]{kind: kind, max: max, buffer: buffer, watchers: map[*watcher[M]]struct{}{}}
+func newHub[M proto.Message](kind string, empty M, max, buffer int, heartbeat time.Duration) *hub[M] {
+	h := &hub[M]{kind: kind, empty: empty, max: max, buffer: buffer, heartbeat: heartbeat, watchers: map[*watcher[M]]struct{}{}}
 	labels := prometheus.Labels{"kind": kind}
 	h.refused = prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_dataapi_watchers_refused_total",
 		Help: "Watches refused: the limit of watchers reached, or nothing read from the database yet.", ConstLabels: labels})
@@ -102,8 +105,8 @@ func (h *hub[M]) publish(state M, change M, changed bool) {
 	}
 }
 
-// serve sends a watch's messages until the watcher is dropped or ctx
-// ends (the client left).
+// serve sends a watch's messages, and a heartbeat every h.heartbeat,
+// until the watcher is dropped or ctx ends (the client left).
 func (h *hub[M]) serve(ctx context.Context, send func(M) error) error {
 	w, first, err := h.subscribe()
 	if err != nil {
@@ -113,10 +116,16 @@ func (h *hub[M]) serve(ctx context.Context, send func(M) error) error {
 	if err := send(first); err != nil {
 		return err
 	}
+	beat := time.NewTicker(h.heartbeat)
+	defer beat.Stop()
 	for {
 		select {
 		case m := <-w.ch:
 			if err := send(m); err != nil {
+				return err
+			}
+		case <-beat.C:
+			if err := send(h.empty); err != nil {
 				return err
 			}
 		case <-w.gone:

@@ -17,7 +17,7 @@ import (
 // leaves frees its place.
 func TestHubBounds(t *testing.T) {
 	t.Parallel()
-	h := newHub[*datav1.WatchReportsResponse]("reports", 2, 2)
+	h := newHub("reports", &datav1.WatchReportsResponse{}, 2, 2, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if _, _, err := h.subscribe(); status.Code(err) != codes.Unavailable {
@@ -103,4 +103,39 @@ func queued(h *hub[*datav1.WatchReportsResponse]) int {
 		n += len(w.ch)
 	}
 	return n
+}
+
+// TestHubHeartbeat: a watcher of a quiet core hears an empty message every
+// heartbeat, so it can tell a core gone silent from a quiet one.
+func TestHubHeartbeat(t *testing.T) {
+	t.Parallel()
+	h := newHub("stations", &datav1.WatchStationsResponse{}, 1, 1, 10*time.Millisecond)
+	h.publish(&datav1.WatchStationsResponse{Initial: true, Stations: []*datav1.Station{{Id: "A"}}}, nil, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan *datav1.WatchStationsResponse, 8)
+	done := make(chan error, 1)
+	go func() {
+		done <- h.serve(ctx, func(m *datav1.WatchStationsResponse) error {
+			select {
+			case got <- m:
+			default:
+			}
+			return nil
+		})
+	}()
+	if m := <-got; !m.GetInitial() || len(m.GetStations()) != 1 {
+		t.Fatalf("first message %v", m)
+	}
+	for range 2 {
+		select {
+		case m := <-got:
+			if m.GetInitial() || len(m.GetStations())+len(m.GetRemovedIds()) != 0 {
+				t.Fatalf("heartbeat %v, want an empty message", m)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no heartbeat")
+		}
+	}
+	cancel()
+	<-done
 }

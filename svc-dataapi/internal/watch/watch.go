@@ -47,11 +47,14 @@ type Options struct {
 	Interval time.Duration
 	// Timeout bounds one read of the database.
 	Timeout time.Duration
+	// Heartbeat is how often a watcher hears from the core when nothing
+	// changes.
+	Heartbeat time.Duration
 }
 
 // Defaults returns the options shindo runs with.
 func Defaults() Options {
-	return Options{MaxWatchers: 64, Buffer: 64, Interval: time.Minute, Timeout: 5 * time.Second}
+	return Options{MaxWatchers: 64, Buffer: 64, Interval: time.Minute, Timeout: 5 * time.Second, Heartbeat: 10 * time.Second}
 }
 
 // ReportPage is how many of the newest reports a watcher gets first: the
@@ -108,8 +111,8 @@ type pending struct {
 func New(store Store, connCfg *pgx.ConnConfig, station func(*registry.Station) *datav1.Station, opts Options, stopping <-chan struct{}, log *slog.Logger) *Server {
 	return &Server{
 		store: store, connCfg: connCfg, opts: opts, stopping: stopping, log: log, station: station,
-		reports:       newHub[*datav1.WatchReportsResponse]("reports", opts.MaxWatchers, opts.Buffer),
-		stations:      newHub[*datav1.WatchStationsResponse]("stations", opts.MaxWatchers, opts.Buffer),
+		reports:       newHub("reports", &datav1.WatchReportsResponse{}, opts.MaxWatchers, opts.Buffer, opts.Heartbeat),
+		stations:      newHub("stations", &datav1.WatchStationsResponse{}, opts.MaxWatchers, opts.Buffer, opts.Heartbeat),
 		pending:       pending{reportIDs: map[string]bool{}},
 		wake:          make(chan struct{}, 1),
 		knownReports:  map[string]string{},

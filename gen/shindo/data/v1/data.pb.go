@@ -2699,6 +2699,9 @@ func (*WatchReportsRequest) Descriptor() ([]byte, []int) {
 
 // WatchReportsResponse is the newest page of reports (the first message of
 // a watch) or reports that were created or changed since the previous one.
+// One without reports that is not initial is a heartbeat, sent every 10 s:
+// a watcher that hears nothing for longer knows the core is gone, not
+// quiet.
 type WatchReportsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The reports as ListReports gives them (without their areas): the
@@ -2793,7 +2796,8 @@ func (*WatchStationsRequest) Descriptor() ([]byte, []int) {
 }
 
 // WatchStationsResponse is every station (the first message of a watch)
-// or the stations that changed since the previous one.
+// or the stations that changed since the previous one. One that is empty
+// and not initial is a heartbeat, as for WatchReportsResponse.
 type WatchStationsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stations as GetStation gives them: the first message, all of them;
