@@ -393,3 +393,40 @@ func TestReportTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestStationSet: a core's first message is its whole set, later ones add
+// and remove; a change before a core's first message is not taken as its
+// set; a station exists when any core has it.
+func TestStationSet(t *testing.T) {
+	t.Parallel()
+	s := newStationSet(2)
+	ctx := context.Background()
+	st := func(ids ...string) []*datav1.Station {
+		var out []*datav1.Station
+		for _, id := range ids {
+			out = append(out, &datav1.Station{Id: id})
+		}
+		return out
+	}
+	check := func(id string, want bool) {
+		t.Helper()
+		if got, err := s.exists(ctx, id); err != nil || got != want {
+			t.Fatalf("exists(%s) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	s.apply(1, &datav1.WatchStationsResponse{Stations: st("B")})
+	if _, err := s.exists(ctx, "B"); err == nil {
+		t.Fatal("a change before the first message made a set")
+	}
+	s.apply(0, &datav1.WatchStationsResponse{Stations: st("A", "B"), Initial: true})
+	check("A", true)
+	check("C", false)
+	s.apply(0, &datav1.WatchStationsResponse{Stations: st("C"), RemovedIds: []string{"A"}})
+	check("A", false)
+	check("C", true)
+	s.apply(1, &datav1.WatchStationsResponse{Stations: st("D"), Initial: true})
+	check("D", true)
+	check("B", true) // core 0 still has it
+	s.apply(0, &datav1.WatchStationsResponse{Initial: true})
+	check("B", false)
+}
