@@ -96,8 +96,9 @@ func TestServiceBadInput(t *testing.T) {
 		{"dataapi bad read URL", "shindo-dataapi", []string{"-database-url", "postgres://u@127.0.0.1:5432/db", "-read-database-url", "postgres://u@[::1/db"}, 2, "read-database-url: want postgres://"},
 		{"dataapi missing registry", "shindo-dataapi", []string{"-registry", filepath.Join(t.TempDir(), "none.json"), "-grpc-addr", free(), "-admin-addr", free(), "-http-addr", free()}, 1, "none.json"},
 		{"edge without cores", "shindo-edge", nil, 2, "rts needs at least one core address"},
-		{"edge report delay under two polls", "shindo-edge", []string{"-rts", dead, "-report-poll", "2s", "-report-delay", "3s"}, 2, "report-delay: twice report-poll to 10m"},
-		{"edge report poll too fast", "shindo-edge", []string{"-rts", dead, "-report-poll", "1ms"}, 2, "report-poll: 100ms to 1m"},
+		{"edge report delay too short", "shindo-edge", []string{"-rts", dead, "-report-delay", "100ms"}, 2, "report-delay: 1s to 10m"},
+		{"edge data API watch not host:port", "shindo-edge", []string{"-rts", dead, "-data-grpc", "tnn1"}, 2, `data-grpc "tnn1": want host:port`},
+		{"dataapi no watchers", "shindo-dataapi", []string{"-registry", registry, "-max-watchers", "0"}, 2, "max-watchers: 1 to 10000"},
 		{"edge bad reuse-port value", "shindo-edge", []string{"-rts", dead, "-http-reuse-port=maybe"}, 2, "http-reuse-port"},
 		{"rts busy port", "shindo-rts", []string{"-registry", registry, "-grpc-addr", busy.Addr().String(), "-admin-addr", free()}, 1, "address already in use"},
 	}

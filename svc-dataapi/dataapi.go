@@ -55,6 +55,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/playback"
 	"shindo.dev/svc-dataapi/internal/reports"
 	"shindo.dev/svc-dataapi/internal/stations"
+	"shindo.dev/svc-dataapi/internal/watch"
 )
 
 // Name is the binary and service name.
@@ -82,6 +83,7 @@ type Config struct {
 	RateBuckets    int      `conf:"rate-buckets" default:"100000" help:"most rate-limit buckets kept in memory (idle ones are dropped first)"`
 	TrustedProxies []string `conf:"trusted-proxies" help:"CIDRs or addresses of the proxies (the edges) whose X-Forwarded-For names the client, comma-separated; empty: no one is trusted and every client is its peer address"`
 	MaxBody        int64    `conf:"max-body" default:"65536" help:"largest request body accepted, bytes"`
+	MaxWatchers    int      `conf:"max-watchers" default:"64" help:"most open watches of the reports, and of the stations (WatchReports, WatchStations: the edges, two per edge process and core)"`
 }
 
 // DefaultConfig returns the configuration with svc-dataapi's default ports.
@@ -149,6 +151,9 @@ func (c *Config) Validate() error {
 	if _, err := parsePrefixes(c.TrustedProxies); err != nil {
 		errs = append(errs, err)
 	}
+	if c.MaxWatchers < 1 || c.MaxWatchers > 10_000 {
+		errs = append(errs, errors.New("max-watchers: 1 to 10000"))
+	}
 	if c.MaxBody < 1024 || c.MaxBody > 64<<20 {
 		errs = append(errs, errors.New("max-body: 1024 bytes to 64 MiB"))
 	}
@@ -184,12 +189,13 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // dataServer is DataService, assembled from its parts: stations.Server
-// (which answers what none implements with Unimplemented), and the report
-// and client RPCs, forwarded.
+// (which answers what none implements with Unimplemented), and the report,
+// client and watch RPCs, forwarded.
 type dataServer struct {
 	*stations.Server
 	reports *reports.Server
 	clients *clients.Server
+	watch   *watch.Server // nil without the database
 }
 
 func (d dataServer) ListReports(ctx context.Context, r *datav1.ListReportsRequest) (*datav1.ListReportsResponse, error) {
@@ -277,6 +283,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		Server:  stations.New(reg.Source.Current, admin, authn, log),
 		reports: reports.New(reportStore, authn, cfg.DBTimeout, log),
 		clients: clients.New(clientStore, authn, cfg.DBTimeout, log),
+		watch:   watcher(svc, reg, cfg),
 	}
 	datav1.RegisterDataServiceServer(svc.GRPC(), data)
 	svc.SetServingStatus(datav1.DataService_ServiceDesc.ServiceName, true)

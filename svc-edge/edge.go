@@ -70,8 +70,9 @@ type Config struct {
 	EjectAfter       int           `conf:"api-eject-after" default:"3" help:"consecutive failed requests or probes that eject a core"`
 	ReadmitAfter     int           `conf:"api-readmit-after" default:"2" help:"consecutive passing probes that readmit an ejected core"`
 	ProbeInterval    time.Duration `conf:"api-probe-interval" default:"1s" help:"interval of the health probes of the cores' data APIs"`
-	ReportPoll       time.Duration `conf:"report-poll" default:"2s" help:"interval at which the cores' newest earthquake reports are read for the report topic (needs data-api)"`
-	ReportDelay      time.Duration `conf:"report-delay" default:"5s" help:"how long after a report changed it is announced on the report topic: the same tick at every edge (at least twice report-poll)"`
+
+	DataGRPC    []string      `conf:"data-grpc" help:"svc-dataapi gRPC addresses of the cores, comma-separated: their reports and stations are pushed to this edge (the report topic, the station check of live waveforms); empty: no report topic"`
+	ReportDelay time.Duration `conf:"report-delay" default:"5s" help:"how long after a report changed it is announced on the report topic: the same tick at every edge, so longer than a report takes to reach them all"`
 
 	Waveform         []string `conf:"waveform" help:"svc-waveform gRPC addresses of the cores, comma-separated; empty serves no live waveforms"`
 	WaveformStations int      `conf:"waveform-max-stations" default:"2000" help:"most stations whose live waveforms are streamed at once"`
@@ -148,8 +149,13 @@ func (c *Config) Validate() error {
 	if len(c.DataAPI) > 0 {
 		errs = append(errs, c.routeOptions().Validate())
 	}
-	if c.ReportPoll < 100*time.Millisecond || c.ReportPoll > time.Minute || c.ReportDelay < 2*c.ReportPoll || c.ReportDelay > 10*time.Minute {
-		errs = append(errs, errors.New("report-poll: 100ms to 1m; report-delay: twice report-poll to 10m"))
+	if c.ReportDelay < time.Second || c.ReportDelay > 10*time.Minute {
+		errs = append(errs, errors.New("report-delay: 1s to 10m"))
+	}
+	for _, a := range c.DataGRPC {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			errs = append(errs, fmt.Errorf("data-grpc %q: want host:port", a))
+		}
 	}
 	for _, e := range c.Entrances {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -178,15 +184,9 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}
 	svc.Metrics().MustRegister(st.collectors()...)
 
-	conns := make([]*grpc.ClientConn, 0, len(cfg.RTS))
-	for _, target := range cfg.RTS {
-		// An edge starts with the cores it reaches; the others come later.
-		conn, err := service.Connect(ctx, "rts", target, cfg.DependencyWait, svc.Logger())
-		if err != nil {
-			return err
-		}
-		svc.OnShutdown("rts connection "+target, func(context.Context) error { return conn.Close() })
-		conns = append(conns, conn)
+	conns, err := connectAll(ctx, svc, "rts", cfg.RTS, cfg.DependencyWait)
+	if err != nil {
+		return err
 	}
 	sel := source.New(cfg.Site, cfg.RTS, conns, st.serve, svc.Logger())
 	// A restarted edge holds, from its first tick, the history its clients
@@ -246,14 +246,22 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		svc.Go("websocket api", service.ComponentFunc(ws.Run))
 		mux.Handle("GET /ws", ws)
 		mux.Handle("GET /websocket", ws) // the path ExpTech's own edges answer on
-
-		reports := newReportFeed(bal, cfg.ReportPoll, cfg.ReportDelay, cfg.History/2, st.queueReports, svc.Logger())
-		svc.Metrics().MustRegister(reports.collectors()...)
-		svc.Go("report feed", service.ComponentFunc(reports.Run))
+	}
+	var stationExists func(context.Context, string) (bool, error)
+	if len(cfg.DataGRPC) > 0 {
+		// Reports and stations are pushed by the cores' data APIs.
+		conns, err := connectAll(ctx, svc, "data api", cfg.DataGRPC, cfg.DependencyWait)
+		if err != nil {
+			return err
+		}
+		watch := newCoreWatch(cfg.DataGRPC, conns, newReportFeed(cfg.ReportDelay, cfg.History/2, st.queueReports, svc.Logger()), svc.Logger())
+		svc.Metrics().MustRegister(watch.collectors()...)
+		svc.Go("core watches", watch)
 		st.reports = true
+		stationExists = watch.stations.exists
 	}
 	if len(cfg.Waveform) > 0 {
-		ws, err := waveforms(ctx, svc, cfg, st, bal)
+		ws, err := waveforms(ctx, svc, cfg, st, stationExists)
 		if err != nil {
 			return err
 		}
@@ -296,17 +304,28 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	return err
 }
 
-// waveforms connects to the cores' waveform services for the live
-// waveform route.
-func waveforms(ctx context.Context, svc *service.Service, cfg Config, st *streams, bal *route.Balancer) (*waveformStream, error) {
-	var conns []*grpc.ClientConn
-	for _, target := range cfg.Waveform {
-		conn, err := service.Connect(ctx, "waveform", target, cfg.DependencyWait, svc.Logger())
+// connectAll connects to a service of every core, closing each connection
+// at shutdown. An edge starts with the cores it reaches; the others come
+// later (service.Connect).
+func connectAll(ctx context.Context, svc *service.Service, what string, targets []string, wait time.Duration) ([]*grpc.ClientConn, error) {
+	conns := make([]*grpc.ClientConn, 0, len(targets))
+	for _, target := range targets {
+		conn, err := service.Connect(ctx, what, target, wait, svc.Logger())
 		if err != nil {
 			return nil, err
 		}
-		svc.OnShutdown("waveform connection "+target, func(context.Context) error { return conn.Close() })
+		svc.OnShutdown(what+" connection "+target, func(context.Context) error { return conn.Close() })
 		conns = append(conns, conn)
+	}
+	return conns, nil
+}
+
+// waveforms connects to the cores' waveform services for the live
+// waveform route.
+func waveforms(ctx context.Context, svc *service.Service, cfg Config, st *streams, exists func(context.Context, string) (bool, error)) (*waveformStream, error) {
+	conns, err := connectAll(ctx, svc, "waveform", cfg.Waveform, cfg.DependencyWait)
+	if err != nil {
+		return nil, err
 	}
 	live := wavelive.New(ctx, cfg.Waveform, conns, wavelive.Options{
 		SSE: sse.Options{Retry: cfg.Retry, KeepAlive: cfg.KeepAlive, Buffer: 64, WriteTimeout: cfg.WriteTimeout,
@@ -317,11 +336,7 @@ func waveforms(ctx context.Context, svc *service.Service, cfg Config, st *stream
 	svc.Metrics().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shindo_edge_waveform_stations", Help: "Stations whose live waveforms are streamed.",
 	}, func() float64 { return float64(live.Watched()) }))
-	ws := &waveformStream{live: live, streams: st}
-	if bal != nil {
-		ws.exists = stationLookup(bal)
-	}
-	return ws, nil
+	return &waveformStream{live: live, streams: st, exists: exists}, nil
 }
 
 // Topics of the edge's streams, with their index in event IDs.
@@ -600,7 +615,7 @@ func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 		case part == topicNotify:
 			notifications = true
 		case part == topicReport && !s.reports:
-			writeError(w, http.StatusBadRequest, "topic report: this edge serves no reports (it has no data API)")
+			writeError(w, http.StatusBadRequest, "topic report: this edge serves no reports (it watches no data API)")
 			return
 		case !public:
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts, eew, intensity, lpgm, report and notify", part))

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"regexp"
-	"time"
 
 	"shindo.dev/svc-edge/internal/sse"
 	"shindo.dev/svc-edge/internal/wavelive"
@@ -22,8 +20,9 @@ var stationIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)
 type waveformStream struct {
 	live    *wavelive.Hub
 	streams *streams
-	// exists asks the data API whether a station exists: true, false, or
-	// an error when it could not tell (then the stream is served anyway).
+	// exists tells whether a station exists, from the stations the cores
+	// push (stationSet.exists): true, false, or an error when it cannot
+	// tell yet (then the stream is served anyway).
 	exists func(ctx context.Context, id string) (bool, error)
 }
 
@@ -63,28 +62,4 @@ func (ws *waveformStream) serve(w http.ResponseWriter, r *http.Request) {
 			ws.streams.perAddr.release(addr)
 			ws.live.Release(id)
 		}})
-}
-
-// stationLookup asks the cores' data API, through the edge's routing, about
-// a station.
-func stationLookup(transport http.RoundTripper) func(ctx context.Context, id string) (bool, error) {
-	client := &http.Client{Transport: transport, Timeout: 2 * time.Second}
-	return func(ctx context.Context, id string) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://core/v1/stations/"+url.PathEscape(id), nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		switch resp.StatusCode {
-		case http.StatusOK:
-			return true, nil
-		case http.StatusNotFound:
-			return false, nil
-		}
-		return false, errors.New(resp.Status)
-	}
 }

@@ -20,6 +20,10 @@ import (
 // station or its keys.
 const Channel = "shindo_stations"
 
+// ReportsChannel is the channel notified, with the report's ID as payload
+// (empty: every report), on every change to a report or its areas.
+const ReportsChannel = "shindo_reports"
+
 // ListenerApplicationName is the application_name of a Source's listening
 // connection, so operators can tell it apart in pg_stat_activity.
 const ListenerApplicationName = "shindo-stationdb-listen"
@@ -138,13 +142,26 @@ func (s *Source) listen(ctx context.Context, changed chan<- struct{}) {
 		default: // a reload is already due
 		}
 	}
+	Listen(ctx, s.connCfg, []string{Channel}, s.log, signal, func(string, string) { signal() })
+}
+
+// Listen holds a connection listening on channels until ctx ends, then
+// returns. It calls listening after every successful (re)connection —
+// changes made while it was away were not notified to it, so the caller
+// reads everything again — and notified for every notification, with its
+// channel and payload, from one goroutine. A lost connection (a database
+// restart or failover) is logged and made again after minBackoff,
+// doubling up to maxBackoff while the database stays unreachable.
+// Notifications reach only sessions of the server they were sent on, so
+// connCfg must name the primary.
+func Listen(ctx context.Context, connCfg *pgx.ConnConfig, channels []string, log *slog.Logger, listening func(), notified func(channel, payload string)) {
 	backoff := minBackoff
 	for {
-		err := s.listenOnce(ctx, func() { backoff = minBackoff; signal() }, signal)
+		err := listenOnce(ctx, connCfg, channels, func() { backoff = minBackoff; listening() }, notified)
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("station registry listener lost, reconnecting",
+		log.Warn("database listener lost, reconnecting", slog.Any("channels", channels),
 			slog.Duration("after", backoff), slog.Any("error", translate(err)))
 		wait := time.NewTimer(backoff)
 		select {
@@ -159,8 +176,8 @@ func (s *Source) listen(ctx context.Context, changed chan<- struct{}) {
 
 // listenOnce connects, listens, calls listening once it does, and calls
 // notified for every notification until the connection fails or ctx ends.
-func (s *Source) listenOnce(ctx context.Context, listening, notified func()) error {
-	conn, err := pgx.ConnectConfig(ctx, s.connCfg)
+func listenOnce(ctx context.Context, connCfg *pgx.ConnConfig, channels []string, listening func(), notified func(channel, payload string)) error {
+	conn, err := pgx.ConnectConfig(ctx, connCfg)
 	if err != nil {
 		return err
 	}
@@ -169,14 +186,17 @@ func (s *Source) listenOnce(ctx context.Context, listening, notified func()) err
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
 	}
 	listening()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		notified()
+		notified(n.Channel, n.Payload)
 	}
 }

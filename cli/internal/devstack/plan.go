@@ -239,7 +239,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		}
 	}
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
-	var rtsAddrs, waveformAddrs, dataURLs, natsURLs, udps, wss []string
+	var rtsAddrs, waveformAddrs, dataURLs, dataGRPCs, natsURLs, udps, wss []string
 	intersite := linkPlan{link: mustLink("intersite")}
 	fleetConns := 2*cfg.Stations + 16
 	for i, c := range cores {
@@ -304,6 +304,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		natsURLs = append(natsURLs, natsURL(c))
 		waveformAddrs = append(waveformAddrs, addr(c, waveformGRPC))
 		dataURLs = append(dataURLs, data.listeners["http"])
+		dataGRPCs = append(dataGRPCs, addr(c, dataGRPC))
 		if wan {
 			// The stations reach the core's ingest itself, across the
 			// network between their namespace and the core's.
@@ -334,6 +335,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 	for _, e := range edges {
 		edge := svc(e, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
 			"-http-addr", addr(e, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","), "-data-api", strings.Join(dataURLs, ","),
+			"-data-grpc", strings.Join(dataGRPCs, ","),
 			"-waveform", strings.Join(waveformAddrs, ","), "-entrances", strings.Join(entrances, ","),
 			"-nats", strings.Join(natsURLs, ","), "-etcd", strings.Join(etcdURLs, ","))
 		edge.listeners["http"] = "http://" + addr(e, edgeHTTP)

@@ -73,7 +73,7 @@ func (s *Server) ListStations(_ context.Context, req *datav1.ListStationsRequest
 		if req.GetNet() != "" && st.Net != req.GetNet() {
 			continue
 		}
-		out = append(out, toProto(st))
+		out = append(out, Proto(st))
 	}
 	return &datav1.ListStationsResponse{Stations: out}, nil
 }
@@ -87,7 +87,7 @@ func (s *Server) GetStation(_ context.Context, req *datav1.GetStationRequest) (*
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "station %q not found", req.GetId())
 	}
-	return &datav1.GetStationResponse{Station: toProto(st)}, nil
+	return &datav1.GetStationResponse{Station: Proto(st)}, nil
 }
 
 // CreateStation provisions a station.
@@ -115,7 +115,7 @@ func (s *Server) CreateStation(ctx context.Context, req *datav1.CreateStationReq
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &datav1.CreateStationResponse{Station: toProto(st), Key: &datav1.StationKey{KeyId: st.KeyID, KeyHex: st.KeyHex}}, nil
+	return &datav1.CreateStationResponse{Station: Proto(st), Key: &datav1.StationKey{KeyId: st.KeyID, KeyHex: st.KeyHex}}, nil
 }
 
 // UpdateStation replaces a station's metadata.
@@ -135,7 +135,7 @@ func (s *Server) UpdateStation(ctx context.Context, req *datav1.UpdateStationReq
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &datav1.UpdateStationResponse{Station: toProto(st)}, nil
+	return &datav1.UpdateStationResponse{Station: Proto(st)}, nil
 }
 
 // RetireStation takes a station out of service.
@@ -153,7 +153,7 @@ func (s *Server) RetireStation(ctx context.Context, req *datav1.RetireStationReq
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &datav1.RetireStationResponse{Station: toProto(st)}, nil
+	return &datav1.RetireStationResponse{Station: Proto(st)}, nil
 }
 
 // RotateStationKey issues a new key.
@@ -204,7 +204,7 @@ func (s *Server) ResetStationSeq(ctx context.Context, req *datav1.ResetStationSe
 	// worth a record.
 	s.log.InfoContext(ctx, "station seq counter reset", slog.String("station", id),
 		slog.Int64("seq_reset_ms", st.SeqResetMs), slog.Bool("admin_token", who.Token), slog.String("key_id", who.KeyID))
-	return &datav1.ResetStationSeqResponse{Station: toProto(st)}, nil
+	return &datav1.ResetStationSeqResponse{Station: Proto(st)}, nil
 }
 
 // authorize admits administrators: an admin token or an admin key.
@@ -241,7 +241,8 @@ func (s *Server) fail(ctx context.Context, err error) error {
 	return storeerr.Status(ctx, s.log, err, "station")
 }
 
-func toProto(st *registry.Station) *datav1.Station {
+// Proto is a station as DataService gives it.
+func Proto(st *registry.Station) *datav1.Station {
 	return &datav1.Station{
 		Id: st.ID, Name: st.Name, Net: st.Net, Lat: st.Lat, Lon: st.Lon, Code: st.Code, Active: st.InService(),
 		SeqResetMs: st.SeqResetMs,

@@ -2660,6 +2660,209 @@ func (x *Error) GetMessage() string {
 	return ""
 }
 
+// WatchReportsRequest opens a watch of the reports.
+type WatchReportsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchReportsRequest) Reset() {
+	*x = WatchReportsRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchReportsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchReportsRequest) ProtoMessage() {}
+
+func (x *WatchReportsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchReportsRequest.ProtoReflect.Descriptor instead.
+func (*WatchReportsRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{40}
+}
+
+// WatchReportsResponse is the newest page of reports (the first message of
+// a watch) or reports that were created or changed since the previous one.
+// One without reports that is not initial is a heartbeat, sent every 10 s:
+// a watcher that hears nothing for longer knows the core is gone, not
+// quiet.
+type WatchReportsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reports as ListReports gives them (without their areas): the
+	// first message, the newest page, newest first; later ones, each report
+	// that changed, once, in no particular order.
+	Reports []*Report `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	// Whether this is the first message: the newest page.
+	Initial       bool `protobuf:"varint,2,opt,name=initial,proto3" json:"initial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchReportsResponse) Reset() {
+	*x = WatchReportsResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchReportsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchReportsResponse) ProtoMessage() {}
+
+func (x *WatchReportsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchReportsResponse.ProtoReflect.Descriptor instead.
+func (*WatchReportsResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WatchReportsResponse) GetReports() []*Report {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *WatchReportsResponse) GetInitial() bool {
+	if x != nil {
+		return x.Initial
+	}
+	return false
+}
+
+// WatchStationsRequest opens a watch of the stations.
+type WatchStationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchStationsRequest) Reset() {
+	*x = WatchStationsRequest{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStationsRequest) ProtoMessage() {}
+
+func (x *WatchStationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStationsRequest.ProtoReflect.Descriptor instead.
+func (*WatchStationsRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{42}
+}
+
+// WatchStationsResponse is every station (the first message of a watch)
+// or the stations that changed since the previous one. One that is empty
+// and not initial is a heartbeat, as for WatchReportsResponse.
+type WatchStationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Stations as GetStation gives them: the first message, all of them;
+	// later ones, each station created or changed.
+	Stations []*Station `protobuf:"bytes,1,rep,name=stations,proto3" json:"stations,omitempty"`
+	// IDs of stations no longer in the database (deleted, not retired: a
+	// retired station comes in stations, not active).
+	RemovedIds []string `protobuf:"bytes,2,rep,name=removed_ids,json=removedIds,proto3" json:"removed_ids,omitempty"`
+	// Whether this is the first message: every station.
+	Initial       bool `protobuf:"varint,3,opt,name=initial,proto3" json:"initial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchStationsResponse) Reset() {
+	*x = WatchStationsResponse{}
+	mi := &file_shindo_data_v1_data_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStationsResponse) ProtoMessage() {}
+
+func (x *WatchStationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_data_v1_data_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStationsResponse.ProtoReflect.Descriptor instead.
+func (*WatchStationsResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_data_v1_data_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WatchStationsResponse) GetStations() []*Station {
+	if x != nil {
+		return x.Stations
+	}
+	return nil
+}
+
+func (x *WatchStationsResponse) GetRemovedIds() []string {
+	if x != nil {
+		return x.RemovedIds
+	}
+	return nil
+}
+
+func (x *WatchStationsResponse) GetInitial() bool {
+	if x != nil {
+		return x.Initial
+	}
+	return false
+}
+
 var File_shindo_data_v1_data_proto protoreflect.FileDescriptor
 
 const file_shindo_data_v1_data_proto_rawDesc = "" +
@@ -2864,7 +3067,17 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x05Error\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage2\xc3\v\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x15\n" +
+	"\x13WatchReportsRequest\"b\n" +
+	"\x14WatchReportsResponse\x120\n" +
+	"\areports\x18\x01 \x03(\v2\x16.shindo.data.v1.ReportR\areports\x12\x18\n" +
+	"\ainitial\x18\x02 \x01(\bR\ainitial\"\x16\n" +
+	"\x14WatchStationsRequest\"\x87\x01\n" +
+	"\x15WatchStationsResponse\x123\n" +
+	"\bstations\x18\x01 \x03(\v2\x17.shindo.data.v1.StationR\bstations\x12\x1f\n" +
+	"\vremoved_ids\x18\x02 \x03(\tR\n" +
+	"removedIds\x12\x18\n" +
+	"\ainitial\x18\x03 \x01(\bR\ainitial2\x80\r\n" +
 	"\vDataService\x12Y\n" +
 	"\fListStations\x12#.shindo.data.v1.ListStationsRequest\x1a$.shindo.data.v1.ListStationsResponse\x12S\n" +
 	"\n" +
@@ -2882,7 +3095,9 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\fCreateClient\x12#.shindo.data.v1.CreateClientRequest\x1a$.shindo.data.v1.CreateClientResponse\x12V\n" +
 	"\vListClients\x12\".shindo.data.v1.ListClientsRequest\x1a#.shindo.data.v1.ListClientsResponse\x12Y\n" +
 	"\fRevokeClient\x12#.shindo.data.v1.RevokeClientRequest\x1a$.shindo.data.v1.RevokeClientResponse\x12P\n" +
-	"\tCheckKeys\x12 .shindo.data.v1.CheckKeysRequest\x1a!.shindo.data.v1.CheckKeysResponseB&Z$shindo.dev/gen/shindo/data/v1;datav1b\x06proto3"
+	"\tCheckKeys\x12 .shindo.data.v1.CheckKeysRequest\x1a!.shindo.data.v1.CheckKeysResponse\x12[\n" +
+	"\fWatchReports\x12#.shindo.data.v1.WatchReportsRequest\x1a$.shindo.data.v1.WatchReportsResponse0\x01\x12^\n" +
+	"\rWatchStations\x12$.shindo.data.v1.WatchStationsRequest\x1a%.shindo.data.v1.WatchStationsResponse0\x01B&Z$shindo.dev/gen/shindo/data/v1;datav1b\x06proto3"
 
 var (
 	file_shindo_data_v1_data_proto_rawDescOnce sync.Once
@@ -2896,7 +3111,7 @@ func file_shindo_data_v1_data_proto_rawDescGZIP() []byte {
 	return file_shindo_data_v1_data_proto_rawDescData
 }
 
-var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_shindo_data_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*Station)(nil),                  // 0: shindo.data.v1.Station
 	(*ListStationsRequest)(nil),      // 1: shindo.data.v1.ListStationsRequest
@@ -2938,6 +3153,10 @@ var file_shindo_data_v1_data_proto_goTypes = []any{
 	(*CheckKeysResponse)(nil),        // 37: shindo.data.v1.CheckKeysResponse
 	(*KeyCheck)(nil),                 // 38: shindo.data.v1.KeyCheck
 	(*Error)(nil),                    // 39: shindo.data.v1.Error
+	(*WatchReportsRequest)(nil),      // 40: shindo.data.v1.WatchReportsRequest
+	(*WatchReportsResponse)(nil),     // 41: shindo.data.v1.WatchReportsResponse
+	(*WatchStationsRequest)(nil),     // 42: shindo.data.v1.WatchStationsRequest
+	(*WatchStationsResponse)(nil),    // 43: shindo.data.v1.WatchStationsResponse
 }
 var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	0,  // 0: shindo.data.v1.ListStationsResponse.stations:type_name -> shindo.data.v1.Station
@@ -2960,43 +3179,49 @@ var file_shindo_data_v1_data_proto_depIdxs = []int32{
 	29, // 17: shindo.data.v1.RevokeClientResponse.client:type_name -> shindo.data.v1.Client
 	38, // 18: shindo.data.v1.CheckKeysResponse.results:type_name -> shindo.data.v1.KeyCheck
 	29, // 19: shindo.data.v1.KeyCheck.client:type_name -> shindo.data.v1.Client
-	1,  // 20: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
-	3,  // 21: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
-	6,  // 22: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
-	8,  // 23: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
-	10, // 24: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
-	12, // 25: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
-	14, // 26: shindo.data.v1.DataService.ResetStationSeq:input_type -> shindo.data.v1.ResetStationSeqRequest
-	18, // 27: shindo.data.v1.DataService.ListReports:input_type -> shindo.data.v1.ListReportsRequest
-	20, // 28: shindo.data.v1.DataService.GetReport:input_type -> shindo.data.v1.GetReportRequest
-	22, // 29: shindo.data.v1.DataService.CreateReport:input_type -> shindo.data.v1.CreateReportRequest
-	25, // 30: shindo.data.v1.DataService.ListDetections:input_type -> shindo.data.v1.ListDetectionsRequest
-	27, // 31: shindo.data.v1.DataService.GetDetection:input_type -> shindo.data.v1.GetDetectionRequest
-	30, // 32: shindo.data.v1.DataService.CreateClient:input_type -> shindo.data.v1.CreateClientRequest
-	32, // 33: shindo.data.v1.DataService.ListClients:input_type -> shindo.data.v1.ListClientsRequest
-	34, // 34: shindo.data.v1.DataService.RevokeClient:input_type -> shindo.data.v1.RevokeClientRequest
-	36, // 35: shindo.data.v1.DataService.CheckKeys:input_type -> shindo.data.v1.CheckKeysRequest
-	2,  // 36: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
-	4,  // 37: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
-	7,  // 38: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
-	9,  // 39: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
-	11, // 40: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
-	13, // 41: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
-	15, // 42: shindo.data.v1.DataService.ResetStationSeq:output_type -> shindo.data.v1.ResetStationSeqResponse
-	19, // 43: shindo.data.v1.DataService.ListReports:output_type -> shindo.data.v1.ListReportsResponse
-	21, // 44: shindo.data.v1.DataService.GetReport:output_type -> shindo.data.v1.GetReportResponse
-	23, // 45: shindo.data.v1.DataService.CreateReport:output_type -> shindo.data.v1.CreateReportResponse
-	26, // 46: shindo.data.v1.DataService.ListDetections:output_type -> shindo.data.v1.ListDetectionsResponse
-	28, // 47: shindo.data.v1.DataService.GetDetection:output_type -> shindo.data.v1.GetDetectionResponse
-	31, // 48: shindo.data.v1.DataService.CreateClient:output_type -> shindo.data.v1.CreateClientResponse
-	33, // 49: shindo.data.v1.DataService.ListClients:output_type -> shindo.data.v1.ListClientsResponse
-	35, // 50: shindo.data.v1.DataService.RevokeClient:output_type -> shindo.data.v1.RevokeClientResponse
-	37, // 51: shindo.data.v1.DataService.CheckKeys:output_type -> shindo.data.v1.CheckKeysResponse
-	36, // [36:52] is the sub-list for method output_type
-	20, // [20:36] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	16, // 20: shindo.data.v1.WatchReportsResponse.reports:type_name -> shindo.data.v1.Report
+	0,  // 21: shindo.data.v1.WatchStationsResponse.stations:type_name -> shindo.data.v1.Station
+	1,  // 22: shindo.data.v1.DataService.ListStations:input_type -> shindo.data.v1.ListStationsRequest
+	3,  // 23: shindo.data.v1.DataService.GetStation:input_type -> shindo.data.v1.GetStationRequest
+	6,  // 24: shindo.data.v1.DataService.CreateStation:input_type -> shindo.data.v1.CreateStationRequest
+	8,  // 25: shindo.data.v1.DataService.UpdateStation:input_type -> shindo.data.v1.UpdateStationRequest
+	10, // 26: shindo.data.v1.DataService.RetireStation:input_type -> shindo.data.v1.RetireStationRequest
+	12, // 27: shindo.data.v1.DataService.RotateStationKey:input_type -> shindo.data.v1.RotateStationKeyRequest
+	14, // 28: shindo.data.v1.DataService.ResetStationSeq:input_type -> shindo.data.v1.ResetStationSeqRequest
+	18, // 29: shindo.data.v1.DataService.ListReports:input_type -> shindo.data.v1.ListReportsRequest
+	20, // 30: shindo.data.v1.DataService.GetReport:input_type -> shindo.data.v1.GetReportRequest
+	22, // 31: shindo.data.v1.DataService.CreateReport:input_type -> shindo.data.v1.CreateReportRequest
+	25, // 32: shindo.data.v1.DataService.ListDetections:input_type -> shindo.data.v1.ListDetectionsRequest
+	27, // 33: shindo.data.v1.DataService.GetDetection:input_type -> shindo.data.v1.GetDetectionRequest
+	30, // 34: shindo.data.v1.DataService.CreateClient:input_type -> shindo.data.v1.CreateClientRequest
+	32, // 35: shindo.data.v1.DataService.ListClients:input_type -> shindo.data.v1.ListClientsRequest
+	34, // 36: shindo.data.v1.DataService.RevokeClient:input_type -> shindo.data.v1.RevokeClientRequest
+	36, // 37: shindo.data.v1.DataService.CheckKeys:input_type -> shindo.data.v1.CheckKeysRequest
+	40, // 38: shindo.data.v1.DataService.WatchReports:input_type -> shindo.data.v1.WatchReportsRequest
+	42, // 39: shindo.data.v1.DataService.WatchStations:input_type -> shindo.data.v1.WatchStationsRequest
+	2,  // 40: shindo.data.v1.DataService.ListStations:output_type -> shindo.data.v1.ListStationsResponse
+	4,  // 41: shindo.data.v1.DataService.GetStation:output_type -> shindo.data.v1.GetStationResponse
+	7,  // 42: shindo.data.v1.DataService.CreateStation:output_type -> shindo.data.v1.CreateStationResponse
+	9,  // 43: shindo.data.v1.DataService.UpdateStation:output_type -> shindo.data.v1.UpdateStationResponse
+	11, // 44: shindo.data.v1.DataService.RetireStation:output_type -> shindo.data.v1.RetireStationResponse
+	13, // 45: shindo.data.v1.DataService.RotateStationKey:output_type -> shindo.data.v1.RotateStationKeyResponse
+	15, // 46: shindo.data.v1.DataService.ResetStationSeq:output_type -> shindo.data.v1.ResetStationSeqResponse
+	19, // 47: shindo.data.v1.DataService.ListReports:output_type -> shindo.data.v1.ListReportsResponse
+	21, // 48: shindo.data.v1.DataService.GetReport:output_type -> shindo.data.v1.GetReportResponse
+	23, // 49: shindo.data.v1.DataService.CreateReport:output_type -> shindo.data.v1.CreateReportResponse
+	26, // 50: shindo.data.v1.DataService.ListDetections:output_type -> shindo.data.v1.ListDetectionsResponse
+	28, // 51: shindo.data.v1.DataService.GetDetection:output_type -> shindo.data.v1.GetDetectionResponse
+	31, // 52: shindo.data.v1.DataService.CreateClient:output_type -> shindo.data.v1.CreateClientResponse
+	33, // 53: shindo.data.v1.DataService.ListClients:output_type -> shindo.data.v1.ListClientsResponse
+	35, // 54: shindo.data.v1.DataService.RevokeClient:output_type -> shindo.data.v1.RevokeClientResponse
+	37, // 55: shindo.data.v1.DataService.CheckKeys:output_type -> shindo.data.v1.CheckKeysResponse
+	41, // 56: shindo.data.v1.DataService.WatchReports:output_type -> shindo.data.v1.WatchReportsResponse
+	43, // 57: shindo.data.v1.DataService.WatchStations:output_type -> shindo.data.v1.WatchStationsResponse
+	40, // [40:58] is the sub-list for method output_type
+	22, // [22:40] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_shindo_data_v1_data_proto_init() }
@@ -3012,7 +3237,7 @@ func file_shindo_data_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_data_v1_data_proto_rawDesc), len(file_shindo_data_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,8 @@ const (
 	DataService_ListClients_FullMethodName      = "/shindo.data.v1.DataService/ListClients"
 	DataService_RevokeClient_FullMethodName     = "/shindo.data.v1.DataService/RevokeClient"
 	DataService_CheckKeys_FullMethodName        = "/shindo.data.v1.DataService/CheckKeys"
+	DataService_WatchReports_FullMethodName     = "/shindo.data.v1.DataService/WatchReports"
+	DataService_WatchStations_FullMethodName    = "/shindo.data.v1.DataService/WatchStations"
 )
 
 // DataServiceClient is the client API for DataService service.
@@ -103,6 +105,18 @@ type DataServiceClient interface {
 	// leaks nothing) and is rate limited per address like every anonymous
 	// call.
 	CheckKeys(ctx context.Context, in *CheckKeysRequest, opts ...grpc.CallOption) (*CheckKeysResponse, error)
+	// WatchReports streams the newest page of reports, then every report
+	// created or changed, as the metadata database notifies it — the edges'
+	// report topic. Internal: not on the REST gateway. A watcher that falls
+	// behind is ended with RESOURCE_EXHAUSTED (it reconnects and gets the
+	// page again); past the core's limit of watchers, a new one is refused
+	// with RESOURCE_EXHAUSTED; before the core has read the reports once,
+	// UNAVAILABLE.
+	WatchReports(ctx context.Context, in *WatchReportsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchReportsResponse], error)
+	// WatchStations streams every station, then every station created,
+	// changed (retired, keys rotated, seq reset) or removed, as the metadata
+	// database notifies it. Internal, bounded and refused like WatchReports.
+	WatchStations(ctx context.Context, in *WatchStationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStationsResponse], error)
 }
 
 type dataServiceClient struct {
@@ -273,6 +287,44 @@ func (c *dataServiceClient) CheckKeys(ctx context.Context, in *CheckKeysRequest,
 	return out, nil
 }
 
+func (c *dataServiceClient) WatchReports(ctx context.Context, in *WatchReportsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchReportsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DataService_ServiceDesc.Streams[0], DataService_WatchReports_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchReportsRequest, WatchReportsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DataService_WatchReportsClient = grpc.ServerStreamingClient[WatchReportsResponse]
+
+func (c *dataServiceClient) WatchStations(ctx context.Context, in *WatchStationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStationsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DataService_ServiceDesc.Streams[1], DataService_WatchStations_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchStationsRequest, WatchStationsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DataService_WatchStationsClient = grpc.ServerStreamingClient[WatchStationsResponse]
+
 // DataServiceServer is the server API for DataService service.
 // All implementations must embed UnimplementedDataServiceServer
 // for forward compatibility.
@@ -336,6 +388,18 @@ type DataServiceServer interface {
 	// leaks nothing) and is rate limited per address like every anonymous
 	// call.
 	CheckKeys(context.Context, *CheckKeysRequest) (*CheckKeysResponse, error)
+	// WatchReports streams the newest page of reports, then every report
+	// created or changed, as the metadata database notifies it — the edges'
+	// report topic. Internal: not on the REST gateway. A watcher that falls
+	// behind is ended with RESOURCE_EXHAUSTED (it reconnects and gets the
+	// page again); past the core's limit of watchers, a new one is refused
+	// with RESOURCE_EXHAUSTED; before the core has read the reports once,
+	// UNAVAILABLE.
+	WatchReports(*WatchReportsRequest, grpc.ServerStreamingServer[WatchReportsResponse]) error
+	// WatchStations streams every station, then every station created,
+	// changed (retired, keys rotated, seq reset) or removed, as the metadata
+	// database notifies it. Internal, bounded and refused like WatchReports.
+	WatchStations(*WatchStationsRequest, grpc.ServerStreamingServer[WatchStationsResponse]) error
 	mustEmbedUnimplementedDataServiceServer()
 }
 
@@ -393,6 +457,12 @@ func (UnimplementedDataServiceServer) RevokeClient(context.Context, *RevokeClien
 }
 func (UnimplementedDataServiceServer) CheckKeys(context.Context, *CheckKeysRequest) (*CheckKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckKeys not implemented")
+}
+func (UnimplementedDataServiceServer) WatchReports(*WatchReportsRequest, grpc.ServerStreamingServer[WatchReportsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchReports not implemented")
+}
+func (UnimplementedDataServiceServer) WatchStations(*WatchStationsRequest, grpc.ServerStreamingServer[WatchStationsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchStations not implemented")
 }
 func (UnimplementedDataServiceServer) mustEmbedUnimplementedDataServiceServer() {}
 func (UnimplementedDataServiceServer) testEmbeddedByValue()                     {}
@@ -703,6 +773,28 @@ func _DataService_CheckKeys_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DataService_WatchReports_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchReportsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DataServiceServer).WatchReports(m, &grpc.GenericServerStream[WatchReportsRequest, WatchReportsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DataService_WatchReportsServer = grpc.ServerStreamingServer[WatchReportsResponse]
+
+func _DataService_WatchStations_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchStationsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DataServiceServer).WatchStations(m, &grpc.GenericServerStream[WatchStationsRequest, WatchStationsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DataService_WatchStationsServer = grpc.ServerStreamingServer[WatchStationsResponse]
+
 // DataService_ServiceDesc is the grpc.ServiceDesc for DataService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -775,6 +867,17 @@ var DataService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _DataService_CheckKeys_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchReports",
+			Handler:       _DataService_WatchReports_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchStations",
+			Handler:       _DataService_WatchStations_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "shindo/data/v1/data.proto",
 }
