@@ -113,57 +113,13 @@ func leader(t testing.TB, rest string) (string, bool) {
 //   - with one etcd member down, killing the new primary still fails over.
 func TestMetadataFailover(t *testing.T) {
 	d := startDev(t, "-ha", "-stations", "1", "-simulate=false")
-	raw, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := d.endpoints.get(t, "KHH-1", "edge", "http")
-	rest := map[string]string{}
-	for _, c := range []string{"TNN-1", "TYO-1"} {
-		rest[c] = d.endpoints.get(t, c, "patroni", "rest")
-	}
-	w := &writer{t: t, api: api, token: strings.TrimSpace(string(raw))}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.run(ctx)
-
+	ha, stopWriting := startWriting(t, d, d.endpoints.get(t, "KHH-1", "edge", "http"))
+	defer stopWriting()
 	waitLeader := func(what string, within time.Duration, needSync bool) string {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			for _, r := range rest {
-				if l, sync := leader(t, r); l != "" && (sync || !needSync) {
-					return l
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no leader%s within %s", what, map[bool]string{true: " with a synchronous standby"}[needSync], within)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		return ha.waitLeader(t, what, within, needSync)
 	}
-	failover := func(what string) {
-		t.Helper()
-		old := waitLeader(what, 30*time.Second, true)
-		time.Sleep(2 * time.Second)         // writes flowing before the crash
-		fault(t, d, "kill", old+"-patroni") // returns once Patroni and its PostgreSQL are dead
-		killed := time.Now()
-		deadline := killed.Add(30 * time.Second)
-		for !w.ackedSince(killed) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no write acknowledged within 30 s of killing the primary %s", what, old)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		resumed := time.Since(killed)
-		if l := waitLeader(what, 5*time.Second, false); l == old {
-			t.Fatalf("%s: %s still leads after its crash", what, old)
-		}
-		t.Logf("%s: primary %s killed; writes resumed after %s", what, old, resumed.Round(100*time.Millisecond))
-		time.Sleep(2 * time.Second)
-		fault(t, d, "start", old+"-patroni")
-		waitLeader(what+", rejoined", 60*time.Second, true)
-	}
+	failover := func(what string) { t.Helper(); ha.failover(t, what) }
 
 	// Faults nobody announces: SIGKILL from outside, so only the
 	// supervisors (Patroni for its PostgreSQL, shindo dev for the rest)
@@ -174,7 +130,7 @@ func TestMetadataFailover(t *testing.T) {
 	}
 	writesResume := func(what string, since time.Time) {
 		t.Helper()
-		for deadline := since.Add(30 * time.Second); !w.ackedSince(since); time.Sleep(100 * time.Millisecond) {
+		for deadline := since.Add(30 * time.Second); !ha.w.ackedSince(since); time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: no write acknowledged within 30 s", what)
 			}
@@ -219,14 +175,90 @@ func TestMetadataFailover(t *testing.T) {
 	failover("first failover")
 	fault(t, d, "kill", "TPE-1-etcd")
 	failover("with an etcd member down")
-	cancel()
-	time.Sleep(500 * time.Millisecond)
+	stopWriting()
+	ha.allPresent(t)
+}
 
-	// Every acknowledged write is there.
+// startWriting starts a writer of reports through entrance, on d's
+// replicated metadata database; stop ends it.
+func startWriting(t *testing.T, d *dev, entrance string) (ha *haCluster, stop func()) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := map[string]string{}
+	for _, c := range []string{"TNN-1", "TYO-1"} {
+		rest[c] = d.endpoints.get(t, c, "patroni", "rest")
+	}
+	w := &writer{t: t, api: entrance, token: strings.TrimSpace(string(raw))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.run(ctx) }()
+	return &haCluster{d: d, w: w, rest: rest}, func() { cancel(); <-done }
+}
+
+// haCluster is the replicated metadata database of a shindo dev -ha under
+// a writer's load: its members' Patroni REST APIs by core.
+type haCluster struct {
+	d    *dev
+	w    *writer
+	rest map[string]string
+}
+
+// waitLeader waits for a leader (with a synchronous standby if needSync)
+// and returns it.
+func (h *haCluster) waitLeader(t *testing.T, what string, within time.Duration, needSync bool) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for _, r := range h.rest {
+			if l, sync := leader(t, r); l != "" && (sync || !needSync) {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no leader%s within %s", what, map[bool]string{true: " with a synchronous standby"}[needSync], within)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// failover crashes the primary (its Patroni and PostgreSQL), checks that
+// writes resume within 30 s at another leader, and brings the old primary
+// back as a synchronous standby.
+func (h *haCluster) failover(t *testing.T, what string) {
+	t.Helper()
+	old := h.waitLeader(t, what, 30*time.Second, true)
+	time.Sleep(2 * time.Second)           // writes flowing before the crash
+	fault(t, h.d, "kill", old+"-patroni") // returns once Patroni and its PostgreSQL are dead
+	killed := time.Now()
+	deadline := killed.Add(30 * time.Second)
+	for !h.w.ackedSince(killed) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no write acknowledged within 30 s of killing the primary %s", what, old)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resumed := time.Since(killed)
+	if l := h.waitLeader(t, what, 5*time.Second, false); l == old {
+		t.Fatalf("%s: %s still leads after its crash", what, old)
+	}
+	t.Logf("%s: primary %s killed; writes resumed after %s", what, old, resumed.Round(100*time.Millisecond))
+	time.Sleep(2 * time.Second)
+	fault(t, h.d, "start", old+"-patroni")
+	h.waitLeader(t, what+", rejoined", 60*time.Second, true)
+}
+
+// allPresent checks, once the writer has stopped, that every write it had
+// acknowledged is there.
+func (h *haCluster) allPresent(t *testing.T) {
+	t.Helper()
+	w := h.w
 	client := &http.Client{Timeout: 5 * time.Second}
 	acked := w.ackedIDs()
 	for _, id := range acked {
-		req, _ := http.NewRequest(http.MethodGet, api+"/v1/reports/"+id, nil)
+		req, _ := http.NewRequest(http.MethodGet, w.api+"/v1/reports/"+id, nil)
 		req.Header.Set("Authorization", "Bearer "+w.token)
 		resp, err := client.Do(req)
 		if err != nil {

@@ -77,11 +77,12 @@ func connectRTT(t *testing.T, ns, addr string) time.Duration {
 //     to TNN-1 takes one round trip of 2 × 8 ms, to TYO-1 2 × 30 ms,
 //     TNN-1 to TYO-1 2 × 35 ms, TPE-1 to TNN-1 2 × 4 ms, and from the root
 //     namespace (the internet) next to nothing;
-//   - the rows of SPEC §8 that run without -ha, over that network: an
-//     uplink cut and healed, an uplink losing UDP alone (to WebSocket and
-//     back), the cores partitioned and healed (archives
-//     converge), one core down and back, one edge down (with the quorum
-//     member at TPE-1) and back;
+//   - every row of SPEC §8 over that network: an uplink cut and healed,
+//     an uplink losing UDP alone (to WebSocket and back), the cores
+//     partitioned and healed (archives converge), one core down and back,
+//     one edge down (with the quorum member at TPE-1) and back, and the
+//     database primary crashed under a writer (-ha: the members replicate
+//     between TNN-1's and TYO-1's namespaces, 35 ms apart);
 //   - station → browser latency through TNN-1 and TPE-1, logged beside
 //     the profile's floor (BenchmarkSliceLatencyWAN measures it at 1,000
 //     stations beside loopback).
@@ -91,7 +92,7 @@ func TestWan(t *testing.T) {
 	if why := wanUnavailable(); why != "" {
 		t.Skip(why)
 	}
-	d := startDev(t, "-wan", "-stations", "5")
+	d := startDev(t, "-wan", "-ha", "-stations", "5")
 	staNS, tnnNS, tpeNS := d.netns(t, "stations"), d.netns(t, "TNN-1"), d.netns(t, "TPE-1")
 	tnnWS := hostOf(d.endpoints.get(t, "TNN-1", "ingest", "ws"))
 	tyoWS := hostOf(d.endpoints.get(t, "TYO-1", "ingest", "ws"))
@@ -276,6 +277,17 @@ func TestWan(t *testing.T) {
 			t.Errorf("quorum store without TPE-1's member: %d %s", code, body)
 		}
 		faultWait(t, d, 2*time.Minute, "start", "TPE-1")
+	})
+
+	// SPEC §8: DB primary down — the standby is promoted by quorum,
+	// writes resume, none acknowledged is lost, clients at most see 5xx
+	// they retry.
+	t.Run("database primary down", func(t *testing.T) {
+		ha, stop := startWriting(t, d, khhEdge)
+		defer stop()
+		ha.failover(t, "over the WAN")
+		stop()
+		ha.allPresent(t)
 	})
 
 	// Station → browser: a probe station of the test's own sends from the

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -67,13 +68,20 @@ func (s *stack) start(p *process, restart bool) (*proc.Proc, error) {
 }
 
 func (s *stack) run(p *process, restart bool) (*proc.Proc, error) {
-	bin, args := p.bin, p.args
+	bin, args, as := p.bin, p.args, p.as
 	if s.wan != nil {
+		if as != nil {
+			// Entering a namespace needs root: the process becomes its
+			// user once inside (setpriv executes it in place, so its
+			// process ID is the one supervised).
+			args = append([]string{"--reuid=" + strconv.Itoa(int(as.Uid)), "--regid=" + strconv.Itoa(int(as.Gid)), "--clear-groups", "--", bin}, args...)
+			bin, as = "setpriv", nil
+		}
 		// Every run, restarts too, enters the site's namespace afresh.
 		bin, args = s.wan.Command(p.wanSite(), bin, args)
 	}
 	pr, err := proc.Run(proc.Spec{Name: p.name, Bin: bin, Args: args, Env: p.env,
-		LogPath: filepath.Join(s.logDir, p.name+".log"), Append: restart, As: p.as})
+		LogPath: filepath.Join(s.logDir, p.name+".log"), Append: restart, As: as})
 	if err != nil {
 		return nil, err
 	}

@@ -81,11 +81,6 @@ func (c *Config) Validate() error {
 	if _, err := netprofile.Lookup(c.linksProfile()); err != nil {
 		errs = append(errs, fmt.Errorf("links: %w", err))
 	}
-	if c.WAN && c.HA {
-		// Patroni runs as the postgres user, which cannot enter a
-		// namespace, and its members trust loopback only.
-		errs = append(errs, errors.New("-wan does not run with -ha yet"))
-	}
 	return errors.Join(errs...)
 }
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -126,7 +128,7 @@ func (p *plan) writeHA(base string) error {
 			if err := mkdirAs(filepath.Dir(m.dataDir), as); err != nil {
 				return err
 			}
-			doc := patroniConfig(pr.site, m, p.ha.etcdHosts, bin, filepath.Dir(m.dataDir))
+			doc := patroniConfig(pr.site, m, p.ha.etcdHosts, bin, filepath.Dir(m.dataDir), p.trustedNets())
 			if err := os.WriteFile(m.config, []byte(doc), 0o644); err != nil {
 				return err
 			}
@@ -159,9 +161,30 @@ func mkdirAs(dir string, as *syscall.Credential) error {
 	return nil
 }
 
+// trustedNets are the networks the members trust: loopback, and with -wan
+// the sites' /16 (the members, the HAProxies and shindo dev itself reach
+// them from there).
+func (p *plan) trustedNets() []string {
+	nets := []string{"127.0.0.1/32"}
+	for _, h := range p.hosts {
+		if a, err := netip.ParseAddr(h); err == nil && a.Is4() {
+			if pfx, err := a.Prefix(16); err == nil && !slices.Contains(nets, pfx.String()) {
+				nets = append(nets, pfx.String())
+			}
+		}
+	}
+	slices.Sort(nets[1:])
+	return nets
+}
+
 // patroniConfig is a member's Patroni configuration: deploy/ha's settings
-// with this stack's addresses. Trust authentication on loopback only.
-func patroniConfig(name string, m haMember, etcdHosts []string, binDir, home string) string {
+// with this stack's addresses. Trust authentication on the trusted
+// networks only.
+func patroniConfig(name string, m haMember, etcdHosts []string, binDir, home string, trusted []string) string {
+	var hba strings.Builder
+	for _, n := range trusted {
+		fmt.Fprintf(&hba, "    - host replication postgres %s trust\n    - host all all %s trust\n", n, n)
+	}
 	return fmt.Sprintf(`scope: shindo
 namespace: /shindo-dev/
 name: %[1]s
@@ -196,9 +219,7 @@ bootstrap:
     - data-checksums
   pg_hba:
     - local all all trust
-    - host replication postgres 127.0.0.1/32 trust
-    - host all all 127.0.0.1/32 trust
-postgresql:
+%[11]spostgresql:
   listen: %[7]s
   connect_address: %[7]s
   data_dir: %[8]s
@@ -216,7 +237,7 @@ tags:
   nofailover: false
   noloadbalance: false
 `, name, m.rest, strings.Join(etcdHosts, ","), patroniTTL, patroniLoopWait, patroniRetryTimeout,
-		m.postgres, m.dataDir, binDir, home)
+		m.postgres, m.dataDir, binDir, home, hba.String())
 }
 
 // haproxyConfig is a core's HAProxy: one TCP listener leading to the member
@@ -234,8 +255,8 @@ func (p *plan) haproxyConfig(name string) string {
 			self = c
 		}
 	}
-	listen := hostPort(p.cfg.Host, p.cfg.PortBase+self.block+haproxyPort)
-	health := hostPort(p.cfg.Host, p.cfg.PortBase+self.block+haproxyHealth)
+	listen := hostPort(p.host(name), p.cfg.PortBase+self.block+haproxyPort)
+	health := hostPort(p.host(name), p.cfg.PortBase+self.block+haproxyHealth)
 	return fmt.Sprintf(`global
   maxconn 500
 
@@ -265,7 +286,7 @@ frontend health
 // synchronous standby, reached through TNN-1's HAProxy, and makes the dev
 // database afresh.
 func (p *plan) makeDatabase(ctx context.Context, log *slog.Logger) (string, error) {
-	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=2", hostPort(p.cfg.Host, p.cfg.PortBase+tnn.block+haproxyPort))
+	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=2", hostPort(p.host(tnn.name), p.cfg.PortBase+tnn.block+haproxyPort))
 	deadline := time.Now().Add(p.cfg.ReadyTimeout)
 	var last error
 	for {

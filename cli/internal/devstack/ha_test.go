@@ -20,7 +20,7 @@ func TestHAMatchesDeploy(t *testing.T) {
 	for _, c := range cores {
 		m := p.ha.members[c.name]
 		m.dataDir = "/tmp/x/" + c.name + "/data"
-		dev := patroniConfig(c.name, m, p.ha.etcdHosts, "/usr/lib/postgresql/15/bin", "/tmp/x/"+c.name)
+		dev := patroniConfig(c.name, m, p.ha.etcdHosts, "/usr/lib/postgresql/15/bin", "/tmp/x/"+c.name, p.trustedNets())
 		deployed, err := os.ReadFile("../../../deploy/ha/patroni-" + c.name + ".yml")
 		if err != nil {
 			t.Fatal(err)

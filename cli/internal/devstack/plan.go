@@ -184,7 +184,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		if !cfg.HA {
 			return p.databaseURL
 		}
-		return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(cfg.Host, cfg.PortBase+c.block+haproxyPort), dbName)
+		return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(hostIn(hosts, c.name, cfg.Host), cfg.PortBase+c.block+haproxyPort), dbName)
 	}
 	p.control = hostPort(cfg.Host, cfg.PortBase+controlOff)
 	p.addPort("control API", cfg.PortBase+controlOff, false)

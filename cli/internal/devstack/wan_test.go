@@ -80,12 +80,38 @@ func TestWANPlan(t *testing.T) {
 	}
 }
 
-func TestWANRejectsHA(t *testing.T) {
+// TestWANHAPlan: with -wan and -ha each core's HAProxy listens at its
+// core's address, the services reach the database there, and the members
+// trust the sites' network besides loopback.
+func TestWANHAPlan(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.WAN, cfg.HA = true, true
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "-wan does not run with -ha") {
+	if err := cfg.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
+	}
+	hosts := map[string]string{"TNN-1": "10.77.1.2", "TYO-1": "10.77.2.2", "TPE-1": "10.77.3.2", "KHH-1": "10.77.4.2", stationsSite: "10.77.5.2"}
+	p := newPlanOn(cfg, hosts)
+	for _, pr := range p.processes() {
+		if i := slices.Index(pr.args, "-database-url"); i >= 0 {
+			block := map[string]int{"TNN-1": 0, "TYO-1": 100}[pr.site]
+			if want := hostPort(hosts[pr.site], cfg.PortBase+block+haproxyPort); !strings.Contains(pr.args[i+1], want) {
+				t.Errorf("%s: -database-url %s, want its core's HAProxy %s", pr.name, pr.args[i+1], want)
+			}
+		}
+	}
+	if got := p.trustedNets(); !slices.Equal(got, []string{"127.0.0.1/32", "10.77.0.0/16"}) {
+		t.Errorf("trusted %v", got)
+	}
+	m := p.ha.members["TYO-1"]
+	doc := patroniConfig("TYO-1", m, p.ha.etcdHosts, "/bin", "/tmp/x", p.trustedNets())
+	for _, want := range []string{"host replication postgres 10.77.0.0/16 trust", "host all all 127.0.0.1/32 trust", "listen: 10.77.2.2:"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("Patroni configuration lacks %q:\n%s", want, doc)
+		}
+	}
+	if h := p.haproxyConfig("TYO-1"); !strings.Contains(h, "bind "+hostPort("10.77.2.2", cfg.PortBase+100+haproxyPort)) {
+		t.Errorf("TYO-1's HAProxy does not listen at its core:\n%s", h)
 	}
 }
 
