@@ -13,12 +13,13 @@ BUF_VERSION          := v1.75.0
 PROTOC_GEN_GO        := v1.36.12
 PROTOC_GEN_GO_GRPC   := v1.6.0
 GRPC_GATEWAY_VERSION := v2.33.0
+GOLANGCI_LINT        := v2.15.0
 
 TOOLS := $(CURDIR)/.bin
 export PATH := $(TOOLS):$(PATH)
 export GOFLAGS := -buildvcs=false
 
-MODULES  := gen lib seismo sdk web svc-ingest svc-rts svc-waveform svc-dataapi svc-edge cli e2e
+MODULES  := gen lib devkit seismo sdk web svc-ingest svc-rts svc-waveform svc-dataapi svc-edge cli e2e
 SERVICES := ingest rts waveform dataapi edge
 BINARIES := bin/shindo $(addprefix bin/shindo-,$(SERVICES))
 E2E_TIMEOUT ?= 25m
@@ -54,6 +55,9 @@ $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 &:
 	  github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) \
 	  github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 
+$(TOOLS)/golangci-lint:
+	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT)
+
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2
 
 # Generated files are removed first so that a deleted proto leaves nothing
@@ -72,9 +76,13 @@ check-generate: tools
 
 # --- static checks -------------------------------------------------------------
 
-lint: tools
+# buf's rules for the contracts, gofmt, and golangci-lint with the
+# project's habits (.golangci.yml) in every module.
+lint: tools $(TOOLS)/golangci-lint
 	buf lint
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@for m in $(MODULES); do (cd $$m && golangci-lint run ./...) || { echo "golangci-lint: $$m"; exit 1; }; done
+	@echo "lint: clean"
 
 # Compares the contracts with the last commit that changed proto/ before
 # HEAD; the first such commit has nothing to compare with.

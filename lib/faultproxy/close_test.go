@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 // TestCloseReleasesGoroutines runs alone (not parallel): Go starts parallel
@@ -22,13 +24,13 @@ func TestCloseReleasesGoroutines(t *testing.T) {
 		for i := range 4 {
 			c := dialUDPClient(t, u.Addr())
 			c.send(t, numbered(i))
-			waitFor(t, "an echo", func() bool { return c.count() == 1 })
+			poll.Until(t, 5*time.Second, "an echo", func() bool { return c.count() == 1 })
 		}
 		u.Set(Upstream, Impairment{Delay: time.Minute})
 		u.Set(Downstream, Impairment{Reorder: 1})
 		c := dialUDPClient(t, u.Addr())
 		c.send(t, numbered(9))
-		waitFor(t, "a queued datagram", func() bool { return u.Stats().Upstream.Delayed == 1 })
+		poll.Until(t, 5*time.Second, "a queued datagram", func() bool { return u.Stats().Upstream.Delayed == 1 })
 
 		// TCP: one connection blackholed with a chunk held, one delayed.
 		tp.Set(Upstream, Impairment{Blackhole: true})
@@ -37,7 +39,7 @@ func TestCloseReleasesGoroutines(t *testing.T) {
 		if _, err := held.Write([]byte("held")); err != nil {
 			t.Fatalf("write: %v", err)
 		}
-		waitFor(t, "a held chunk", func() bool { return tp.Stats().Upstream.Held == 1 })
+		poll.Until(t, 5*time.Second, "a held chunk", func() bool { return tp.Stats().Upstream.Held == 1 })
 
 		done := make(chan struct{})
 		go func() {
@@ -61,5 +63,5 @@ func TestCloseReleasesGoroutines(t *testing.T) {
 	// The subtest's cleanups (stand-ins, client sockets) have run; Close
 	// itself waited for the proxies' goroutines, so only the stand-ins'
 	// exits may still be in flight.
-	waitFor(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
+	poll.Until(t, 5*time.Second, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
 }

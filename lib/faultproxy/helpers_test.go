@@ -9,30 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
-
-// waitFor polls cond until it holds, failing the test after a deadline
-// generous enough for -race on a loaded machine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if !poll(5*time.Second, cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-// poll reports whether cond came to hold within d.
-func poll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
-}
 
 // datagram is one datagram as an end saw it.
 type datagram struct {
@@ -179,7 +158,7 @@ func sendPaced(t *testing.T, c *udpEnd, p *UDP, n int) {
 			c.send(t, numbered(i))
 		}
 		want := base + uint64(i)
-		waitFor(t, "proxy to read the batch", func() bool { return p.Stats().Upstream.Received >= want })
+		poll.Until(t, 5*time.Second, "proxy to read the batch", func() bool { return p.Stats().Upstream.Received >= want })
 		settle(t, p)
 	}
 }
@@ -189,7 +168,7 @@ func sendPaced(t *testing.T, c *udpEnd, p *UDP, n int) {
 func settle(t *testing.T, p *UDP) Counters {
 	t.Helper()
 	var c Counters
-	waitFor(t, "the upstream queue to drain", func() bool {
+	poll.Until(t, 5*time.Second, "the upstream queue to drain", func() bool {
 		c = p.Stats().Upstream
 		return c.Forwarded+c.WriteErrors == c.Received-c.Dropped()+c.Duplicated
 	})

@@ -9,6 +9,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 func TestTCPIntactUnderDelay(t *testing.T) {
@@ -59,7 +61,7 @@ func TestTCPIntactUnderDelay(t *testing.T) {
 		t.Fatal("the stream came back altered")
 	}
 	const total = 1 + 1<<20
-	waitFor(t, "the byte counters", func() bool {
+	poll.Until(t, 5*time.Second, "the byte counters", func() bool {
 		s := p.Stats()
 		return s.Upstream.Bytes == total && s.Downstream.Bytes == total
 	})
@@ -91,7 +93,7 @@ func TestTCPBlackhole(t *testing.T) {
 				}
 				return p.Stats().Downstream.Held
 			}
-			waitFor(t, "the blackhole to hold a chunk", func() bool { return held() == 1 })
+			poll.Until(t, 5*time.Second, "the blackhole to hold a chunk", func() bool { return held() == 1 })
 			// The chunk is inside the proxy, so neither end can have it yet.
 			if dir == Upstream {
 				if got := target.received(); got != len("open") {
@@ -128,7 +130,7 @@ func TestTCPHalfClose(t *testing.T) {
 	if err != nil || string(got) != "bye" {
 		t.Fatalf("read %q, %v; want the echo then EOF", got, err)
 	}
-	waitFor(t, "the connection to be closed", func() bool { return p.Stats().Open == 0 })
+	poll.Until(t, 5*time.Second, "the connection to be closed", func() bool { return p.Stats().Open == 0 })
 }
 
 func TestTCPRefuse(t *testing.T) {
@@ -147,7 +149,7 @@ func TestTCPRefuse(t *testing.T) {
 			t.Errorf("read %d bytes, %v; want the connection closed", n, err)
 		}
 	}
-	waitFor(t, "the refusal to be counted", func() bool { return p.Stats().Refused == 1 })
+	poll.Until(t, 5*time.Second, "the refusal to be counted", func() bool { return p.Stats().Refused == 1 })
 	if s := p.Stats(); s.Accepted != 0 {
 		t.Errorf("accepted %d while refusing", s.Accepted)
 	}
@@ -206,5 +208,5 @@ func TestTCPTargetDown(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("read: %v; want the connection closed", err)
 	}
-	waitFor(t, "the dial error to be counted", func() bool { return p.Stats().DialErrors == 1 })
+	poll.Until(t, 5*time.Second, "the dial error to be counted", func() bool { return p.Stats().DialErrors == 1 })
 }

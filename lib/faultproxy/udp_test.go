@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 func TestUDPPassThroughManyClients(t *testing.T) {
@@ -26,7 +28,7 @@ func TestUDPPassThroughManyClients(t *testing.T) {
 		}
 	}
 	for i, c := range cs {
-		waitFor(t, fmt.Sprintf("client %d's replies", i), func() bool { return c.count() == each })
+		poll.Until(t, 5*time.Second, fmt.Sprintf("client %d's replies", i), func() bool { return c.count() == each })
 	}
 	for i, c := range cs {
 		var got []string
@@ -49,7 +51,7 @@ func TestUDPPassThroughManyClients(t *testing.T) {
 		t.Errorf("target saw %d source addresses, want one per client (%d)", len(sources), clients)
 	}
 	// A datagram can arrive before the proxy has counted sending it.
-	waitFor(t, "the counters", func() bool {
+	poll.Until(t, 5*time.Second, "the counters", func() bool {
 		s := p.Stats()
 		return s.Upstream.Forwarded == clients*each && s.Downstream.Forwarded == clients*each
 	})
@@ -81,7 +83,7 @@ func TestUDPDropRate(t *testing.T) {
 	if s.Received != n || s.Forwarded+s.DroppedRandom != n {
 		t.Errorf("counters %+v do not add up to %d", s, n)
 	}
-	waitFor(t, "target to get every forwarded datagram", func() bool { return uint64(target.count()) == s.Forwarded })
+	poll.Until(t, 5*time.Second, "target to get every forwarded datagram", func() bool { return uint64(target.count()) == s.Forwarded })
 }
 
 func TestUDPDeterministicWithSeed(t *testing.T) {
@@ -95,7 +97,7 @@ func TestUDPDeterministicWithSeed(t *testing.T) {
 		c := dialUDPClient(t, p.Addr())
 		sendPaced(t, c, p, 500)
 		want := int(settle(t, p).Forwarded)
-		waitFor(t, "target to get every forwarded datagram", func() bool { return target.count() == want })
+		poll.Until(t, 5*time.Second, "target to get every forwarded datagram", func() bool { return target.count() == want })
 		got := numbers(target.received())
 		slices.Sort(got)
 		return got
@@ -122,7 +124,7 @@ func TestUDPDelay(t *testing.T) {
 
 			start := time.Now()
 			c.send(t, []byte("ping"))
-			waitFor(t, "the echo", func() bool { return c.count() == 1 })
+			poll.Until(t, 5*time.Second, "the echo", func() bool { return c.count() == 1 })
 			if rtt := c.received()[0].at.Sub(start); rtt < delay {
 				t.Errorf("round trip %v, want at least the %v delay", rtt, delay)
 			}
@@ -149,10 +151,10 @@ func TestUDPDelayLowered(t *testing.T) {
 			c := dialUDPClient(t, p.Addr())
 			p.Set(Upstream, Impairment{Delay: 100 * time.Millisecond})
 			c.send(t, numbered(0))
-			waitFor(t, "the first to wait", func() bool { return p.Stats().Upstream.Delayed == 1 })
+			poll.Until(t, 5*time.Second, "the first to wait", func() bool { return p.Stats().Upstream.Delayed == 1 })
 			p.Set(Upstream, Impairment{})
 			c.send(t, numbered(1))
-			waitFor(t, "both", func() bool { return target.count() == 2 })
+			poll.Until(t, 5*time.Second, "both", func() bool { return target.count() == 2 })
 			var got []uint64
 			for _, d := range target.received() {
 				got = append(got, binary.BigEndian.Uint64(d.data))
@@ -190,7 +192,7 @@ func TestUDPJitter(t *testing.T) {
 				sent[i] = time.Now()
 				c.send(t, numbered(i))
 			}
-			waitFor(t, "every datagram", func() bool { return target.count() == n })
+			poll.Until(t, 5*time.Second, "every datagram", func() bool { return target.count() == n })
 			got := target.received()
 			var longest time.Duration
 			for _, d := range got {
@@ -237,7 +239,7 @@ func TestUDPReorder(t *testing.T) {
 
 			const n = 500
 			sendPaced(t, c, p, n)
-			waitFor(t, "every datagram", func() bool { return target.count() == n })
+			poll.Until(t, 5*time.Second, "every datagram", func() bool { return target.count() == n })
 			inv := inversions(numbers(target.received()))
 			r := p.Stats().Upstream.Reordered
 			// Each held datagram goes out right behind the one after it:
@@ -265,7 +267,7 @@ func TestUDPReorderMaxHold(t *testing.T) {
 
 	start := time.Now()
 	c.send(t, []byte("alone"))
-	waitFor(t, "the held datagram", func() bool { return target.count() == 1 })
+	poll.Until(t, 5*time.Second, "the held datagram", func() bool { return target.count() == 1 })
 	if d := target.received()[0].at.Sub(start); d < hold {
 		t.Errorf("a lone held datagram went out after %v, want at least MaxHold %v", d, hold)
 	}
@@ -292,7 +294,7 @@ func TestUDPDuplicate(t *testing.T) {
 	if s.Forwarded != uint64(want) {
 		t.Errorf("forwarded %d, want %d", s.Forwarded, want)
 	}
-	waitFor(t, "originals and duplicates", func() bool { return target.count() == want })
+	poll.Until(t, 5*time.Second, "originals and duplicates", func() bool { return target.count() == want })
 }
 
 // TestUDPDirections impairs one direction at a time, as a test of the
@@ -331,7 +333,7 @@ func TestUDPDirections(t *testing.T) {
 			}
 			// Drops are counted when decided, so once all n are counted
 			// nothing more can arrive and the zero checks below are final.
-			waitFor(t, "every datagram dropped", func() bool { return tc.dropped(lane(p.Stats())) == n })
+			poll.Until(t, 5*time.Second, "every datagram dropped", func() bool { return tc.dropped(lane(p.Stats())) == n })
 			if got := target.count(); got != tc.targetGets {
 				t.Errorf("target got %d, want %d", got, tc.targetGets)
 			}
@@ -350,7 +352,7 @@ func TestUDPDirections(t *testing.T) {
 
 			p.Set(tc.dir, Impairment{})
 			c.send(t, []byte("after"))
-			waitFor(t, "a reply once cleared", func() bool { return c.count() == 1 })
+			poll.Until(t, 5*time.Second, "a reply once cleared", func() bool { return c.count() == 1 })
 		})
 	}
 }
@@ -369,7 +371,7 @@ func TestUDPOverflow(t *testing.T) {
 	for i := range n {
 		c.send(t, numbered(i))
 	}
-	waitFor(t, "proxy to read them", func() bool { return p.Stats().Upstream.Received == n })
+	poll.Until(t, 5*time.Second, "proxy to read them", func() bool { return p.Stats().Upstream.Received == n })
 	s := p.Stats().Upstream
 	if s.Delayed != maxQueue || s.DroppedOverflow != n-maxQueue {
 		t.Errorf("delayed %d, overflowed %d; want %d and %d", s.Delayed, s.DroppedOverflow, maxQueue, n-maxQueue)
@@ -383,7 +385,7 @@ func TestUDPMaxFlows(t *testing.T) {
 	for i := range 3 {
 		c := dialUDPClient(t, p.Addr())
 		c.send(t, []byte("hello"))
-		waitFor(t, "the proxy to read it", func() bool { return p.Stats().Upstream.Received == uint64(i+1) })
+		poll.Until(t, 5*time.Second, "the proxy to read it", func() bool { return p.Stats().Upstream.Received == uint64(i+1) })
 		settle(t, p)
 	}
 	s := p.Stats()
@@ -399,10 +401,10 @@ func TestUDPRebind(t *testing.T) {
 	c := dialUDPClient(t, p.Addr())
 
 	c.send(t, []byte("before"))
-	waitFor(t, "the first echo", func() bool { return c.count() == 1 })
+	poll.Until(t, 5*time.Second, "the first echo", func() bool { return c.count() == 1 })
 	p.Rebind()
 	c.send(t, []byte("after"))
-	waitFor(t, "the second echo", func() bool { return c.count() == 2 })
+	poll.Until(t, 5*time.Second, "the second echo", func() bool { return c.count() == 2 })
 	got := target.received()
 	if got[0].from == got[1].from {
 		t.Errorf("target saw %v both times, want a new source after Rebind", got[0].from)
@@ -419,11 +421,11 @@ func TestUDPTargetRestart(t *testing.T) {
 	p := startUDP(t, target, Options{Seed: 1})
 	c := dialUDPClient(t, p.Addr())
 	c.send(t, []byte("one"))
-	waitFor(t, "the first echo", func() bool { return c.count() == 1 })
+	poll.Until(t, 5*time.Second, "the first echo", func() bool { return c.count() == 1 })
 
 	_ = target.conn.Close()
 	c.send(t, []byte("lost"))
-	waitFor(t, "the datagram to the dead target", func() bool {
+	poll.Until(t, 5*time.Second, "the datagram to the dead target", func() bool {
 		s := p.Stats().Upstream
 		return s.Forwarded+s.WriteErrors == 2
 	})
@@ -440,7 +442,7 @@ func TestUDPTargetRestart(t *testing.T) {
 			t.Fatal("no echo from the restarted target")
 		}
 		c.send(t, []byte("two"))
-		poll(50*time.Millisecond, func() bool { return c.count() >= 2 })
+		poll.Within(50*time.Millisecond, func() bool { return c.count() >= 2 })
 	}
 	if f := p.Stats().Flows; f != 1 {
 		t.Errorf("%d flows, want the first one kept", f)

@@ -20,16 +20,22 @@ import (
 // limit now in force: every client is a descriptor on both sides.
 func RaiseFileLimit(want uint64) uint64 {
 	var lim syscall.Rlimit
-	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return 0
+	}
 	if lim.Cur >= want {
 		return lim.Cur
 	}
 	try := syscall.Rlimit{Cur: want, Max: max(want, lim.Max)}
 	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try) != nil {
+		// Not allowed above the hard limit: as far as it goes, and the
+		// limit read back below says what that was.
 		try = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try)
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &try)
 	}
-	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return 0
+	}
 	return lim.Cur
 }
 
@@ -37,7 +43,9 @@ func RaiseFileLimit(want uint64) uint64 {
 // raise its limit to.
 func FileLimit() uint64 {
 	var lim syscall.Rlimit
-	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return 0
+	}
 	return lim.Max
 }
 

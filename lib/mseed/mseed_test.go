@@ -104,7 +104,7 @@ func TestSteim2Packings(t *testing.T) {
 		// 2×15: dnib 10, fields at 15, 0.
 		{"2x15", []int32{16383}, 2, 2<<30 | 0<<15 | 16383},
 		// 1×30: dnib 01; d0 alone fills the word, the big one comes next.
-		{"1x30", []int32{-(1 << 29)}, 2, 1<<30 | 0},
+		{"1x30", []int32{-(1 << 29)}, 2, 1 << 30},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 const key32 = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -83,13 +85,7 @@ func TestFileReloads(t *testing.T) {
 
 	write(`not json at all, and longer than before`)
 	write(`[{"id":"A","key_hex":"` + key32 + `"},{"id":"B","key_hex":"` + key32 + `"}]`)
-	deadline := time.Now().Add(5 * time.Second)
-	for f.Current().Len() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("registry not reloaded")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "the registry reloaded", func() bool { return f.Current().Len() == 2 })
 	if _, ok := f.Lookup("B"); !ok {
 		t.Fatal("B missing after reload")
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -77,6 +78,6 @@ func TestBudget(t *testing.T) {
 }
 
 func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -52,22 +52,6 @@ func newStore(t testing.TB) (*stationdb.Store, *pgxpool.Pool) {
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// eventually polls cond until it holds, failing t after waitFor.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(waitFor)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("after %s: still not %s", waitFor, what)
-		case <-tick.C:
-		}
-	}
-}
-
 func key(b byte, n int) []byte {
 	k := make([]byte, n)
 	for i := range k {

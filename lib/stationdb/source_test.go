@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"shindo.dev/devkit/poll"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/stationdb"
 )
@@ -58,7 +59,7 @@ func TestSourceFollowsNotifications(t *testing.T) {
 	// periodic reloads, only it triggers reloads, and only once LISTEN has
 	// succeeded. So the later changes arrive by notification.
 	created := mustCreate(t, s, hualien("B"))
-	eventually(t, "B in the registry", func() bool { return station(src, "B") != nil })
+	poll.Until(t, waitFor, "B in the registry", func() bool { return station(src, "B") != nil })
 	if !bytes.Equal(station(src, "B").CurrentKey(), created.CurrentKey()) {
 		t.Fatal("B arrived with the wrong key")
 	}
@@ -67,7 +68,7 @@ func TestSourceFollowsNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "A's new key in the registry", func() bool { return station(src, "A").KeyID == keyID })
+	poll.Until(t, waitFor, "A's new key in the registry", func() bool { return station(src, "A").KeyID == keyID })
 	a := station(src, "A")
 	if k, ok := a.Key(keyID); !ok || !bytes.Equal(k, newKey) {
 		t.Fatal("A's new key refused")
@@ -79,18 +80,18 @@ func TestSourceFollowsNotifications(t *testing.T) {
 	if _, err := s.UpdateStation(ctx, "B", stationdb.Update{Name: "moved", Lat: 22, Lon: 120}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "B moved", func() bool { return station(src, "B").Name == "moved" })
+	poll.Until(t, waitFor, "B moved", func() bool { return station(src, "B").Name == "moved" })
 
 	reset, err := s.ResetStationSeq(ctx, "B", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "B's seq reset in the registry", func() bool { return station(src, "B").SeqResetMs == reset.SeqResetMs })
+	poll.Until(t, waitFor, "B's seq reset in the registry", func() bool { return station(src, "B").SeqResetMs == reset.SeqResetMs })
 
 	if err := s.RetireStation(ctx, "A"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "A out of service", func() bool { return !station(src, "A").InService() })
+	poll.Until(t, waitFor, "A out of service", func() bool { return !station(src, "A").InService() })
 }
 
 // Changes that notify nobody (here: triggers off for the session, as a
@@ -114,7 +115,7 @@ func TestSourcePeriodicFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the silently inserted station in the registry", func() bool { return station(src, "silent") != nil })
+	poll.Until(t, waitFor, "the silently inserted station in the registry", func() bool { return station(src, "silent") != nil })
 }
 
 // The listener survives losing its connection: it reconnects, reloads what
@@ -134,14 +135,14 @@ func TestSourceReconnectsListener(t *testing.T) {
 		return pid
 	}
 	var first int
-	eventually(t, "listening", func() bool { first = listener(); return first != 0 })
+	poll.Until(t, waitFor, "listening", func() bool { first = listener(); return first != 0 })
 	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "listening again", func() bool { pid := listener(); return pid != 0 && pid != first })
+	poll.Until(t, waitFor, "listening again", func() bool { pid := listener(); return pid != 0 && pid != first })
 
 	mustCreate(t, s, hualien("after-reconnect"))
-	eventually(t, "a station created after the reconnection in the registry", func() bool {
+	poll.Until(t, waitFor, "a station created after the reconnection in the registry", func() bool {
 		return station(src, "after-reconnect") != nil
 	})
 }
@@ -160,7 +161,7 @@ func TestSourceKeepsSetWhenReloadFails(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ALTER TABLE station_keys RENAME TO station_keys_away"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a reload failure logged", func() bool {
+	poll.Until(t, waitFor, "a reload failure logged", func() bool {
 		return strings.Contains(logs.String(), "station registry reload failed")
 	})
 	if src.Current() != before || station(src, "A") == nil {
@@ -171,7 +172,7 @@ func TestSourceKeepsSetWhenReloadFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCreate(t, s, hualien("B"))
-	eventually(t, "B in the registry once reloads work again", func() bool { return station(src, "B") != nil })
+	poll.Until(t, waitFor, "B in the registry once reloads work again", func() bool { return station(src, "B") != nil })
 }
 
 func TestNewSourceNeedsItsFirstSnapshot(t *testing.T) {

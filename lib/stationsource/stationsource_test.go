@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/poll"
 	"shindo.dev/lib/pgtest"
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/stationsource"
@@ -52,7 +53,7 @@ func TestDatabaseRegistryLearnsSeqReset(t *testing.T) {
 	}
 	// Seeing the new station proves the listener is up, so what follows
 	// arrives by notification.
-	waitFor(t, "HL-01 in the registry", func() bool { _, ok := o.Source.Lookup("HL-01"); return ok })
+	poll.Until(t, 15*time.Second, "HL-01 in the registry", func() bool { _, ok := o.Source.Lookup("HL-01"); return ok })
 	if st, _ := o.Source.Lookup("HL-01"); st.SeqResetMs != 0 {
 		t.Fatalf("new station reset at %d", st.SeqResetMs)
 	}
@@ -62,7 +63,7 @@ func TestDatabaseRegistryLearnsSeqReset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, fmt.Sprintf("seq_reset_ms %d in the registry", reset.SeqResetMs), func() bool {
+		poll.Until(t, 15*time.Second, fmt.Sprintf("seq_reset_ms %d in the registry", reset.SeqResetMs), func() bool {
 			st, _ := o.Source.Lookup("HL-01")
 			return st.SeqResetMs == reset.SeqResetMs
 		})
@@ -79,22 +80,5 @@ func TestFileRegistryCarriesSeqReset(t *testing.T) {
 	o := open(t, stationsource.Config{Registry: path, RegistryInterval: time.Hour})
 	if st, ok := o.Source.Lookup("HL-01"); !ok || st.SeqResetMs != 1712102289000 {
 		t.Fatalf("HL-01 = %+v", st)
-	}
-}
-
-// waitFor polls cond until it holds, failing t after a generous deadline
-// (it only matters when the test is failing).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(15 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("still no %s", what)
-		case <-tick.C:
-		}
 	}
 }

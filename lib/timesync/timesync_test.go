@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 // server answers like an edge whose clock is skew ahead of ours.
@@ -62,18 +64,9 @@ func TestClockSwitchesEntranceAfterThreeFailures(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx, []string{down.URL, good.URL}, 10*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if off, ok := c.Offset(); ok {
-			if off > -1900*time.Millisecond || off < -2100*time.Millisecond {
-				t.Fatalf("offset %v", off)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("never synced via the second entrance")
-		}
-		time.Sleep(10 * time.Millisecond)
+	poll.Until(t, 5*time.Second, "synced via the second entrance", func() bool { _, ok := c.Offset(); return ok })
+	if off, _ := c.Offset(); off > -1900*time.Millisecond || off < -2100*time.Millisecond {
+		t.Fatalf("offset %v", off)
 	}
 	if d := time.Until(c.Now()); d > -1900*time.Millisecond {
 		t.Fatalf("corrected clock %v ahead", d)

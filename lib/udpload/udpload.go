@@ -204,7 +204,7 @@ func Echo(ctx context.Context, addr string, readers int) (net.Addr, error) {
 				if err != nil {
 					return
 				}
-				conn.WriteTo(buf[:n], from)
+				_, _ = conn.WriteTo(buf[:n], from) // an echo: a lost reply is the sender's loss to count
 			}
 		}()
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/protobuf/proto"
 
+	"shindo.dev/devkit/poll"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
 )
@@ -173,17 +174,6 @@ func (s *station) send(t *testing.T) uint64 {
 	return seq
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func TestAckedAndRTT(t *testing.T) {
 	t.Parallel()
 	c := newCore(t)
@@ -191,7 +181,7 @@ func TestAckedAndRTT(t *testing.T) {
 	for range 5 {
 		st.send(t)
 	}
-	waitFor(t, "5 acks", func() bool { return st.link.Stats().Acked == 5 })
+	poll.Until(t, 10*time.Second, "5 acks", func() bool { return st.link.Stats().Acked == 5 })
 	s := st.link.Stats()
 	if s.Sent != 5 || s.Retransmitted != 0 || s.Lost != 0 || s.SRTT <= 0 || s.ConsecutiveTimeouts != 0 {
 		t.Fatalf("stats %+v", s)
@@ -212,7 +202,7 @@ func TestRetransmitsAtMostOnce(t *testing.T) {
 	c.dropFirst.Store(1) // the first transmission is lost, the retransmission acked
 	_, st := start(t, fastConfig(c, "primary"))
 	seq := st.send(t)
-	waitFor(t, "ack of the retransmission", func() bool { return st.link.Stats().Acked == 1 })
+	poll.Until(t, 10*time.Second, "ack of the retransmission", func() bool { return st.link.Stats().Acked == 1 })
 	if s := st.link.Stats(); s.Retransmitted != 1 || s.ConsecutiveTimeouts != 0 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -221,7 +211,7 @@ func TestRetransmitsAtMostOnce(t *testing.T) {
 	}
 	c.dropFirst.Store(5) // nothing gets through now
 	seq = st.send(t)
-	waitFor(t, "the packet given up", func() bool { return st.link.Stats().Lost == 1 })
+	poll.Until(t, 10*time.Second, "the packet given up", func() bool { return st.link.Stats().Lost == 1 })
 	if n, _, _ := c.counts(seq); n != 2 {
 		t.Fatalf("core saw %d transmissions of one packet, want 2", n)
 	}
@@ -233,7 +223,7 @@ func TestForgedAckIgnored(t *testing.T) {
 	c.forge.Store(true)
 	u, st := start(t, fastConfig(c, "primary"))
 	st.send(t)
-	waitFor(t, "the packet given up", func() bool { return st.link.Stats().Lost == 1 })
+	poll.Until(t, 10*time.Second, "the packet given up", func() bool { return st.link.Stats().Lost == 1 })
 	if s := u.Stats(); s.Acked != 0 || s.BadAcks != 2 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -251,52 +241,52 @@ func TestStateMachine(t *testing.T) {
 
 	// Packet 1: timeout, retransmission, timeout — 2 timeouts.
 	primary.send(t)
-	waitFor(t, "packet 1 lost", func() bool { return primary.link.Stats().Lost == 1 })
+	poll.Until(t, 10*time.Second, "packet 1 lost", func() bool { return primary.link.Stats().Lost == 1 })
 	if s := primary.link.Stats(); s.ConsecutiveTimeouts != 2 || primary.link.Transport() != UDP {
 		t.Fatalf("after 2 timeouts: %+v", s)
 	}
 	// Packet 2: the 3rd timeout keeps UDP, the 4th switches.
 	primary.send(t)
-	waitFor(t, "3 timeouts", func() bool { return primary.link.Stats().Retransmitted == 2 })
+	poll.Until(t, 10*time.Second, "3 timeouts", func() bool { return primary.link.Stats().Retransmitted == 2 })
 	if tr := primary.link.Transport(); tr != UDP {
 		t.Fatalf("on %v after 3 timeouts", tr)
 	}
-	waitFor(t, "switch to WebSocket", func() bool { return primary.link.Transport() == WS })
+	poll.Until(t, 10*time.Second, "switch to WebSocket", func() bool { return primary.link.Transport() == WS })
 	if s := primary.link.Stats(); s.ToWS != 1 || s.Lost != 2 {
 		t.Fatalf("at the switch: %+v", s)
 	}
 	// On WebSocket, packets are acked over it.
 	_, _, wsBefore := tnn.counts(0)
 	primary.send(t)
-	waitFor(t, "ack over WebSocket", func() bool { return primary.link.Stats().Acked == 1 })
+	poll.Until(t, 10*time.Second, "ack over WebSocket", func() bool { return primary.link.Stats().Acked == 1 })
 	if _, _, ws := tnn.counts(0); ws != wsBefore+1 {
 		t.Fatalf("packet did not travel the WebSocket")
 	}
 
 	// Probes go out every ProbeInterval over UDP, which is still down:
 	// they fail and the link stays on WebSocket.
-	waitFor(t, "two failed probes", func() bool { _, probes, _ := tnn.counts(0); return probes >= 2 })
+	poll.Until(t, 10*time.Second, "two failed probes", func() bool { _, probes, _ := tnn.counts(0); return probes >= 2 })
 	if s := primary.link.Stats(); primary.link.Transport() != WS || s.ProbesOK != 0 {
 		t.Fatalf("failed probes moved the link: %+v", s)
 	}
 	// UDP heals: three acked probes in a row bring it back, not fewer.
 	_, probesAtHeal, _ := tnn.counts(0)
 	tnn.udpDown.Store(false)
-	waitFor(t, "two acked probes", func() bool { return primary.link.Stats().ProbesOK >= 2 })
+	poll.Until(t, 10*time.Second, "two acked probes", func() bool { return primary.link.Stats().ProbesOK >= 2 })
 	if primary.link.Transport() != WS {
 		t.Fatal("back on UDP before the third acked probe")
 	}
-	waitFor(t, "back on UDP", func() bool { return primary.link.Transport() == UDP })
+	poll.Until(t, 10*time.Second, "back on UDP", func() bool { return primary.link.Transport() == UDP })
 	_, probes, _ := tnn.counts(0)
 	if s := primary.link.Stats(); s.ToUDP != 1 || s.ProbesOK != 3 || probes-probesAtHeal < 3 {
 		t.Fatalf("at the return: %+v, %d probes since healing", s, probes-probesAtHeal)
 	}
 	primary.send(t)
-	waitFor(t, "ack over UDP", func() bool { return primary.link.Stats().Acked == 2 })
+	poll.Until(t, 10*time.Second, "ack over UDP", func() bool { return primary.link.Stats().Acked == 2 })
 
 	// The backup uplink never noticed.
 	backup.send(t)
-	waitFor(t, "backup ack", func() bool { return backup.link.Stats().Acked == 1 })
+	poll.Until(t, 10*time.Second, "backup ack", func() bool { return backup.link.Stats().Acked == 1 })
 	if s := backup.link.Stats(); s.ToWS != 0 || s.ConsecutiveTimeouts != 0 || s.Retransmitted != 0 || backup.link.Transport() != UDP {
 		t.Fatalf("backup disturbed: %+v", s)
 	}
@@ -309,9 +299,9 @@ func TestLostWebSocketFallsBackToUDP(t *testing.T) {
 	c.udpDown.Store(true)
 	st.send(t)
 	st.send(t)
-	waitFor(t, "switch to WebSocket", func() bool { return st.link.Transport() == WS })
+	poll.Until(t, 10*time.Second, "switch to WebSocket", func() bool { return st.link.Transport() == WS })
 	c.killWS()
-	waitFor(t, "back on UDP", func() bool { return st.link.Transport() == UDP })
+	poll.Until(t, 10*time.Second, "back on UDP", func() bool { return st.link.Transport() == UDP })
 	if s := st.link.Stats(); s.ToUDP != 1 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -327,7 +317,7 @@ func TestNoWebSocketConfigured(t *testing.T) {
 	for range 3 {
 		st.send(t)
 	}
-	waitFor(t, "3 lost", func() bool { return st.link.Stats().Lost == 3 })
+	poll.Until(t, 10*time.Second, "3 lost", func() bool { return st.link.Stats().Lost == 3 })
 	if st.link.Transport() != UDP || st.link.Stats().ConsecutiveTimeouts != 6 {
 		t.Fatalf("stats %+v", st.link.Stats())
 	}

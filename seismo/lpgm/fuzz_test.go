@@ -35,7 +35,7 @@ func FuzzTracker(f *testing.F) {
 	f.Add(encode(0, 0, 1, -1, 100, 50, -300, 20), uint8(10))
 	f.Add(encode(math.NaN(), 0, 0, math.Inf(1), 1e300, -1e300), uint8(60))
 	f.Add(encode(MaxGal, -MaxGal, -MaxGal, MaxGal), uint8(200))
-	f.Add(encode(5e-324, -0.0, math.MaxFloat64, math.SmallestNonzeroFloat64), uint8(3))
+	f.Add(encode(5e-324, math.Copysign(0, -1), math.MaxFloat64, math.SmallestNonzeroFloat64), uint8(3))
 	f.Add(encode(17, 17, 17.001, 16.999), uint8(255))
 	f.Fuzz(func(t *testing.T, data []byte, repeat uint8) {
 		tr, err := NewTracker(50, Config{})

@@ -53,8 +53,11 @@ func newNotifier(topo *topology, every time.Duration) *notifier {
 func (n *notifier) run(ctx, readCtx context.Context) {
 	events := make(chan sse.Event, 64)
 	edges := n.topo.edges()
-	go sse.Stream(readCtx, sse.Options{Entrances: edges, Path: "/v1/stream?topics=notify&client=" + n.client,
-		HTTP: &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 3 * time.Second}}}, events)
+	// Stream ends with readCtx; its error is only that.
+	go func() {
+		_ = sse.Stream(readCtx, sse.Options{Entrances: edges, Path: "/v1/stream?topics=notify&client=" + n.client,
+			HTTP: &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 3 * time.Second}}}, events)
+	}()
 	go func() {
 		for ev := range events {
 			if ev.Name == "notify" {

@@ -48,8 +48,11 @@ type follower struct {
 func follow(ctx context.Context, name string, entrances []string, edges map[string]string) *follower {
 	f := &follower{name: name, edges: edges, alerts: map[string]uint32{}}
 	events := make(chan sse.Event, 256)
-	go sse.Stream(ctx, sse.Options{Entrances: entrances, Path: "/v1/stream?topics=rts,eew",
-		HTTP: &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 3 * time.Second}}}, events)
+	// Stream ends with ctx; its error is only that.
+	go func() {
+		_ = sse.Stream(ctx, sse.Options{Entrances: entrances, Path: "/v1/stream?topics=rts,eew",
+			HTTP: &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 3 * time.Second}}}, events)
+	}()
 	go func() {
 		for ev := range events {
 			f.take(ev)

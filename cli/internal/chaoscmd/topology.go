@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,8 +106,10 @@ func (t *topology) edges() []string {
 
 // databasePID is the dev database's postmaster (without -ha), 0 if none.
 func (t *topology) databasePID() int {
-	var n int
-	fmt.Sscan(t.field("TNN-1", "postgres", "pid"), &n)
+	n, err := strconv.Atoi(t.field("TNN-1", "postgres", "pid"))
+	if err != nil {
+		return 0
+	}
 	return n
 }
 

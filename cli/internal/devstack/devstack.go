@@ -165,7 +165,11 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		supervised := make(chan struct{})
 		go func() {
 			defer close(supervised)
-			pg.supervise(ctx, log, st.fail, func() { st.endpoints() })
+			pg.supervise(ctx, log, st.fail, func() {
+				if err := st.endpoints(); err != nil {
+					log.Warn("endpoints.json not rewritten after the database restarted", slog.Any("error", err))
+				}
+			})
 		}()
 		// After every service: deferred first, runs last.
 		defer func() {

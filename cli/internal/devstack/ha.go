@@ -352,7 +352,7 @@ func killPostmaster(dataDir string) {
 	if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
 		return // stale: that process is gone, or is something else now
 	}
-	syscall.Kill(pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL) // gone already is as good: the loop below waits for that
 	for range 50 {
 		if syscall.Kill(pid, 0) != nil {
 			return

@@ -228,9 +228,9 @@ func (s *stack) closeLinks() {
 		l.setMu.Unlock()
 		for _, p := range l.proxies {
 			if p.udp != nil {
-				p.udp.Close()
+				_ = p.udp.Close()
 			} else {
-				p.tcp.Close()
+				_ = p.tcp.Close()
 			}
 		}
 	}

@@ -28,7 +28,7 @@ type metadata struct {
 
 // stop shuts the member down and removes a scratch data directory.
 func (m *metadata) stop() {
-	m.Stop()
+	_ = m.Stop() // stopped is stopped: what it failed to do, the next run's start cleans up
 	if m.scratch != "" {
 		os.RemoveAll(m.scratch)
 	}

@@ -17,6 +17,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"shindo.dev/devkit/poll"
 )
 
 func freePort(t *testing.T) string {
@@ -69,16 +71,7 @@ func TestCompactionAndQuota(t *testing.T) {
 		}
 		return "no shindo_etcd_alarm on /metrics"
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitFor := func(what string, ok func() bool) { t.Helper(); poll.Until(t, 30*time.Second, what, ok) }
 	opCtx, opCancel := context.WithTimeout(ctx, 60*time.Second)
 	defer opCancel()
 	var first int64

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/poll"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
 	"shindo.dev/lib/uplink"
@@ -106,17 +107,14 @@ func runFleet(t *testing.T, stations []Station, workers, n int) (primary, backup
 			Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !poll.Within(10*time.Second, func() bool {
 		p, _ := primary.snapshot()
 		b, _ := backup.snapshot()
-		if len(p) >= n && len(b) >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("primary got %d packets, backup %d", len(p), len(b))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(p) >= n && len(b) >= n
+	}) {
+		p, _ := primary.snapshot()
+		b, _ := backup.snapshot()
+		t.Fatalf("primary got %d packets, backup %d", len(p), len(b))
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -305,7 +303,8 @@ func (g *stalling) Fill(_ int64, ns, ew, ud []float64) {
 	stall := g.fills == 3
 	g.mu.Unlock()
 	if stall {
-		time.Sleep(3 * time.Second)
+		// The stall under test: a ground-motion source that blocks.
+		time.Sleep(3 * time.Second) //nolint:forbidigo // the fault itself, not a wait
 	}
 	for i := range ns {
 		ns[i], ew[i], ud[i] = 2, -2, 1
@@ -342,7 +341,7 @@ func TestFleetSkipsWhenBehind(t *testing.T) {
 	}()
 	// Until frames flow again after the stall, for a second.
 	var ends []int64
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	if !poll.Within(15*time.Second, func() bool {
 		ps, _ := c.snapshot()
 		ends = ends[:0]
 		for _, p := range ps {
@@ -350,12 +349,10 @@ func TestFleetSkipsWhenBehind(t *testing.T) {
 				ends = append(ends, f.GetWindowEndMs())
 			}
 		}
-		if n := len(ends); n > 4 && ends[n-1]-ends[1] > 4500 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("frames %v", ends)
-		}
+		n := len(ends)
+		return n > 4 && ends[n-1]-ends[1] > 4500
+	}) {
+		t.Fatalf("frames %v", ends)
 	}
 	cancel()
 	<-done

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 func TestStopGraceful(t *testing.T) {
@@ -17,7 +19,7 @@ func TestStopGraceful(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return strings.Contains(p.Tail(5), "two") })
+	poll.Until(t, 5*time.Second, "the second line logged", func() bool { return strings.Contains(p.Tail(5), "two") })
 	if !p.Stop(time.Now().Add(5 * time.Second)) {
 		t.Fatal("sleep did not stop on SIGTERM")
 	}
@@ -37,11 +39,11 @@ func TestStopKillsStubbornGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return strings.Contains(p.Tail(1), "started") })
+	poll.Until(t, 5*time.Second, "the process started", func() bool { return strings.Contains(p.Tail(1), "started") })
 	if p.Stop(time.Now().Add(300 * time.Millisecond)) {
 		t.Fatal("reported a graceful stop")
 	}
-	waitFor(t, func() bool { return !groupRunning(p.Pid()) })
+	poll.Until(t, 5*time.Second, "the process group gone", func() bool { return !groupRunning(p.Pid()) })
 }
 
 // groupRunning reports whether any process of group pgid is running;
@@ -68,17 +70,6 @@ func TestStartMissingBinary(t *testing.T) {
 	_, err := Start("ghost", filepath.Join(t.TempDir(), "nope"), nil, nil, filepath.Join(t.TempDir(), "g.log"))
 	if err == nil || !strings.Contains(err.Error(), "start ghost") {
 		t.Fatalf("err = %v", err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -120,7 +120,7 @@ func Build(sites map[string]byte, log *slog.Logger) (_ *Net, err error) {
 	n.RootAddr = addrIn(prefix, 0)
 	defer func() {
 		if err != nil {
-			n.Close()
+			err = errors.Join(err, n.Close())
 		}
 	}()
 	for name, i := range sites {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"shindo.dev/cli/internal/netprofile"
+	"shindo.dev/devkit/poll"
 )
 
 // fakePort is a site's side of the router in memory: what the test sends
@@ -124,10 +125,7 @@ func TestRouterLossAndBlackhole(t *testing.T) {
 	for i := range n {
 		ports[0].in <- packet(addrIn(testPrefix, 1), uint16(i))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Stats(0, 1).Packets < n && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Within(5*time.Second, func() bool { return r.Stats(0, 1).Packets >= n })
 	s := r.Stats(0, 1)
 	if s.Dropped < n/4 || s.Dropped > n*3/4 || s.Overflow != 0 {
 		t.Fatalf("50 %% loss dropped %d of %d (%+v)", s.Dropped, n, s)
@@ -138,9 +136,7 @@ func TestRouterLossAndBlackhole(t *testing.T) {
 
 	r.Set(0, 1, netprofile.Shape{Blackhole: true})
 	ports[0].in <- packet(addrIn(testPrefix, 1), 9999)
-	for r.Stats(0, 1).Dropped == s.Dropped && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Within(5*time.Second, func() bool { return r.Stats(0, 1).Dropped != s.Dropped })
 	r.Set(0, 1, netprofile.Shape{})
 	ports[0].in <- packet(addrIn(testPrefix, 1), 10000)
 	if a := <-ports[1].out; seqOf(a.pkt) != 10000 {

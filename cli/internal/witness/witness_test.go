@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/poll"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 )
 
@@ -51,13 +52,9 @@ func runWitness(t *testing.T, cfg Config, sent int) *Witness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for w.Stats().Sent < sent {
-		if time.Now().After(deadline) {
-			w.Stop()
-			t.Fatalf("only %+v sent in 20 s", w.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Within(20*time.Second, func() bool { return w.Stats().Sent >= sent }) {
+		w.Stop()
+		t.Fatalf("only %+v sent in 20 s", w.Stats())
 	}
 	w.Stop()
 	return w

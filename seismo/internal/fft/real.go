@@ -56,11 +56,9 @@ func (rp *RealPlan) Forward(x []float64, spec, work []complex128) {
 		zc = complex(real(zc), -imag(zc))
 		e := (zk + zc) * 0.5
 		o := mulNegI(zk-zc) * 0.5
-		w := complex(1, 0)
+		w := complex128(-1) // exp(−iπ), at k = h
 		if k < h {
 			w = rp.tw[k]
-		} else {
-			w = -1 // exp(−iπ)
 		}
 		spec[k] = e + w*o
 	}

@@ -1,0 +1,3 @@
+module shindo.dev/devkit
+
+go 1.26.0
