@@ -1,7 +1,9 @@
 // Package dataapi is svc-dataapi: a core's public data API, served over
 // gRPC and, through grpc-gateway, as REST with an OpenAPI document —
 // stations, earthquake reports, detections, API clients — beside the
-// compatible routes of SPEC §7. With -nats it also keeps the metadata
+// compatible routes of SPEC §7, and with -waveform the core's waveform
+// archive, reached over svc-waveform's gRPC service
+// (internal/waveforms). With -nats it also keeps the metadata
 // database's detections and reports up to date from the core's detection
 // stream.
 //
@@ -17,10 +19,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -29,8 +29,8 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -38,6 +38,7 @@ import (
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/apierror"
 	"shindo.dev/lib/cors"
 	"shindo.dev/lib/natsconn"
@@ -56,6 +57,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/reports"
 	"shindo.dev/svc-dataapi/internal/stations"
 	"shindo.dev/svc-dataapi/internal/watch"
+	"shindo.dev/svc-dataapi/internal/waveforms"
 )
 
 // Name is the binary and service name.
@@ -70,7 +72,7 @@ type Config struct {
 	PeerIngest  []string      `conf:"peer-ingest" help:"svc-ingest gRPC addresses of the other cores, comma-separated: /v1/links adds the links they see (each left out if it does not answer within 1s)"`
 	RTS         []string      `conf:"rts" help:"svc-rts gRPC addresses, this core's first, then the other cores', comma-separated: the replay routes (/api/v2/trem/rts/{t}, …) read their archives of past ticks; empty: no replays"`
 	EEWAuthor   string        `conf:"eew-author" default:"trem" help:"the author of this network's alerts in replays of /api/v2/eq/eew (as the edges' -eew-author)"`
-	WaveformAPI string        `conf:"waveform-api" help:"svc-waveform HTTP base URL of this core (http://host:port), for /v1/waveforms/…; empty: waveforms not served"`
+	Waveform    string        `conf:"waveform" help:"svc-waveform gRPC address of this core (host:port): /v1/waveforms/… are served from its archive; empty: waveforms not served"`
 	AdminTokens []string      `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
 	NATS        string        `conf:"nats" help:"this core's NATS server URL: detections are consumed from its DETECTIONS stream into the database (needs -database-url); empty: off"`
 	DBTimeout   time.Duration `conf:"db-timeout" default:"5s" help:"upper bound on a request's database work; past it the request gets 503"`
@@ -98,10 +100,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("http-addr %q: want host:port", c.HTTPAddr))
 	}
 	errs = append(errs, c.Config.Validate())
-	if c.WaveformAPI != "" {
-		if u, err := url.Parse(c.WaveformAPI); err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			errs = append(errs, fmt.Errorf("waveform-api %q: want http://host:port", c.WaveformAPI))
-		}
+	if _, _, err := net.SplitHostPort(c.Waveform); c.Waveform != "" && err != nil {
+		errs = append(errs, fmt.Errorf("waveform %q: want host:port", c.Waveform))
 	}
 	for _, t := range c.AdminTokens {
 		if len(t) < 16 {
@@ -288,7 +288,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	datav1.RegisterDataServiceServer(svc.GRPC(), data)
 	svc.SetServingStatus(datav1.DataService_ServiceDesc.ServiceName, true)
 
-	gw := runtime.NewServeMux(
+	gwOpts := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &httpapi.FastJSON{JSONPb: runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
@@ -298,7 +298,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		// A package-wide setting of grpc-gateway, though passed as an
 		// option: every mux of the process gets the strict parser.
 		runtime.SetQueryParameterParser(httpapi.StrictQuery{}),
-	)
+	}
+	gw := runtime.NewServeMux(gwOpts...)
 	if err := datav1.RegisterDataServiceHandlerServer(ctx, gw, data); err != nil {
 		return nil, fmt.Errorf("register gateway: %w", err)
 	}
@@ -337,19 +338,28 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	queried := map[string]bool{"/v1/reports": true, "/v1/detections": true, "/v1/stations": true, "/v1/links": true, "/v1/rts/snapshot": true}
 	mux.Handle("/", httpapi.NoQuery(queried, gw))
 	compat.New(compatStore, reg.Source.Current, cfg.DBTimeout, log).Register(mux)
-	if cfg.WaveformAPI != "" {
-		// The archive answers its own REST routes (JSON and miniSEED
-		// files); the data API passes them through.
-		target, _ := url.Parse(cfg.WaveformAPI)
-		proxy := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(target)
-				pr.SetXForwarded()
-			},
-			Transport: otelhttp.NewTransport(http.DefaultTransport),
-			ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	if cfg.Waveform != "" {
+		// The archive's REST routes, served here from its gRPC service.
+		// Connected lazily: svc-waveform may start after us, and a request
+		// while it is away is a 503. It is this core's own, so reconnects
+		// are tried every few seconds at most, not after gRPC's default
+		// backoff of up to two minutes: clients find it soon after it is
+		// back. A Query answer (an hour of three axes, with intensity) can
+		// pass gRPC's default 4 MiB.
+		conn, err := grpc.NewClient(cfg.Waveform, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStatsHandler(otelgrpc.NewClientHandler()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+				BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second,
+			}, MinConnectTimeout: 5 * time.Second}))
+		if err != nil {
+			return nil, fmt.Errorf("waveform %s: %w", cfg.Waveform, err)
 		}
-		mux.Handle("/v1/waveforms/", compat.OnlyGET(proxy))
+		svc.OnShutdown("waveform connection", func(context.Context) error { return conn.Close() })
+		archive, err := waveforms.Handler(ctx, waveformv1.NewWaveformServiceClient(conn), log, gwOpts...)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("/v1/waveforms/", compat.OnlyGET(archive))
 	}
 	if len(cfg.RTS) > 0 {
 		var cores []rtsv1.RTSServiceClient
@@ -376,7 +386,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	// The document of what this core answers: the edges' own routes go,
 	// and those of a service it was not given.
 	unserved := map[string]bool{"/v1/edge/status": true, "/v1/links": cfg.Ingest == "",
-		"/v1/waveforms/{station_id}": cfg.WaveformAPI == "", "/v1/rts/snapshot": len(cfg.RTS) == 0}
+		"/v1/waveforms/{station_id}": cfg.Waveform == "", "/v1/rts/snapshot": len(cfg.RTS) == 0}
 	doc, err := openapi.Select(func(path string) bool { return !unserved[path] })
 	if err != nil {
 		return nil, fmt.Errorf("openapi document: %w", err)
@@ -413,7 +423,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 // station list reads the database.
 func etagRoute(path string) httpapi.Data {
 	switch {
-	case path == "/readyz", path == "/ntp", strings.HasPrefix(path, "/v1/waveforms/"):
+	case path == "/readyz", path == "/ntp", strings.HasPrefix(path, "/v1/waveforms/"): // the archive's: a download is streamed, never held to be hashed
 		return httpapi.NoTag
 	case path == "/v1/reports", strings.HasPrefix(path, "/v1/reports/"), path == "/api/v2/eq/report":
 		return httpapi.Reports

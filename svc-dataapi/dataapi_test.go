@@ -3,11 +3,9 @@ package dataapi
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,13 +33,7 @@ func TestRESTGateway(t *testing.T) {
 	if err := os.WriteFile(reg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The archive's own REST routes, which the data API passes through.
-	archive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/vnd.fdsn.mseed")
-		fmt.Fprintf(w, "%s?%s", r.URL.Path, r.URL.RawQuery)
-	}))
-	defer archive.Close()
-	cfg := testConfig(t, "-registry", reg, "-registry-interval", "1s", "-waveform-api", archive.URL)
+	cfg := testConfig(t, "-registry", reg, "-registry-interval", "1s")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
@@ -90,9 +82,6 @@ func TestRESTGateway(t *testing.T) {
 	}
 	if code, _ := get("/v1/stations?net=" + strings.Repeat("x", 40)); code != 400 {
 		t.Fatalf("long net: %d", code)
-	}
-	if code, body := get("/v1/waveforms/S2/mseed?start_ms=1&end_ms=2"); code != 200 || body != "/v1/waveforms/S2/mseed?start_ms=1&end_ms=2" {
-		t.Fatalf("waveforms not passed to the archive: %d %s", code, body)
 	}
 	code, body = get("/openapi.json")
 	var oa map[string]any

@@ -9,11 +9,11 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0
-	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
+	shindo.dev/svc-waveform v0.0.0
 )
 
 require (
@@ -39,6 +39,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0 // indirect
@@ -60,4 +61,7 @@ require (
 replace (
 	shindo.dev/gen => ../gen
 	shindo.dev/lib => ../lib
+	shindo.dev/seismo => ../seismo
+	// Only the tests import it: they boot svc-waveform from its Run.
+	shindo.dev/svc-waveform => ../svc-waveform
 )

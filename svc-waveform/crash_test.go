@@ -85,7 +85,7 @@ func startChild(t *testing.T, bin, dataDir string) *child {
 	c := &child{grpc: freeAddr(t), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	admin := freeAddr(t)
 	c.cmd = exec.Command(bin, "-data-dir", dataDir, "-grpc-addr", c.grpc, "-admin-addr", admin,
-		"-http-addr", freeAddr(t), "-log-level", "warn", "-shutdown-timeout", "5s")
+		"-log-level", "warn", "-shutdown-timeout", "5s")
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -2,10 +2,7 @@ package waveform
 
 import (
 	"encoding/binary"
-	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,15 +75,7 @@ func TestMseed2sac(t *testing.T) {
 	}
 	ts.ingest(t, &waveformv1.IngestRequest{BatchId: 1, Records: recs})
 
-	res, err := http.Get(fmt.Sprintf("%s/v1/waveforms/KHH-A1/mseed?start_ms=%d&end_ms=%d", ts.http, start, start+360_000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("export: %d %s", res.StatusCode, body)
-	}
+	body, _ := ts.export(t, &waveformv1.ExportRequest{StationId: "KHH-A1", StartMs: start, EndMs: start + 360_000})
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "export.mseed"), body, 0o644); err != nil {
 		t.Fatal(err)

@@ -2,22 +2,21 @@
 // stream from svc-ingest, keeps every station's samples and intensity
 // series in the core's archive (internal/archive: miniSEED in the SDS
 // layout, crash-safe, 7 days by default), streams live chunks to
-// subscribers and serves the archive over gRPC (Query, Export) and HTTP
-// (JSON and miniSEED downloads).
+// subscribers and serves the archive over gRPC (Query, Export). Its REST
+// routes (JSON and miniSEED downloads) are the data API's, which reaches the
+// archive over this gRPC service.
 package waveform
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-waveform/internal/archive"
 	"shindo.dev/svc-waveform/internal/wavegrpc"
-	"shindo.dev/svc-waveform/internal/wavehttp"
 )
 
 // Name is the binary and service name.
@@ -26,7 +25,6 @@ const Name = "shindo-waveform"
 // Config is svc-waveform's configuration (env prefix SHINDO_WAVEFORM_).
 type Config struct {
 	service.Common
-	HTTPAddr  string        `conf:"http-addr" help:"HTTP listen address: GET /v1/waveforms/{station_id} (JSON) and /v1/waveforms/{station_id}/mseed (miniSEED)"`
 	DataDir   string        `conf:"data-dir" help:"archive directory (required; one process per directory): SDS tree, write-ahead log, station map"`
 	Retention time.Duration `conf:"retention" default:"168h" help:"how long samples and intensity series are kept"`
 	Network   string        `conf:"network" default:"SH" help:"SEED network code of the archived stations (1 or 2 upper-case letters or digits)"`
@@ -35,15 +33,12 @@ type Config struct {
 
 // DefaultConfig returns the configuration with svc-waveform's default ports.
 func DefaultConfig() Config {
-	return Config{Common: service.Common{GRPCAddr: ":7302", AdminAddr: "127.0.0.1:7309"}, HTTPAddr: ":7301"}
+	return Config{Common: service.Common{GRPCAddr: ":7302", AdminAddr: "127.0.0.1:7309"}}
 }
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	errs := []error{c.ValidateCommon()}
-	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		errs = append(errs, fmt.Errorf("http-addr %q: want host:port", c.HTTPAddr))
-	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir is required"))
 	}
@@ -91,13 +86,6 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 
 	srv := wavegrpc.New(store, svc.Stopping(), svc.Metrics(), svc.Logger())
 	waveformv1.RegisterWaveformServiceServer(svc.GRPC(), srv)
-	h, err := wavehttp.Handler(ctx, store, srv, svc.Logger())
-	if err != nil {
-		return err
-	}
-	if _, err := svc.Listen("http", cfg.HTTPAddr, h); err != nil {
-		return err
-	}
 	svc.SetServingStatus(waveformv1.WaveformService_ServiceDesc.ServiceName, true)
 	return nil
 }

@@ -3,15 +3,12 @@ package waveform
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +26,6 @@ import (
 	"shindo.dev/lib/mseed"
 	"shindo.dev/svc-waveform/internal/archive"
 	"shindo.dev/svc-waveform/internal/wavegrpc"
-	"shindo.dev/svc-waveform/internal/wavehttp"
 )
 
 // count is the deterministic sample of a test station's axis at a time:
@@ -69,7 +65,6 @@ type testServer struct {
 	store  *archive.Store
 	srv    *wavegrpc.Server
 	client waveformv1.WaveformServiceClient
-	http   string
 }
 
 func startServer(t *testing.T) *testServer {
@@ -89,18 +84,12 @@ func startServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	go gs.Serve(ln)
-	h, err := wavehttp.Handler(ctx, store, srv, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		conn.Close()
-		hs.Close()
 		gs.Stop()
 		cancel()
 		<-done
@@ -108,7 +97,7 @@ func startServer(t *testing.T) *testServer {
 			t.Errorf("archive close: %v", err)
 		}
 	})
-	return &testServer{store: store, srv: srv, client: waveformv1.NewWaveformServiceClient(conn), http: hs.URL}
+	return &testServer{store: store, srv: srv, client: waveformv1.NewWaveformServiceClient(conn)}
 }
 
 // ingest sends batches on one stream and waits for the last ack.
@@ -185,8 +174,8 @@ func TestIngestToLive(t *testing.T) {
 	}
 }
 
-// TestQueryAndExport reads the archive back over gRPC and HTTP, and checks
-// how bad requests are answered.
+// TestQueryAndExport reads the archive back over gRPC, and checks how bad
+// requests are answered.
 func TestQueryAndExport(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t)
@@ -239,21 +228,16 @@ func TestQueryAndExport(t *testing.T) {
 		}
 	}
 
-	// Export over gRPC: records of BNZ, BNN, BNE and the intensity series.
-	exp, err := ts.client.Export(ctx, &waveformv1.ExportRequest{StationId: "TW-01", StartMs: start, EndMs: start + 120_000, WithIntensity: true})
-	if err != nil {
-		t.Fatal(err)
+	// Export: records of BNZ, BNN, BNE and the intensity series, the
+	// station's codes in the first part only.
+	raw, parts := ts.export(t, &waveformv1.ExportRequest{StationId: "TW-01", StartMs: start, EndMs: start + 120_000, WithIntensity: true})
+	if p := parts[0]; p.GetNetworkCode() != "SH" || p.GetStationCode() != "TW01" || p.GetLocationCode() != "00" {
+		t.Errorf("first part names %s.%s.%s", p.GetNetworkCode(), p.GetStationCode(), p.GetLocationCode())
 	}
-	var raw []byte
-	for {
-		part, err := exp.Recv()
-		if errors.Is(err, io.EOF) {
-			break
+	for i, p := range parts[1:] {
+		if p.GetNetworkCode()+p.GetStationCode()+p.GetLocationCode() != "" {
+			t.Errorf("part %d names the station again", i+1)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw = append(raw, part.GetData()...)
 	}
 	samples := map[string]int{}
 	recsOut, err := mseed.ReadAll(bytes.NewReader(raw))
@@ -269,53 +253,54 @@ func TestQueryAndExport(t *testing.T) {
 	if samples["BNZ"] != 5975 || samples["BNN"] != 5975 || samples["BNE"] != 5975 || samples["MXI"] != 238 || samples["MXV"] != 238 {
 		t.Errorf("exported samples %v", samples)
 	}
-
-	// HTTP: the JSON route (grpc-gateway) and the miniSEED download.
-	get := func(path string) (int, http.Header, []byte) {
-		t.Helper()
-		res, err := http.Get(ts.http + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, res.Header, b
-	}
-	code, _, body := get(fmt.Sprintf("/v1/waveforms/TW-01?start_ms=%d&end_ms=%d&with_intensity=true", start, start+10_000))
-	var js struct {
-		Chunks []struct {
-			FirstSampleMs string  `json:"first_sample_ms"`
-			Ud            []int32 `json:"ud"`
-		} `json:"chunks"`
-		Intensity   []json.RawMessage `json:"intensity"`
-		StationCode string            `json:"station_code"`
-	}
-	if err := json.Unmarshal(body, &js); code != 200 || err != nil || len(js.Chunks) != 1 || len(js.Chunks[0].Ud) != 500 || len(js.Intensity) != 19 || js.StationCode != "TW01" {
-		t.Errorf("JSON route: %d %v %.300s", code, err, body)
-	}
-	if code, _, _ := get("/v1/waveforms/nobody?start_ms=0&end_ms=1000"); code != http.StatusNotFound {
-		t.Errorf("JSON unknown station: %d", code)
-	}
-	code, hdr, body := get(fmt.Sprintf("/v1/waveforms/TW-01/mseed?start_ms=%d&end_ms=%d", start, start+120_000))
-	if code != 200 || hdr.Get("Content-Type") != wavehttp.MediaType || !strings.Contains(hdr.Get("Content-Disposition"), "SH.TW01.00.") {
-		t.Errorf("mseed route: %d %v", code, hdr)
-	}
-	if recs, err := mseed.ReadAll(bytes.NewReader(body)); err != nil || len(recs) == 0 || len(body)%512 != 0 {
-		t.Errorf("mseed body: %d records, %v", len(recs), err)
+	// A window without data is a stream without parts; an unknown station
+	// is NotFound whatever the window.
+	if raw, parts := ts.export(t, &waveformv1.ExportRequest{StationId: "TW-01", StartMs: start - 7200_000, EndMs: start - 3600_000}); len(raw) != 0 || len(parts) != 0 {
+		t.Errorf("empty window: %d parts", len(parts))
 	}
 	for _, tc := range []struct {
-		path string
-		code int
+		req  *waveformv1.ExportRequest
+		code codes.Code
 	}{
-		{fmt.Sprintf("/v1/waveforms/TW-01/mseed?start_ms=%d&end_ms=%d", start-7200_000, start-3600_000), http.StatusNoContent},
-		{"/v1/waveforms/nobody/mseed?start_ms=0&end_ms=1000", http.StatusNotFound},
-		{"/v1/waveforms/TW-01/mseed?start_ms=x&end_ms=1000", http.StatusBadRequest},
-		{"/v1/waveforms/TW-01/mseed?start_ms=5000&end_ms=1000", http.StatusBadRequest},
-		{"/v1/waveforms/TW-01/mseed?start_ms=0&end_ms=1000&intensity=maybe", http.StatusBadRequest},
+		{&waveformv1.ExportRequest{StationId: "nobody", StartMs: start, EndMs: start + 1000}, codes.NotFound},
+		{&waveformv1.ExportRequest{StationId: "nobody", StartMs: 5000, EndMs: 1000}, codes.NotFound},
+		{&waveformv1.ExportRequest{StationId: "TW-01", StartMs: 5000, EndMs: 1000}, codes.InvalidArgument},
+		{&waveformv1.ExportRequest{StationId: "TW-01", StartMs: start, EndMs: start + 2*86400_000}, codes.InvalidArgument},
+		{&waveformv1.ExportRequest{StartMs: start, EndMs: start + 1}, codes.InvalidArgument},
 	} {
-		if code, _, body := get(tc.path); code != tc.code {
-			t.Errorf("GET %s: %d %q, want %d", tc.path, code, body, tc.code)
+		exp, err := ts.client.Export(ctx, tc.req)
+		if err == nil {
+			_, err = exp.Recv()
 		}
+		if status.Code(err) != tc.code {
+			t.Errorf("Export(%v): %v, want %v", tc.req, err, tc.code)
+		}
+	}
+}
+
+// export reads a whole Export stream: the miniSEED bytes and the parts.
+func (ts *testServer) export(t *testing.T, req *waveformv1.ExportRequest) ([]byte, []*waveformv1.ExportResponse) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	exp, err := ts.client.Export(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		raw   []byte
+		parts []*waveformv1.ExportResponse
+	)
+	for {
+		part, err := exp.Recv()
+		if errors.Is(err, io.EOF) {
+			return raw, parts
+		}
+		if err != nil {
+			t.Fatalf("export: %v", err)
+		}
+		raw = append(raw, part.GetData()...)
+		parts = append(parts, part)
 	}
 }
 
@@ -330,7 +315,6 @@ func TestConfig(t *testing.T) {
 		{[]string{"-data-dir", "x", "-network", "TOO"}, `network "TOO"`},
 		{[]string{"-data-dir", "x", "-retention", "5m"}, "retention must be at least 1h"},
 		{[]string{"-data-dir", "x", "-flush-age", "0s"}, "flush-age"},
-		{[]string{"-data-dir", "x", "-http-addr", "nowhere"}, `http-addr "nowhere"`},
 	}
 	for _, tt := range tests {
 		cfg := DefaultConfig()
@@ -343,7 +327,7 @@ func TestConfig(t *testing.T) {
 	if err := conf.Load(&cfg, "WAVEFORM", []string{"-data-dir", "x"}, conf.Options{Env: func(string) (string, bool) { return "", false }}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTPAddr != ":7301" || cfg.Retention != 168*time.Hour || cfg.Network != "SH" || cfg.FlushAge != time.Minute {
+	if cfg.Retention != 168*time.Hour || cfg.Network != "SH" || cfg.FlushAge != time.Minute {
 		t.Errorf("defaults %+v", cfg)
 	}
 }

@@ -1,5 +1,5 @@
 // Package apierror writes the error answers of shindo's REST servers — the
-// data API, the edges, the waveform archive — all with one body,
+// data API (the waveform archive's routes too) and the edges — all with one body,
 // shindo.data.v1.Error, which the OpenAPI document every server publishes
 // names as the answer of any error:
 //

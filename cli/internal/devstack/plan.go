@@ -24,7 +24,7 @@ const (
 
 	ingestUDP, ingestWS, ingestGRPC, ingestAdmin = 0, 1, 2, 3
 	rtsGRPC, rtsAdmin                            = 10, 11
-	waveformGRPC, waveformAdmin, waveformHTTP    = 20, 21, 22
+	waveformGRPC, waveformAdmin                  = 20, 21
 	dataHTTP, dataGRPC, dataAdmin                = 30, 31, 32
 	postgresPort, patroniREST                    = 40, 41
 	haproxyPort, haproxyHealth                   = 43, 44
@@ -267,12 +267,10 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		natsServers = append(natsServers, ns)
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", dbURL(c), "-nats", natsURL(c),
 			"-archive-dir", filepath.Join(p.dataDir, c.name+"-rts"))
-		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, map[string]int{"HTTP": waveformHTTP},
-			"-http-addr", addr(c, waveformHTTP), "-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"))
-		wf.listeners["http"] = "http://" + addr(c, waveformHTTP)
+		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil, "-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"))
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),
-			"-waveform-api", "http://"+addr(c, waveformHTTP), "-nats", natsURL(c),
+			"-waveform", addr(c, waveformGRPC), "-nats", natsURL(c),
 			"-rts", addr(c, rtsGRPC)+","+addr(peer, rtsGRPC), "-trusted-proxies", edgeSource(cfg.Host, edgeHosts...))
 		data.listeners["http"] = "http://" + addr(c, dataHTTP)
 		// Secrets by file, never on a command line other users can read.

@@ -60,6 +60,37 @@ func TestProcessesUsePlannedPorts(t *testing.T) {
 	}
 }
 
+// TestArchiveOverGRPC: each core's data API reaches its own core's
+// archive at the archive's gRPC address, and the archive has no HTTP
+// listener (its REST routes are the data API's).
+func TestArchiveOverGRPC(t *testing.T) {
+	t.Parallel()
+	p := newPlan(testConfig())
+	procs := map[string]*process{}
+	for _, g := range p.groups {
+		for _, pr := range g {
+			procs[pr.name] = pr
+		}
+	}
+	for _, site := range []string{"TNN-1", "TYO-1"} {
+		wf, data := procs[site+"-waveform"], procs[site+"-dataapi"]
+		if wf == nil || data == nil {
+			t.Fatalf("%s: no waveform or dataapi process", site)
+		}
+		if i := slices.Index(data.args, "-waveform"); i < 0 || i+1 == len(data.args) || data.args[i+1] != wf.listeners["grpc"] {
+			t.Errorf("%s dataapi args %v: want -waveform %s", site, data.args, wf.listeners["grpc"])
+		}
+		if _, ok := wf.listeners["http"]; ok || slices.Contains(wf.args, "-http-addr") {
+			t.Errorf("%s waveform still has an HTTP listener: %v %v", site, wf.listeners, wf.args)
+		}
+	}
+	for _, pt := range p.ports {
+		if strings.Contains(pt.what, "waveform") && !strings.HasSuffix(pt.what, " gRPC") && !strings.HasSuffix(pt.what, " admin") {
+			t.Errorf("port %d for %s", pt.n, pt.what)
+		}
+	}
+}
+
 func TestEndpointsDocument(t *testing.T) {
 	t.Parallel()
 	p := newPlan(testConfig())

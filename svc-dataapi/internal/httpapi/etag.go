@@ -28,7 +28,7 @@ const (
 	Reports Data = 1 << iota
 	Detections
 	Stations
-	// NoTag: no ETag at all (proxied, health).
+	// NoTag: no ETag at all (the waveform archive's answers, health).
 	NoTag Data = 0x80
 )
 

@@ -259,13 +259,27 @@ func (s *Server) Query(_ context.Context, req *waveformv1.QueryRequest) (*wavefo
 	return resp, nil
 }
 
-// Export streams archived samples of one station as miniSEED.
+// Export streams archived samples of one station as miniSEED, the station's
+// SEED codes in the first response.
 func (s *Server) Export(req *waveformv1.ExportRequest, stream waveformv1.WaveformService_ExportServer) error {
 	if req.GetStationId() == "" {
 		return status.Error(codes.InvalidArgument, "station_id is required")
 	}
+	// The station first, then the window: a client asking for a station the
+	// archive never saw learns that, whatever window it gave.
+	net, sta, ok := s.store.Names(req.GetStationId())
+	if !ok {
+		return storeError(archive.ErrUnknownStation)
+	}
+	first := true
 	_, err := s.store.Export(req.GetStationId(), req.GetStartMs(), req.GetEndMs(), req.GetWithIntensity(), func(b []byte) error {
-		return stream.Send(&waveformv1.ExportResponse{Data: b})
+		resp := &waveformv1.ExportResponse{Data: b}
+		if first {
+			// The codes name the file a client saves before it reads a record.
+			resp.NetworkCode, resp.StationCode, resp.LocationCode = net, sta, archive.Location
+			first = false
+		}
+		return stream.Send(resp)
 	})
 	if err != nil {
 		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {

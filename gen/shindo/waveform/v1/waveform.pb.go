@@ -621,12 +621,22 @@ func (x *ExportRequest) GetWithIntensity() bool {
 	return false
 }
 
-// ExportResponse carries the next part of the miniSEED byte stream.
+// ExportResponse carries the next part of the miniSEED byte stream. An
+// unknown station is NotFound before the window is checked; a window with no
+// data ends the stream without a response.
 type ExportResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whole miniSEED records; the concatenation of all responses is a valid
 	// miniSEED file.
-	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// SEED network code of the station, in the first response only (for
+	// naming the file before its records are read).
+	NetworkCode string `protobuf:"bytes,2,opt,name=network_code,json=networkCode,proto3" json:"network_code,omitempty"`
+	// SEED station code (at most five characters), in the first response only.
+	StationCode string `protobuf:"bytes,3,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
+	// SEED location code of the station's channels, in the first response
+	// only.
+	LocationCode  string `protobuf:"bytes,4,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -666,6 +676,27 @@ func (x *ExportResponse) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *ExportResponse) GetNetworkCode() string {
+	if x != nil {
+		return x.NetworkCode
+	}
+	return ""
+}
+
+func (x *ExportResponse) GetStationCode() string {
+	if x != nil {
+		return x.StationCode
+	}
+	return ""
+}
+
+func (x *ExportResponse) GetLocationCode() string {
+	if x != nil {
+		return x.LocationCode
+	}
+	return ""
 }
 
 var File_shindo_waveform_v1_waveform_proto protoreflect.FileDescriptor
@@ -714,9 +745,12 @@ const file_shindo_waveform_v1_waveform_proto_rawDesc = "" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x19\n" +
 	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12\x15\n" +
 	"\x06end_ms\x18\x03 \x01(\x03R\x05endMs\x12%\n" +
-	"\x0ewith_intensity\x18\x04 \x01(\bR\rwithIntensity\"$\n" +
+	"\x0ewith_intensity\x18\x04 \x01(\bR\rwithIntensity\"\x8f\x01\n" +
 	"\x0eExportResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\xd4\x02\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12!\n" +
+	"\fnetwork_code\x18\x02 \x01(\tR\vnetworkCode\x12!\n" +
+	"\fstation_code\x18\x03 \x01(\tR\vstationCode\x12#\n" +
+	"\rlocation_code\x18\x04 \x01(\tR\flocationCode2\xd4\x02\n" +
 	"\x0fWaveformService\x12S\n" +
 	"\x06Ingest\x12!.shindo.waveform.v1.IngestRequest\x1a\".shindo.waveform.v1.IngestResponse(\x010\x01\x12K\n" +
 	"\x04Live\x12\x1f.shindo.waveform.v1.LiveRequest\x1a .shindo.waveform.v1.LiveResponse0\x01\x12L\n" +
