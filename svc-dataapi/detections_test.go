@@ -12,9 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/natsbus"
 	"shindo.dev/lib/pgtest"
-	"shindo.dev/svc-dataapi/internal/detectsync"
 )
 
 // core is one core's NATS server with the DETECTIONS stream, as svc-rts
@@ -46,8 +47,7 @@ func startCore(t *testing.T, site string) *core {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "DETECTIONS", Subjects: []string{"shindo.detections.>"},
-		Storage: jetstream.FileStorage, MaxAge: 7 * 24 * time.Hour, Duplicates: 10 * time.Minute}); err != nil {
+	if _, err := js.CreateOrUpdateStream(ctx, natsbus.Detections.StreamConfig()); err != nil {
 		t.Fatal(err)
 	}
 	return &core{site: site, srv: srv, nc: nc, js: js}
@@ -59,8 +59,11 @@ func (c *core) snapshot(t *testing.T, timeMs int64, areas map[uint32]uint32) {
 	for code, level := range areas {
 		s.Areas = append(s.Areas, &rtsv1.AreaLevel{Code: code, Level: level})
 	}
-	b, _ := proto.Marshal(s)
-	if err := c.nc.Publish(detectsync.SnapshotSubject(c.site), b); err != nil {
+	msg, err := natsbus.Snapshots.Msg(t.Context(), c.site, &natsbusv1.SnapshotPublished{Snapshot: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nc.PublishMsg(msg); err != nil {
 		t.Fatal(err)
 	}
 	c.nc.Flush()
@@ -68,10 +71,13 @@ func (c *core) snapshot(t *testing.T, timeMs int64, areas map[uint32]uint32) {
 
 func (c *core) detection(t *testing.T, d *rtsv1.Detection) {
 	t.Helper()
-	b, _ := proto.Marshal(d)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.js.Publish(ctx, "shindo.detections."+c.site, b, jetstream.WithMsgID(fmt.Sprintf("%s:%d", d.Id, d.Serial))); err != nil {
+	msg, err := natsbus.Detections.Msg(ctx, c.site, &natsbusv1.DetectionPublished{Detection: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("%s:%d", d.Id, d.Serial))); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -89,11 +95,16 @@ func TestDetectionsToReports(t *testing.T) {
 		DepthKm: 10, Magnitude: 7.23, Location: "Hualien City", LocationCode: 970, MaxLevel: 5,
 		FirstTriggerMs: first, UpdatedMs: first, Stations: 3}
 	// Published before the data API runs: the durable consumer starts
-	// from the beginning of the stream. A malformed message in between is
-	// dropped without stopping the rest.
+	// from the beginning of the stream. Malformed messages in between are
+	// dropped without stopping the rest: garbage, and a bare detection as
+	// svc-rts stored them before natsbus, still in a stream after an
+	// upgrade.
 	tnn.detection(t, det)
-	if _, err := tnn.js.Publish(context.Background(), "shindo.detections.TNN-1", []byte{0xff, 0xff}); err != nil {
-		t.Fatal(err)
+	bare, _ := proto.Marshal(det)
+	for _, b := range [][]byte{{0xff, 0xff}, bare} {
+		if _, err := tnn.js.Publish(context.Background(), natsbus.Detections.Subject("TNN-1"), b); err != nil {
+			t.Fatal(err)
+		}
 	}
 	base := start(t, testConfig(t, "-database-url", dsn, "-nats", tnn.srv.ClientURL()))
 	waitFor(t, "the first detection", func() bool {

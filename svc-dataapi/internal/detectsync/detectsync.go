@@ -1,7 +1,7 @@
 // Package detectsync keeps the metadata database's detections and reports
-// up to date from the core's NATS server: it consumes the JetStream stream
-// DETECTIONS (every detection update svc-rts publishes) with a durable
-// consumer, upserts each detection (a newer serial wins), and turns every
+// up to date from the core's NATS server: it consumes the stream of
+// natsbus.Detections (every detection update svc-rts publishes) with a
+// durable consumer, upserts each detection (a newer serial wins), and turns every
 // final detection into an earthquake report.
 //
 // Both cores' data APIs do this against the one database, each from its
@@ -11,7 +11,7 @@
 // result is the same whoever writes first.
 //
 // A detection does not carry per-area intensities; the reports get them
-// from the core's snapshots (shindo.rts.<site>.snapshot, plain NATS): the
+// from the core's snapshots (natsbus.Snapshots, plain NATS): the
 // highest level of each township over the detection's span, from its first
 // trigger to its end. Snapshots are not stored, so a data API that was
 // down during an event contributes no areas; the other core's data API
@@ -34,22 +34,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/natsbus"
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/township"
 )
 
-// Names on the NATS server, as svc-rts publishes them.
-const (
-	StreamName = "DETECTIONS"
-	// Durable is the consumer's name: every data API of a core shares it.
-	Durable = "shindo-dataapi"
-)
-
-// SnapshotSubject is the subject of a site's snapshots.
-func SnapshotSubject(site string) string { return "shindo.rts." + site + ".snapshot" }
+// Durable is the consumer's name: every data API of a core shares it.
+const Durable = "shindo-dataapi"
 
 // areaHistory is how long snapshots' areas are kept: longer than a
 // detection can last (svc-rts ends one 5 minutes after its first trigger
@@ -92,7 +85,7 @@ func New(nc *nats.Conn, site string, store Store, timeout time.Duration, reg pro
 // creates it) and retries after NATS or database failures; it returns nil
 // when ctx ends.
 func (s *Syncer) Run(ctx context.Context) error {
-	sub, err := s.nc.Subscribe(SnapshotSubject(s.site), s.snapshot)
+	sub, err := s.nc.Subscribe(natsbus.Snapshots.Subject(s.site), s.snapshot)
 	if err != nil {
 		return fmt.Errorf("subscribe to snapshots: %w", err)
 	}
@@ -118,9 +111,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 }
 
 func (s *Syncer) consume(ctx context.Context, js jetstream.JetStream) error {
-	stream, err := js.Stream(ctx, StreamName)
+	stream, err := js.Stream(ctx, natsbus.Detections.Stream())
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", StreamName, err)
+		return fmt.Errorf("stream %s: %w", natsbus.Detections.Stream(), err)
 	}
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       Durable,
@@ -153,16 +146,21 @@ func (s *Syncer) consume(ctx context.Context, js jetstream.JetStream) error {
 }
 
 // handle applies one detection update and acknowledges it, or asks for it
-// again later when the database is unavailable.
+// again later when the database is unavailable. One that is not a
+// detection — corrupt, or stored by a version of svc-rts that published the
+// bare detection, before natsbus — is dropped, counted as malformed.
 func (s *Syncer) handle(ctx context.Context, msg jetstream.Msg) {
-	var pd rtsv1.Detection
-	if err := proto.Unmarshal(msg.Data(), &pd); err != nil || pd.GetId() == "" {
+	pub, err := natsbus.Detections.Decode(msg.Data())
+	if err == nil && pub.GetDetection().GetId() == "" {
+		err = errors.New("no detection id")
+	}
+	if err != nil {
 		s.handled.WithLabelValues("malformed").Inc()
 		s.log.Warn("malformed detection dropped", slog.String("subject", msg.Subject()), slog.Any("error", err))
 		msg.Term()
 		return
 	}
-	d := FromProto(&pd)
+	d := FromProto(pub.GetDetection())
 	result, err := s.apply(ctx, d)
 	switch {
 	case errors.Is(err, stationdb.ErrInvalid):
@@ -211,12 +209,15 @@ func (s *Syncer) apply(ctx context.Context, d stationdb.Detection) (string, erro
 	return result, nil
 }
 
-// snapshot records a snapshot's areas.
+// snapshot records a snapshot's areas. One that does not decode is lost
+// as a snapshot the server dropped would be: the next is half a second
+// away.
 func (s *Syncer) snapshot(m *nats.Msg) {
-	var snap rtsv1.Snapshot
-	if err := proto.Unmarshal(m.Data, &snap); err != nil {
+	pub, err := natsbus.Snapshots.Decode(m.Data)
+	if err != nil {
 		return
 	}
+	snap := pub.GetSnapshot()
 	if len(snap.GetAreas()) == 0 {
 		return
 	}

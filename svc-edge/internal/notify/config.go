@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"shindo.dev/lib/natsbus"
 )
 
 // Config configures a Service. Zero durations and sizes take the defaults
@@ -150,8 +152,8 @@ func (c Config) Validate() error {
 	if c.Retention < time.Hour {
 		errs = append(errs, fmt.Errorf("notify: retention %s: want at least 1h", c.Retention))
 	}
-	if c.DedupWindow < 2*dupWindow || c.DedupWindow > c.Retention {
-		errs = append(errs, fmt.Errorf("notify: dedup window %s: want %s to the retention", c.DedupWindow, 2*dupWindow))
+	if dup := natsbus.Notifications.StreamConfig().Duplicates; c.DedupWindow < 2*dup || c.DedupWindow > c.Retention {
+		errs = append(errs, fmt.Errorf("notify: dedup window %s: want %s to the retention", c.DedupWindow, 2*dup))
 	}
 	if c.PublishTimeout < 100*time.Millisecond || c.EtcdTimeout < 100*time.Millisecond {
 		errs = append(errs, errors.New("notify: publish and etcd timeouts must be at least 100ms"))

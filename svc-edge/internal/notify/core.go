@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,21 +12,21 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
+	"shindo.dev/lib/natsbus"
 )
-
-// StreamName is the JetStream stream holding notification payloads on
-// every core.
-const StreamName = "NOTIFY"
-
-// dupWindow is the stream's duplicate window: a payload published twice
-// with the same message ID within it (a retried post, two edges repairing
-// the same notification) is stored once.
-const dupWindow = 2 * time.Minute
 
 // errNotHere means a core answered and does not hold the payload.
 var errNotHere = errors.New("payload not on this core")
 
-// core is one core's NATS server and its NOTIFY stream. The connection
+// errUndecodable means a core holds something at the payload's stream
+// sequence that is not a natsbus.NotificationPayload: a payload stored by a
+// version of the edges before natsbus (JSON), or a corrupt one. That copy
+// is as good as gone.
+var errUndecodable = errors.New("stored payload undecodable")
+
+// core is one core's NATS server and its stream of natsbus.Notifications. The connection
 // reconnects forever; the stream is (re)created whenever the core is
 // connected and it is not known to exist.
 type core struct {
@@ -147,7 +146,7 @@ func (c *core) ready(ctx context.Context, cfg streamConfig, claim func(*core, st
 	}
 	st, err := c.js.CreateOrUpdateStream(ctx, cfg.jetstream())
 	if err != nil {
-		return nil, fmt.Errorf("core %s: stream %s: %w", name, StreamName, err)
+		return nil, fmt.Errorf("core %s: stream %s: %w", name, natsbus.Notifications.Stream(), err)
 	}
 	c.state.Store(&coreState{name: name, stream: st})
 	return st, nil
@@ -161,7 +160,8 @@ func (c *core) reset(err error) {
 	}
 }
 
-// streamConfig holds what the NOTIFY stream's configuration depends on.
+// streamConfig holds what the stream's configuration depends on beyond
+// the contract (natsbus.Notifications).
 type streamConfig struct {
 	maxAge   time.Duration
 	maxBytes int64
@@ -169,32 +169,21 @@ type streamConfig struct {
 }
 
 func (s streamConfig) jetstream() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        StreamName,
-		Description: "shindo notification payloads (svc-edge); order and delivery state live in etcd",
-		Subjects:    []string{"shindo.notify.>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      s.maxAge,
-		MaxBytes:    s.maxBytes,
-		MaxMsgSize:  int32(s.maxMsg),
-		// A full store refuses new payloads: dropping old ones would
-		// lose notifications already acknowledged to their posters.
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  dupWindow,
-		AllowDirect: true,
-		Replicas:    1,
-	}
+	cfg := natsbus.Notifications.StreamConfig()
+	cfg.MaxAge = s.maxAge
+	cfg.MaxBytes = s.maxBytes
+	cfg.MaxMsgSize = int32(s.maxMsg)
+	return cfg
 }
 
 // publish stores a payload and returns its stream sequence.
-func (c *core) publish(ctx context.Context, st jetstream.Stream, client string, p payload) (uint64, error) {
-	b, err := json.Marshal(p)
+func (c *core) publish(ctx context.Context, st jetstream.Stream, client string, p *natsbusv1.NotificationPayload) (uint64, error) {
+	msg, err := natsbus.Notifications.Msg(ctx, client, p)
 	if err != nil {
 		return 0, err
 	}
-	ack, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject(client), Data: b},
-		jetstream.WithMsgID(client+"/"+p.ID), jetstream.WithExpectStream(StreamName))
+	ack, err := c.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(client+"/"+p.GetId()), jetstream.WithExpectStream(natsbus.Notifications.Stream()))
 	if err != nil {
 		c.reset(err)
 		return 0, err
@@ -203,21 +192,25 @@ func (c *core) publish(ctx context.Context, st jetstream.Stream, client string, 
 }
 
 // get reads the payload of client's notification id at stream sequence
-// seq; errNotHere when the core answers without it.
-func (c *core) get(ctx context.Context, st jetstream.Stream, client, id string, seq uint64) (payload, error) {
+// seq; errNotHere when the core answers without it, errUndecodable when
+// what it holds there is not a payload.
+func (c *core) get(ctx context.Context, st jetstream.Stream, client, id string, seq uint64) (*natsbusv1.NotificationPayload, error) {
 	m, err := st.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return payload{}, errNotHere
+		return nil, errNotHere
 	}
 	if err != nil {
 		c.reset(err)
-		return payload{}, err
+		return nil, err
 	}
-	var p payload
-	if json.Unmarshal(m.Data, &p) != nil || p.ID != id || p.Client != client {
+	p, err := natsbus.Notifications.Decode(m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: core %s, sequence %d: %w", errUndecodable, c.Name(), seq, err)
+	}
+	if p.GetId() != id || p.GetClient() != client {
 		// Another message at that sequence: the core's stream was
 		// recreated since; this copy is gone.
-		return payload{}, errNotHere
+		return nil, errNotHere
 	}
 	return p, nil
 }

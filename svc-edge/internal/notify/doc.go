@@ -20,11 +20,17 @@
 //
 // # Storage: payloads on both cores, order and state in etcd
 //
-// Each core's NATS server keeps a JetStream stream NOTIFY (subjects
-// shindo.notify.<client>, file storage fsynced per write, max age the
-// retention, a byte cap that refuses rather than drops). The two servers
-// are separate, as everywhere in shindo (see cli/internal/natscmd), so a
-// post is written to both at once. etcd (three members, one may be lost)
+// Each core's NATS server keeps the JetStream stream of the hop
+// natsbus.Notifications (NOTIFY, a subject per client: file storage
+// fsynced per write, max age the retention, a byte cap that refuses rather
+// than drops), each payload a shindo.natsbus.v1.NotificationPayload. A
+// stored payload that does not decode — written as JSON by the edges
+// before the contract, or corrupt — is counted
+// (shindo_edge_notify_undecodable_total), logged and taken as absent from
+// that core: the notification is read from another holder or skipped as
+// missing, never delivered half-read. The two servers are separate, as
+// everywhere in shindo (see cli/internal/natscmd), so a post is written to
+// both at once. etcd (three members, one may be lost)
 // holds per client: head (last sequence number), acked, owner, and one
 // entry per committed notification naming where its payload is: core name
 // (the server's JetStream domain) → stream sequence.

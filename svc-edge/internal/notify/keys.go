@@ -104,16 +104,6 @@ func parseOwner(v []byte) owner {
 	return o
 }
 
-// payload is what a core's NOTIFY stream stores for one notification. Its
-// sequence number is not in it: that is given when the notification is
-// committed in etcd, after it is stored.
-type payload struct {
-	ID     string          `json:"id"`
-	Client string          `json:"client"`
-	Time   int64           `json:"time"`
-	Data   json.RawMessage `json:"data"`
-}
-
 // Notification is one notification delivered to a client.
 type Notification struct {
 	Client   string
@@ -135,11 +125,4 @@ func (n Notification) JSON() []byte {
 		Data   json.RawMessage `json:"data"`
 	}{n.ID, n.Seq, n.Client, n.PostedAt.UnixMilli(), n.Data})
 	return b
-}
-
-// subject is the NATS subject of a client's payloads. Client IDs may hold
-// dots, which split subject tokens, so they become '~' (not allowed in IDs,
-// so the mapping is one to one).
-func subject(client string) string {
-	return "shindo.notify." + strings.ReplaceAll(client, ".", "~")
 }

@@ -23,6 +23,7 @@ type metrics struct {
 	subs        prometheus.Gauge
 	repaired    prometheus.Counter
 	missing     prometheus.Counter
+	undecodable prometheus.Counter
 	sessions    prometheus.Counter
 }
 
@@ -69,6 +70,10 @@ func newMetrics() *metrics {
 			Name: "shindo_edge_notify_missing_total",
 			Help: "Committed notifications whose payload no core holds any more (expired or a store lost): skipped.",
 		}),
+		undecodable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shindo_edge_notify_undecodable_total",
+			Help: "Stored payloads read back that were not a notification payload (stored by an older version, or corrupt): taken as missing on that core.",
+		}),
 		sessions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shindo_edge_notify_etcd_sessions_total",
 			Help: "etcd leases this edge held ownership on; more than one means a lease was lost and its subscriptions ended.",
@@ -77,5 +82,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.posts, m.postSeconds, m.stores, m.delivered, m.acked, m.takeovers, m.lost, m.subs, m.repaired, m.missing, m.sessions}
+	return []prometheus.Collector{m.posts, m.postSeconds, m.stores, m.delivered, m.acked, m.takeovers, m.lost, m.subs, m.repaired, m.missing, m.undecodable, m.sessions}
 }

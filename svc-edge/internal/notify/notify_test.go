@@ -15,7 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"shindo.dev/lib/faultproxy"
+	"shindo.dev/lib/natsbus"
 )
 
 func TestPostDeliverAck(t *testing.T) {
@@ -104,7 +107,7 @@ func streamMsgs(t testing.TB, n *natsNode) uint64 {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	st, err := js.Stream(t.Context(), StreamName)
+	st, err := js.Stream(t.Context(), natsbus.Notifications.Stream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -624,7 +627,7 @@ func TestMissingPayloadSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 		js, _ := jetstream.New(nc)
-		st, err := js.Stream(t.Context(), StreamName)
+		st, err := js.Stream(t.Context(), natsbus.Notifications.Stream())
 		if err == nil {
 			err = st.DeleteMsg(t.Context(), env.entryAt(t, client, 1)[c.name()])
 		}
@@ -676,5 +679,70 @@ func TestCoreDownAtStart(t *testing.T) {
 	eventually(t, "TNN-1 caught up", func() bool { return env.keys(t, repairPrefix+client+"/") == 0 })
 	if at := env.entryAt(t, client, 1); at[tnn.name()] == 0 {
 		t.Fatalf("seq 1 stored at %v after repair", at)
+	}
+}
+
+// TestDeliveredLineUnchanged: the SSE data line of a notification is what
+// it was when payloads were stored as JSON, byte for byte: HTML characters
+// and line separators escaped as encoding/json writes them, other text as
+// it came.
+func TestDeliveredLineUnchanged(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	tpe := env.edge(t, "TPE-1")
+	client := newClient(t) + ".app"
+	rec := tpe.post(t, client, "{\"t\": \"<a&b>\", \"s\": \"\u2028\u2029\", \"jp\": \"震度5弱\", \"n\": [1, 2.50, null]}")
+	ch, err := tpe.svc.Subscribe(t.Context(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := recv(t, ch, 1)[0]
+	want := fmt.Sprintf(`{"id":%q,"seq":1,"client":%q,"time":%d,"data":{"t":"\u003ca\u0026b\u003e","s":"\u2028\u2029","jp":"震度5弱","n":[1,2.50,null]}}`,
+		rec.ID, client, n.PostedAt.UnixMilli())
+	if got := string(n.JSON()); got != want {
+		t.Fatalf("data line\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestOldPayloadUndecodable: a payload stored by the edges before natsbus
+// (JSON) is read back as undecodable on each core that holds it — counted,
+// logged, and skipped as missing — and delivery goes on with the next.
+func TestOldPayloadUndecodable(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	tpe := env.edge(t, "TPE-1")
+	client := newClient(t)
+	first := tpe.post(t, client, "1")
+	tpe.post(t, client, "2")
+	// Seq 1 now points at a payload as the previous version stored it.
+	old := fmt.Sprintf(`{"id":%q,"client":%q,"time":%d,"data":1}`, first.ID, client, time.Now().UnixMilli())
+	at := map[string]uint64{}
+	for _, c := range env.cores {
+		nc, err := nats.Connect(c.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		ack, err := js.Publish(t.Context(), natsbus.Notifications.Subject(client), []byte(old))
+		nc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at[c.name()] = ack.Sequence
+	}
+	e := entry{ID: first.ID, Posted: time.Now().UnixMilli(), At: at}
+	if _, err := env.cli.Put(t.Context(), entryKey(client, 1), e.marshal(), clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := tpe.svc.Subscribe(t.Context(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSeqs(t, recv(t, ch, 1), 2)
+	if n := testutil.ToFloat64(tpe.svc.m.undecodable); n != float64(len(env.cores)) {
+		t.Fatalf("undecodable %v, want one per core", n)
+	}
+	if n := testutil.ToFloat64(tpe.svc.m.missing); n != 1 {
+		t.Fatalf("missing %v, want 1", n)
 	}
 }

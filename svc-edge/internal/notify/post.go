@@ -14,6 +14,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 )
 
 // commitAttempts bounds the compare-and-swap retries of one post or ack;
@@ -129,7 +131,7 @@ func (s *Service) post(ctx context.Context, client, id string, data json.RawMess
 		return Receipt{}, err
 	}
 	now := time.Now()
-	at := s.store(ctx, client, payload{ID: id, Client: client, Time: now.UnixMilli(), Data: data})
+	at := s.store(ctx, client, &natsbusv1.NotificationPayload{Id: id, Client: client, TimeMs: now.UnixMilli(), Data: data})
 	if len(at) == 0 {
 		return Receipt{}, fmt.Errorf("%w: no core stored the notification (are the cores' NATS servers reachable?)", ErrUnavailable)
 	}
@@ -220,7 +222,7 @@ func (s *Service) commit(ctx context.Context, client, chosenID string, st client
 // store writes the payload to every core at once and returns where it is
 // stored. A core that is down, or slower than PublishTimeout, is left out;
 // the repair loop copies the payload to it later.
-func (s *Service) store(ctx context.Context, client string, p payload) map[string]uint64 {
+func (s *Service) store(ctx context.Context, client string, p *natsbusv1.NotificationPayload) map[string]uint64 {
 	type result struct {
 		core string
 		seq  uint64

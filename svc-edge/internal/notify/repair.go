@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 )
 
 // repairBatch bounds the markers handled per round.
@@ -102,7 +104,7 @@ func (s *Service) repair(ctx context.Context, client string, seq uint64, marker 
 		return err
 	}
 	at := maps.Clone(e.At)
-	var p payload
+	var p *natsbusv1.NotificationPayload
 	var have bool
 	for _, c := range s.cores {
 		if _, ok := at[c.known()]; ok || len(at) >= len(s.cores) {

@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 )
 
 // subscriptionBuffer is how many fetched notifications wait for the SSE
@@ -290,7 +292,7 @@ func (s *Service) fetch(ctx context.Context, client string, seq uint64, e entry)
 		p, err := s.tryFetch(ctx, client, e)
 		if err == nil {
 			return fetched{seq: seq, found: true, n: Notification{
-				Client: client, Seq: seq, ID: e.ID, PostedAt: time.UnixMilli(e.Posted), Data: p.Data}}
+				Client: client, Seq: seq, ID: e.ID, PostedAt: time.UnixMilli(e.Posted), Data: p.GetData()}}
 		}
 		if errors.Is(err, errNotHere) {
 			s.m.missing.Inc()
@@ -321,8 +323,9 @@ func (s *Service) fetch(ctx context.Context, client string, seq uint64, e entry)
 }
 
 // tryFetch asks the holders in the configured order of the cores; it
-// returns errNotHere when each of them answered without the payload.
-func (s *Service) tryFetch(ctx context.Context, client string, e entry) (payload, error) {
+// returns errNotHere when each of them answered without the payload. A
+// copy that does not decode is counted, logged and taken as not there.
+func (s *Service) tryFetch(ctx context.Context, client string, e entry) (*natsbusv1.NotificationPayload, error) {
 	var lastErr error
 	for _, c := range s.cores {
 		at, ok := e.At[c.known()]
@@ -332,11 +335,17 @@ func (s *Service) tryFetch(ctx context.Context, client string, e entry) (payload
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 		st, err := c.ready(cctx, s.stream, s.claim)
 		if err == nil {
-			var p payload
+			var p *natsbusv1.NotificationPayload
 			p, err = c.get(cctx, st, client, e.ID, at)
 			if err == nil {
 				cancel()
 				return p, nil
+			}
+			if errors.Is(err, errUndecodable) {
+				s.m.undecodable.Inc()
+				s.log.Warn("notification payload undecodable; taken as missing on that core", slog.String("client", client),
+					slog.String("id", e.ID), slog.Any("error", err))
+				err = errNotHere
 			}
 		}
 		cancel()
@@ -345,12 +354,12 @@ func (s *Service) tryFetch(ctx context.Context, client string, e entry) (payload
 		}
 	}
 	if lastErr != nil {
-		return payload{}, lastErr
+		return nil, lastErr
 	}
 	for name := range e.At {
 		if s.coreByName(name) == nil && !s.allKnown() {
-			return payload{}, fmt.Errorf("core %s not reached yet", name)
+			return nil, fmt.Errorf("core %s not reached yet", name)
 		}
 	}
-	return payload{}, errNotHere
+	return nil, errNotHere
 }

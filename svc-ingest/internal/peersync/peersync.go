@@ -14,10 +14,13 @@
 // direct packets — a (station, seq) is recorded once, whichever path it
 // came by — and into the journal, and from there to rts and waveform.
 //
-// The exchange rides on NATS: each core serves shindo.sync.<site>.diff on
-// its own server, and asks its peer on the peer's server. Every message is
-// deflated (a leading byte says so): holdings are mostly runs of ones and
-// sequential station IDs, which compress several-fold.
+// The exchange rides on NATS, on the hop natsbus.Sync of the NATS contract:
+// each core serves the subject of its own site on its own server, and asks
+// its peer on the peer's server. Every message travels in a SyncFrame,
+// deflated when that makes it smaller, which it says in the frame's
+// compression: holdings are mostly runs of ones and sequential station IDs,
+// which compress several-fold, so the frame's few bytes cost far less than
+// deflating saves.
 package peersync
 
 import (
@@ -37,12 +40,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
+	"shindo.dev/lib/natsbus"
 	"shindo.dev/lib/replay"
 	"shindo.dev/svc-ingest/internal/journal"
 )
-
-// Subject returns the request subject a core serves.
-func Subject(site string) string { return "shindo.sync." + site + ".diff" }
 
 // Gate is the part of the packet gate the sync uses.
 type Gate interface {
@@ -86,7 +88,7 @@ type Syncer struct {
 	mu    sync.Mutex
 	index map[string]*blocks // where each station's seqs sit in the journal
 
-	sent, received, requests, failures prometheus.Counter
+	sent, received, requests, failures, refused prometheus.Counter
 }
 
 // blocks remembers, for each run of 64 seqs of a station, the journal
@@ -104,8 +106,9 @@ func New(cfg Config) *Syncer {
 		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_received_total", Help: "Records received from the peer core that this core lacked."}),
 		requests: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_requests_total", Help: "Exchanges asked of the peer core."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_failures_total", Help: "Exchanges with the peer core that failed."}),
+		refused:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_requests_refused_total", Help: "Requests of the peer core left unanswered: no reply subject, or not a SyncFrame holding a SyncRequest."}),
 	}
-	cfg.Metrics.MustRegister(s.sent, s.received, s.requests, s.failures)
+	cfg.Metrics.MustRegister(s.sent, s.received, s.requests, s.failures, s.refused)
 	for _, c := range []struct {
 		conn *nats.Conn
 		name string
@@ -164,9 +167,10 @@ func (s *Syncer) firstIndex(station string, seq uint64) (uint64, bool) {
 // Run serves the peer's requests and asks the peer, until ctx ends.
 func (s *Syncer) Run(ctx context.Context) error {
 	if s.cfg.Local != nil {
-		sub, err := s.cfg.Local.Subscribe(Subject(s.cfg.Site), func(m *nats.Msg) { s.answer(m) })
+		subject := natsbus.Sync.Subject(s.cfg.Site)
+		sub, err := s.cfg.Local.Subscribe(subject, func(m *nats.Msg) { s.answer(ctx, m) })
 		if err != nil {
-			return fmt.Errorf("sync: serve %s: %w", Subject(s.cfg.Site), err)
+			return fmt.Errorf("sync: serve %s: %w", subject, err)
 		}
 		defer sub.Unsubscribe()
 	}
@@ -227,15 +231,18 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 	if err != nil {
 		return err
 	}
-	b = pack(b)
-	inbox := s.cfg.Peer.NewRespInbox()
-	sub, err := s.cfg.Peer.SubscribeSync(inbox)
+	msg, err := natsbus.Sync.Msg(ctx, s.cfg.PeerSite, frame(b))
+	if err != nil {
+		return err
+	}
+	msg.Reply = s.cfg.Peer.NewRespInbox()
+	sub, err := s.cfg.Peer.SubscribeSync(msg.Reply)
 	if err != nil {
 		return err
 	}
 	defer sub.Unsubscribe()
 	s.requests.Inc()
-	if err := s.cfg.Peer.PublishRequest(Subject(s.cfg.PeerSite), inbox, b); err != nil {
+	if err := s.cfg.Peer.PublishMsg(msg); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(answerTimeout)
@@ -250,7 +257,7 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 			return err
 		}
 		var resp ingestv1.SyncResponse
-		data, err := unpack(m.Data)
+		data, err := unframe(m.Data)
 		if err == nil {
 			err = proto.Unmarshal(data, &resp)
 		}
@@ -301,11 +308,21 @@ func (s *Syncer) record(ctx context.Context, recs []*ingestv1.Record) error {
 
 // answer serves one request: it works out which of the requester's seqs
 // this core holds and the requester does not, finds them in the journal
-// and sends them back.
-func (s *Syncer) answer(m *nats.Msg) {
+// and sends them back. A request it cannot read (a peer of another
+// version of the contract) is counted and logged, and left unanswered: the
+// peer's exchange fails, which it counts and logs too.
+func (s *Syncer) answer(ctx context.Context, m *nats.Msg) {
 	var req ingestv1.SyncRequest
-	data, err := unpack(m.Data)
-	if m.Reply == "" || err != nil || proto.Unmarshal(data, &req) != nil {
+	data, err := unframe(m.Data)
+	if err == nil {
+		err = proto.Unmarshal(data, &req)
+	}
+	if err == nil && m.Reply == "" {
+		err = errors.New("no reply subject")
+	}
+	if err != nil {
+		s.refused.Inc()
+		s.cfg.Log.Warn("sync request refused", slog.String("peer", s.cfg.PeerSite), slog.Any("error", err))
 		return
 	}
 	type key struct {
@@ -351,7 +368,11 @@ func (s *Syncer) answer(m *nats.Msg) {
 			out = protowire.AppendTag(out, 2, protowire.VarintType)
 			out = protowire.AppendVarint(out, 1)
 		}
-		if err := s.cfg.Local.Publish(m.Reply, pack(out)); err != nil {
+		msg, err := natsbus.Sync.Reply(ctx, m.Reply, frame(out))
+		if err == nil {
+			err = s.cfg.Local.PublishMsg(msg)
+		}
+		if err != nil {
 			s.cfg.Log.Warn("sync answer not sent", slog.Any("error", err))
 		}
 		batch = nil
@@ -473,44 +494,43 @@ func field(b []byte, num protowire.Number) ([]byte, bool) {
 	return nil, false
 }
 
-// Message framing: one byte, then the protobuf message, raw or deflated.
-const (
-	framePlain   = 0
-	frameDeflate = 1
-	// maxUnpacked bounds what a deflated message may expand to.
-	maxUnpacked = 64 << 20
-)
+// maxUnframed bounds what a deflated message may expand to.
+const maxUnframed = 64 << 20
 
-func pack(b []byte) []byte {
+// frame wraps a serialized message for the wire, deflated unless that
+// makes it no smaller.
+func frame(b []byte) *natsbusv1.SyncFrame {
 	var buf bytes.Buffer
-	buf.WriteByte(frameDeflate)
 	w, _ := flate.NewWriter(&buf, flate.BestSpeed)
 	w.Write(b)
 	w.Close()
-	if buf.Len() >= len(b)+1 {
-		return append([]byte{framePlain}, b...)
+	if buf.Len() >= len(b) {
+		return &natsbusv1.SyncFrame{Compression: natsbusv1.Compression_COMPRESSION_NONE, Message: b}
 	}
-	return buf.Bytes()
+	return &natsbusv1.SyncFrame{Compression: natsbusv1.Compression_COMPRESSION_DEFLATE, Message: buf.Bytes()}
 }
 
-func unpack(b []byte) ([]byte, error) {
-	if len(b) == 0 {
-		return nil, errors.New("empty message")
+// unframe returns the serialized message of a frame as it came off the
+// wire, inflated to at most maxUnframed bytes.
+func unframe(data []byte) ([]byte, error) {
+	f, err := natsbus.Sync.Decode(data)
+	if err != nil {
+		return nil, err
 	}
-	switch b[0] {
-	case framePlain:
-		return b[1:], nil
-	case frameDeflate:
-		r := flate.NewReader(bytes.NewReader(b[1:]))
+	switch f.GetCompression() {
+	case natsbusv1.Compression_COMPRESSION_NONE:
+		return f.GetMessage(), nil
+	case natsbusv1.Compression_COMPRESSION_DEFLATE:
+		r := flate.NewReader(bytes.NewReader(f.GetMessage()))
 		defer r.Close()
-		out, err := io.ReadAll(io.LimitReader(r, maxUnpacked+1))
+		out, err := io.ReadAll(io.LimitReader(r, maxUnframed+1))
 		if err != nil {
 			return nil, err
 		}
-		if len(out) > maxUnpacked {
+		if len(out) > maxUnframed {
 			return nil, errors.New("message too large")
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("unknown frame %d", b[0])
+	return nil, fmt.Errorf("unknown compression %v", f.GetCompression())
 }

@@ -3,6 +3,7 @@ package peersync
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -17,7 +18,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/lib/natsbus"
 	"shindo.dev/lib/replay"
 	"shindo.dev/svc-ingest/internal/journal"
 )
@@ -250,14 +253,27 @@ func TestBackfillAfterPeerOutage(t *testing.T) {
 
 func counter(c prometheus.Counter) float64 { return testutil.ToFloat64(c) }
 
-func FuzzUnpack(f *testing.F) {
-	f.Add(pack([]byte("holdings")))
-	f.Add([]byte{framePlain, 1, 2})
-	f.Add([]byte{frameDeflate, 0xff})
+// encodedFrame is a frame as it goes on the wire.
+func encodedFrame(t testing.TB, f *natsbusv1.SyncFrame) []byte {
+	t.Helper()
+	b, err := natsbus.Sync.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func FuzzUnframe(f *testing.F) {
+	f.Add(encodedFrame(f, frame([]byte("holdings"))))
+	f.Add(encodedFrame(f, frame(bytes.Repeat([]byte{0xff}, 1000))))
+	f.Add(encodedFrame(f, &natsbusv1.SyncFrame{Compression: natsbusv1.Compression_COMPRESSION_NONE, Message: []byte{1, 2}}))
+	f.Add(encodedFrame(f, &natsbusv1.SyncFrame{Compression: natsbusv1.Compression_COMPRESSION_DEFLATE, Message: []byte{0xff}}))
+	f.Add(encodedFrame(f, &natsbusv1.SyncFrame{Compression: 7}))
+	f.Add([]byte{1, 0xff}) // the framing before natsbus: a byte, then deflate
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out, err := unpack(b)
-		if err == nil && len(out) > maxUnpacked {
+		out, err := unframe(b)
+		if err == nil && len(out) > maxUnframed {
 			t.Fatal("oversize")
 		}
 		var req ingestv1.SyncRequest
@@ -267,12 +283,76 @@ func FuzzUnpack(f *testing.F) {
 	})
 }
 
-func TestPackRoundTrip(t *testing.T) {
+// TestFrameRoundTrip: what compresses is deflated, what does not goes as
+// it is; either comes back whole, and frames that do not follow the
+// contract are refused.
+func TestFrameRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, in := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte{0xff}, 10_000)} {
-		out, err := unpack(pack(in))
-		if err != nil || !bytes.Equal(out, in) {
-			t.Fatalf("round trip of %d bytes: %v", len(in), err)
+	for _, c := range []struct {
+		in   []byte
+		want natsbusv1.Compression
+	}{
+		{nil, natsbusv1.Compression_COMPRESSION_NONE},
+		{[]byte("x"), natsbusv1.Compression_COMPRESSION_NONE},
+		{bytes.Repeat([]byte{0xff}, 10_000), natsbusv1.Compression_COMPRESSION_DEFLATE},
+	} {
+		f := frame(c.in)
+		if f.GetCompression() != c.want {
+			t.Errorf("%d bytes framed %v, want %v", len(c.in), f.GetCompression(), c.want)
 		}
+		out, err := unframe(encodedFrame(t, f))
+		if err != nil || !bytes.Equal(out, c.in) {
+			t.Fatalf("round trip of %d bytes: %v", len(c.in), err)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"before natsbus":          {1, 0x4b, 0x04, 0x00},
+		"compression missing":     encodedFrame(t, &natsbusv1.SyncFrame{Message: []byte("x")}),
+		"unknown compression":     encodedFrame(t, &natsbusv1.SyncFrame{Compression: 7, Message: []byte("x")}),
+		"deflate of a bad stream": encodedFrame(t, &natsbusv1.SyncFrame{Compression: natsbusv1.Compression_COMPRESSION_DEFLATE, Message: []byte{0xff}}),
+	} {
+		if _, err := unframe(b); err == nil {
+			t.Errorf("%s: unframed without error", name)
+		}
+	}
+}
+
+// TestUnreadableRequestRefused: a request in a SyncFrame is answered; one
+// in another framing (a peer of the version before natsbus: one byte, then
+// the message) is counted and left unanswered.
+func TestUnreadableRequestRefused(t *testing.T) {
+	t.Parallel()
+	a, _ := pair(t, time.Hour, time.Hour)
+	a.receive(t, "S1", seqs(1, 10, nil)...)
+	run(t, a)
+	nc := connect(t, a.srv.ClientURL())
+	req, _ := proto.Marshal(&ingestv1.SyncRequest{Site: "TYO-1", Stations: []*ingestv1.StationHoldings{{StationId: "S1"}}})
+	msg, err := natsbus.Sync.Msg(t.Context(), "TNN-1", frame(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	answer, err := nc.RequestMsg(msg, 5*time.Second)
+	for errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the syncer is not serving yet
+		answer, err = nc.RequestMsg(msg, 5*time.Second)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp ingestv1.SyncResponse
+	data, err := unframe(answer.Data)
+	if err == nil {
+		err = proto.Unmarshal(data, &resp)
+	}
+	if err != nil || !resp.GetLast() || len(resp.GetRecords()) != 10 {
+		t.Fatalf("answer: %d records, last %v, %v", len(resp.GetRecords()), resp.GetLast(), err)
+	}
+
+	if _, err := nc.Request(natsbus.Sync.Subject("TNN-1"), append([]byte{0}, req...), 300*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("a request in the old framing: %v, want no answer", err)
+	}
+	if n := counter(a.syncer.refused); n != 1 {
+		t.Fatalf("refused %v, want 1", n)
 	}
 }

@@ -1,31 +1,24 @@
-// Package natspub publishes svc-rts's output on the core's NATS server:
-// every snapshot on shindo.rts.<site>.snapshot (plain NATS: at two a
-// second the newest one is what matters), and every detection update on
-// shindo.detections.<site>, kept in the JetStream stream DETECTIONS (fsynced,
-// seven days; message ID "<id>:<serial>", so a republished update is stored
-// once).
+// Package natspub publishes svc-rts's output on the core's NATS server, on
+// the hops of the NATS contract (lib/natsbus): every snapshot
+// (natsbus.Snapshots, plain NATS: at two a second the newest one is what
+// matters), and every detection update (natsbus.Detections, kept in the
+// JetStream stream the contract declares, fsynced, seven days; message ID
+// "<id>:<serial>", so a republished update is stored once).
 package natspub
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
+	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/natsbus"
 )
-
-// SnapshotSubject and DetectionSubject name what a site publishes.
-func SnapshotSubject(site string) string  { return "shindo.rts." + site + ".snapshot" }
-func DetectionSubject(site string) string { return "shindo.detections." + site }
-
-// StreamName is the JetStream stream of detections.
-const StreamName = "DETECTIONS"
 
 // Publisher implements rtsgrpc.Publisher over NATS.
 type Publisher struct {
@@ -42,15 +35,8 @@ func New(ctx context.Context, nc *nats.Conn, site string, reg prometheus.Registe
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:       StreamName,
-		Subjects:   []string{"shindo.detections.>"},
-		Storage:    jetstream.FileStorage,
-		MaxAge:     7 * 24 * time.Hour,
-		Duplicates: 10 * time.Minute,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("jetstream stream %s: %w", StreamName, err)
+	if _, err = js.CreateOrUpdateStream(ctx, natsbus.Detections.StreamConfig()); err != nil {
+		return nil, fmt.Errorf("jetstream stream %s: %w", natsbus.Detections.Stream(), err)
 	}
 	p := &Publisher{site: site, nc: nc, js: js, log: log,
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_rts_publish_failures_total", Help: "NATS publications that failed, by kind."}, []string{"kind"})}
@@ -59,11 +45,12 @@ func New(ctx context.Context, nc *nats.Conn, site string, reg prometheus.Registe
 }
 
 // PublishSnapshot sends a snapshot; a slow or absent server loses it, the
-// next one is half a second away.
+// next one is half a second away. The tick loop has no context of its
+// own: a tick is not part of any request.
 func (p *Publisher) PublishSnapshot(s *rtsv1.Snapshot) {
-	b, err := proto.Marshal(s)
+	msg, err := natsbus.Snapshots.Msg(context.Background(), p.site, &natsbusv1.SnapshotPublished{Snapshot: s})
 	if err == nil {
-		err = p.nc.Publish(SnapshotSubject(p.site), b)
+		err = p.nc.PublishMsg(msg)
 	}
 	if err != nil {
 		p.failed.WithLabelValues("snapshot").Inc()
@@ -74,12 +61,12 @@ func (p *Publisher) PublishSnapshot(s *rtsv1.Snapshot) {
 // the tick loop: the acknowledgement is awaited in the background and a
 // failure is logged.
 func (p *Publisher) PublishDetection(d *rtsv1.Detection) {
-	b, err := proto.Marshal(d)
+	msg, err := natsbus.Detections.Msg(context.Background(), p.site, &natsbusv1.DetectionPublished{Detection: d})
 	if err != nil {
 		p.failed.WithLabelValues("detection").Inc()
 		return
 	}
-	ack, err := p.js.PublishAsync(DetectionSubject(p.site), b, jetstream.WithMsgID(fmt.Sprintf("%s:%d", d.GetId(), d.GetSerial())))
+	ack, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(fmt.Sprintf("%s:%d", d.GetId(), d.GetSerial())))
 	if err != nil {
 		p.failed.WithLabelValues("detection").Inc()
 		p.log.Warn("detection not published", slog.String("id", d.GetId()), slog.Any("error", err))

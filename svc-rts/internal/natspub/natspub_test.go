@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/natsbus"
 )
 
 func TestPublishes(t *testing.T) {
@@ -38,7 +38,7 @@ func TestPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := nc.SubscribeSync(SnapshotSubject("TNN-1"))
+	sub, err := nc.SubscribeSync(natsbus.Snapshots.Subject("TNN-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +47,9 @@ func TestPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var snap rtsv1.Snapshot
-	if err := proto.Unmarshal(m.Data, &snap); err != nil || snap.GetTimeMs() != 500 {
-		t.Fatalf("snapshot %v %v", &snap, err)
+	snap, err := natsbus.Snapshots.Decode(m.Data)
+	if err != nil || snap.GetSnapshot().GetTimeMs() != 500 {
+		t.Fatalf("snapshot %v %v", snap, err)
 	}
 
 	d := &rtsv1.Detection{Id: "1800000000000-18", Serial: 1}
@@ -57,7 +57,7 @@ func TestPublishes(t *testing.T) {
 	p.PublishDetection(d) // the same update again: stored once
 	p.PublishDetection(&rtsv1.Detection{Id: "1800000000000-18", Serial: 2})
 	js, _ := jetstream.New(nc)
-	stream, err := js.Stream(ctx, StreamName)
+	stream, err := js.Stream(ctx, natsbus.Detections.Stream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +72,12 @@ func TestPublishes(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	last, err := stream.GetLastMsgForSubject(ctx, DetectionSubject("TNN-1"))
+	last, err := stream.GetLastMsgForSubject(ctx, natsbus.Detections.Subject("TNN-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got rtsv1.Detection
-	if proto.Unmarshal(last.Data, &got); got.GetSerial() != 2 {
-		t.Fatalf("last detection %v", &got)
+	got, err := natsbus.Detections.Decode(last.Data)
+	if err != nil || got.GetDetection().GetSerial() != 2 {
+		t.Fatalf("last detection %v %v", got, err)
 	}
 }

@@ -357,8 +357,9 @@ func (x *Link) GetRttvarMs() float64 {
 
 // SyncRequest is what a core tells its peer it holds of each station's
 // recent seqs, asking for the records it lacks. Cores exchange it over NATS
-// (request subject shindo.sync.<peer site>.diff); the peer answers with
-// SyncResponse messages on the reply subject, the last one marked.
+// in a shindo.natsbus.v1.SyncFrame, on the subject that message declares;
+// the peer answers with SyncResponse messages on the reply subject, the last
+// one marked.
 type SyncRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The requesting core.
