@@ -182,7 +182,11 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 			return err
 		}
 		in.indexed = syncer.Indexed
-		in.rebuildIndex(syncer)
+		if err := in.rebuildIndex(syncer); err != nil {
+			// The sync then offers the peer what it holds from now on,
+			// and its long exchanges cover the rest.
+			log.Warn("journal not indexed for the sync", slog.Any("error", err))
+		}
 	}
 	handle := in.handle
 
@@ -190,7 +194,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	svc.OnShutdown("udp socket", func(context.Context) error { udp.Close(); return nil })
+	svc.OnShutdown("udp socket", func(context.Context) error { return udp.Close() })
 	svc.Go("udp listener", udp)
 	wsRefused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shindo_ingest_ws_refused_total", Help: "WebSocket uplinks refused or closed unstarted, by reason.",

@@ -53,8 +53,8 @@ func (in *intake) rebuild(log *slog.Logger) error {
 }
 
 // rebuildIndex tells idx where the newest journal records are.
-func (in *intake) rebuildIndex(idx interface{ Indexed(string, uint64, uint64) }) {
-	in.scanRecent(func(station string, seq, index uint64, _ int64) { idx.Indexed(station, seq, index) })
+func (in *intake) rebuildIndex(idx interface{ Indexed(string, uint64, uint64) }) error {
+	return in.scanRecent(func(station string, seq, index uint64, _ int64) { idx.Indexed(station, seq, index) })
 }
 
 func (in *intake) scanRecent(fn func(station string, seq, index uint64, recvAtMs int64)) error {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"shindo.dev/devkit/poll"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/mseed"
 )
@@ -95,25 +96,28 @@ func startChild(t *testing.T, bin, dataDir string) *child {
 		c.cmd.Process.Kill()
 		<-c.exited
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		res, err := http.Get("http://" + admin + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return c
-			}
-		}
+	ready := poll.Within(20*time.Second, func() bool {
 		select {
 		case <-c.exited:
-			t.Fatalf("shindo-waveform exited: %v\n%s", c.err, c.stderr)
+			return true // reported below
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shindo-waveform not ready\n%s", c.stderr)
+		res, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	select {
+	case <-c.exited:
+		t.Fatalf("shindo-waveform exited: %v\n%s", c.err, c.stderr)
+	default:
 	}
+	if !ready {
+		t.Fatalf("shindo-waveform not ready\n%s", c.stderr)
+	}
+	return c
 }
 
 // TestCrashSafety runs svc-waveform as a separate process, streams batches

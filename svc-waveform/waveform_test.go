@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"shindo.dev/devkit/poll"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
@@ -144,13 +145,7 @@ func TestIngestToLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Ingest only once the server holds the subscription.
-	deadline := time.Now().Add(5 * time.Second)
-	for ts.srv.LiveSubscribers() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("subscription never registered")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "the subscription registered", func() bool { return ts.srv.LiveSubscribers() == 1 })
 	now := time.Now().UnixMilli() / 500 * 500
 	batch := &waveformv1.IngestRequest{BatchId: 1, Records: []*ingestv1.Record{
 		sensorRecord("A", now-1000, 2), sensorRecord("B", now-1000, 2), intensityRecord("A", now-500), sensorRecord("A", now-500, 2),

@@ -173,7 +173,7 @@ func (f *Forwarder) session(ctx context.Context) error {
 		return fmt.Errorf("open stream: %w", err)
 	}
 	f.sessions.Inc()
-	defer st.CloseSend()
+	defer func() { _ = st.CloseSend() }() // ends our half; the stream's own error is what counts
 
 	next := f.j.Cursor(f.target)
 	if next < f.j.Next() {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"shindo.dev/devkit/poll"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
@@ -182,17 +183,6 @@ func newForwarder(t *testing.T, j *journal.Journal, open Opener, opts Options) *
 	return New("rts", open, j, opts, NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestDeliversEverythingInOrder(t *testing.T) {
 	t.Parallel()
 	r := &receiver{}
@@ -205,8 +195,8 @@ func TestDeliversEverythingInOrder(t *testing.T) {
 	go func() { f.Run(ctx); close(done) }()
 	const n = 20_000
 	appendRecords(t, j, 1, n)
-	waitFor(t, "all records", func() bool { return len(r.distinct()) == n })
-	waitFor(t, "cursor at the end", func() bool { return f.Lag() == 0 })
+	poll.Until(t, 10*time.Second, "all records", func() bool { return len(r.distinct()) == n })
+	poll.Until(t, 10*time.Second, "cursor at the end", func() bool { return f.Lag() == 0 })
 	cancel()
 	<-done
 	r.mu.Lock()
@@ -234,7 +224,7 @@ func TestReceiverRestartLosesNothing(t *testing.T) {
 	defer cancel()
 	go f.Run(ctx)
 	appendRecords(t, j, 1, 100)
-	waitFor(t, "window full", func() bool { return r1.batchCount() == 3 })
+	poll.Until(t, 10*time.Second, "window full", func() bool { return r1.batchCount() == 3 })
 	if f.Lag() != 100 {
 		t.Fatalf("lag %d with nothing acked", f.Lag())
 	}
@@ -242,8 +232,8 @@ func TestReceiverRestartLosesNothing(t *testing.T) {
 
 	r2 := &receiver{}
 	serve(t, addr, r2)
-	waitFor(t, "all records at the new receiver", func() bool { return len(r2.distinct()) == 100 })
-	waitFor(t, "everything acked", func() bool { return f.Lag() == 0 })
+	poll.Until(t, 10*time.Second, "all records at the new receiver", func() bool { return len(r2.distinct()) == 100 })
+	poll.Until(t, 10*time.Second, "everything acked", func() bool { return f.Lag() == 0 })
 }
 
 // TestSlowReceiverBuffersOnDisk: while the receiver does not ack, records
@@ -259,12 +249,12 @@ func TestSlowReceiverBuffersOnDisk(t *testing.T) {
 	defer cancel()
 	go f.Run(ctx)
 	appendRecords(t, j, 1, 5000)
-	waitFor(t, "window full", func() bool { return r.batchCount() == 2 })
+	poll.Until(t, 10*time.Second, "window full", func() bool { return r.batchCount() == 2 })
 	if got := len(r.distinct()); got != 20 {
 		t.Fatalf("receiver got %d records beyond its window", got)
 	}
 	close(r.gate) // it catches up
-	waitFor(t, "all delivered", func() bool { return len(r.distinct()) == 5000 })
+	poll.Until(t, 10*time.Second, "all delivered", func() bool { return len(r.distinct()) == 5000 })
 }
 
 // TestForwarderRestartResumes: a new forwarder on the same journal (an
@@ -280,7 +270,7 @@ func TestForwarderRestartResumes(t *testing.T) {
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()
 	appendRecords(t, j, 1, 1000)
-	waitFor(t, "first thousand", func() bool { return f.Lag() == 0 })
+	poll.Until(t, 10*time.Second, "first thousand", func() bool { return f.Lag() == 0 })
 	cancel()
 	<-done
 	j.Close()
@@ -293,7 +283,7 @@ func TestForwarderRestartResumes(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
-	waitFor(t, "the second thousand", func() bool { return len(r.distinct()) == 2000 })
+	poll.Until(t, 10*time.Second, "the second thousand", func() bool { return len(r.distinct()) == 2000 })
 	if sent := r.batchCount() - before; sent > 1000/50+2 {
 		t.Fatalf("resent from the start: %d batches for 1000 new records", sent)
 	}
@@ -311,8 +301,8 @@ func TestWantFilters(t *testing.T) {
 	defer cancel()
 	go f.Run(ctx)
 	appendRecords(t, j, 1, 100)
-	waitFor(t, "even records", func() bool { return len(r.distinct()) == 50 })
-	waitFor(t, "cursor past the odd ones too", func() bool { return f.Lag() == 0 })
+	poll.Until(t, 10*time.Second, "even records", func() bool { return len(r.distinct()) == 50 })
+	poll.Until(t, 10*time.Second, "cursor past the odd ones too", func() bool { return f.Lag() == 0 })
 	for s := range r.distinct() {
 		if s%2 != 0 {
 			t.Fatalf("odd record %d forwarded", s)
@@ -337,7 +327,7 @@ func TestReplayAskedFor(t *testing.T) {
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()
 	appendRecords(t, j, 1, 100)
-	waitFor(t, "the first hundred", func() bool { return f.Lag() == 0 })
+	poll.Until(t, 10*time.Second, "the first hundred", func() bool { return f.Lag() == 0 })
 	cancel()
 	<-done
 
@@ -352,14 +342,14 @@ func TestReplayAskedFor(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
-	waitFor(t, "window full of replayed records", func() bool { return r.batchCount() == 4 })
+	poll.Until(t, 10*time.Second, "window full of replayed records", func() bool { return r.batchCount() == 4 })
 	if c := j.Cursor("rts"); c != 100 {
 		t.Fatalf("cursor %d while replaying, want it kept at 100", c)
 	}
 	close(r.gate)
-	waitFor(t, "the replay", func() bool { return len(r.distinct()) == 41 })
+	poll.Until(t, 10*time.Second, "the replay", func() bool { return len(r.distinct()) == 41 })
 	appendRecords(t, j, 101, 110)
-	waitFor(t, "the new records", func() bool { return len(r.distinct()) == 51 })
+	poll.Until(t, 10*time.Second, "the new records", func() bool { return len(r.distinct()) == 51 })
 	r.mu.Lock()
 	for i, s := range r.seqs {
 		if s != uint64(60+i) {
@@ -372,7 +362,7 @@ func TestReplayAskedFor(t *testing.T) {
 		t.Fatalf("caught up marked after %v records, want once after the 41 received before the stream", r.caughtUpAt)
 	}
 	r.mu.Unlock()
-	waitFor(t, "cursor at the end", func() bool { return f.Lag() == 0 })
+	poll.Until(t, 10*time.Second, "cursor at the end", func() bool { return f.Lag() == 0 })
 
 	// Asked for nothing, the next stream starts at the cursor.
 	r.mu.Lock()
@@ -384,7 +374,7 @@ func TestReplayAskedFor(t *testing.T) {
 	f = newForwarder(t, j, open, Options{MaxBatch: 8, Window: 4})
 	go f.Run(ctx)
 	appendRecords(t, j, 111, 115)
-	waitFor(t, "the five new records", func() bool { return len(r.distinct()) == 5 })
+	poll.Until(t, 10*time.Second, "the five new records", func() bool { return len(r.distinct()) == 5 })
 	if d := r.distinct(); d[110] != 0 || d[111] != 1 {
 		t.Fatalf("second stream received %v", d)
 	}

@@ -3,7 +3,6 @@ package journal
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -82,7 +81,7 @@ func TestOutOfDescriptors(t *testing.T) {
 		t.Fatalf("read with no descriptor free: %d records, %v", len(got), err)
 	}
 	segs, failures := len(j.segs), j.RotateFailures()
-	fmt.Printf("segments %d, rotate failures %d\n", segs, failures)
+	t.Logf("segments %d, rotate failures %d", segs, failures)
 	if segs < 8 || failures != 0 {
 		t.Fatalf("%d segments, %d rotations failed: the spares should have let every segment start", segs, failures)
 	}

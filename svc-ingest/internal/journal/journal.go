@@ -421,8 +421,10 @@ func (j *Journal) commit(batch []*appendReq) error {
 		for _, p := range r.payloads {
 			binary.LittleEndian.PutUint32(hdr[:4], uint32(len(p)))
 			binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(p, castagnoli))
-			j.writer.Write(hdr[:])
-			j.writer.Write(p)
+			// A bufio.Writer keeps its first error and returns it from
+			// Flush, which is checked below.
+			_, _ = j.writer.Write(hdr[:])
+			_, _ = j.writer.Write(p)
 			seg.offsets = append(seg.offsets, seg.size)
 			seg.size += 8 + int64(len(p))
 			added = append(added, Entry{Index: j.next + uint64(len(added)), Payload: p})

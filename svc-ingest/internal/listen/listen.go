@@ -252,7 +252,7 @@ func (u *wsUplink) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept has answered the client
 	}
-	defer c.CloseNow()
+	defer func() { _ = c.CloseNow() }() // closed is closed
 	// Oversize messages must reach the handler to be counted; far larger
 	// ones are an abuse and end the connection.
 	c.SetReadLimit(64 << 10)

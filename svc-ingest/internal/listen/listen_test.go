@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"shindo.dev/devkit/poll"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
@@ -99,7 +100,7 @@ func TestWebSocketFirstMessage(t *testing.T) {
 	if code := closedWith(silent); code != -1 {
 		t.Errorf("silent: closed with %d", code)
 	}
-	waitFor(t, func() bool { return ref.get("first_message") == 2 }) // counted as the server lets go
+	poll.Until(t, 5*time.Second, "the refusal counted", func() bool { return ref.get("first_message") == 2 }) // counted as the server lets go
 
 	good := dial(t, url)
 	good.Write(ctx, websocket.MessageBinary, datagram(t, "S1"))
@@ -107,6 +108,7 @@ func TestWebSocketFirstMessage(t *testing.T) {
 		t.Fatalf("ack %q %v", b, err)
 	}
 	good.Write(ctx, websocket.MessageBinary, []byte("junk after the start"))
+	//nolint:forbidigo // time passing is the case under test
 	time.Sleep(300 * time.Millisecond) // past FirstWithin: a started connection is not held to it
 	good.Write(ctx, websocket.MessageBinary, datagram(t, "S1"))
 	if _, b, err := good.Read(ctx); err != nil || string(b) != "ack" {
@@ -132,7 +134,7 @@ func TestWebSocketLimits(t *testing.T) {
 	// Two held, S1's newest and S2's (once the replaced one has gone): a
 	// third is refused.
 	var third *websocket.Conn
-	waitFor(t, func() bool {
+	poll.Until(t, 5*time.Second, "S2 connected, once the replaced connection let its slot go", func() bool {
 		c, _, err := websocket.Dial(ctx, url, nil)
 		third = c
 		return err == nil
@@ -146,17 +148,5 @@ func TestWebSocketLimits(t *testing.T) {
 	}
 	if ref.get("per_address") == 0 {
 		t.Errorf("refusals %v", ref.n)
-	}
-}
-
-// waitFor polls cond until it holds, for up to 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

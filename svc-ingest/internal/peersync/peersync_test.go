@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 
+	"shindo.dev/devkit/poll"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
@@ -52,8 +52,7 @@ func connect(t *testing.T, url string) *nats.Conn {
 
 // gate is the record of held seqs of one core.
 type gate struct {
-	mu sync.Mutex
-	w  *replay.Set
+	w *replay.Set
 }
 
 func (g *gate) Recorded(station string) *replay.Window { return g.w.For(station) }
@@ -149,31 +148,26 @@ func run(t *testing.T, cs ...*core) {
 
 func waitConverged(t *testing.T, a, b *core, want map[string]int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ha, hb := a.held(t), b.held(t)
-		ok := true
+	var ha, hb map[string]map[uint64]int
+	if !poll.Within(10*time.Second, func() bool {
+		ha, hb = a.held(t), b.held(t)
 		for st, n := range want {
 			if len(ha[st]) != n || len(hb[st]) != n {
-				ok = false
+				return false
 			}
 		}
-		if ok {
-			for _, h := range []map[string]map[uint64]int{ha, hb} {
-				for st, seqs := range h {
-					for seq, k := range seqs {
-						if k != 1 {
-							t.Fatalf("%s seq %d recorded %d times", st, seq, k)
-						}
-					}
+		return true
+	}) {
+		t.Fatalf("not converged: A holds %d/%d, B holds %d/%d of S1", len(ha["S1"]), want["S1"], len(hb["S1"]), want["S1"])
+	}
+	for _, h := range []map[string]map[uint64]int{ha, hb} {
+		for st, seqs := range h {
+			for seq, k := range seqs {
+				if k != 1 {
+					t.Fatalf("%s seq %d recorded %d times", st, seq, k)
 				}
 			}
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not converged: A holds %d/%d, B holds %d/%d of S1", len(ha["S1"]), want["S1"], len(hb["S1"]), want["S1"])
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -211,13 +205,9 @@ func TestSteadyStateSendsNoRecords(t *testing.T) {
 	a.receive(t, "S1", seqs(1, 500, nil)...)
 	b.receive(t, "S1", seqs(1, 500, nil)...)
 	run(t, a, b)
-	deadline := time.Now().Add(5 * time.Second)
-	for counter(a.syncer.requests) < 10 || counter(b.syncer.requests) < 10 {
-		if time.Now().After(deadline) {
-			t.Fatal("too few exchanges")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "ten exchanges each way", func() bool {
+		return counter(a.syncer.requests) >= 10 && counter(b.syncer.requests) >= 10
+	})
 	if n := counter(a.syncer.sent) + counter(b.syncer.sent); n != 0 {
 		t.Fatalf("%v records sent between cores holding the same", n)
 	}
@@ -331,12 +321,11 @@ func TestUnreadableRequestRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	answer, err := nc.RequestMsg(msg, 5*time.Second)
-	for errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // the syncer is not serving yet
+	var answer *nats.Msg
+	poll.Within(5*time.Second, func() bool { // until the syncer serves
 		answer, err = nc.RequestMsg(msg, 5*time.Second)
-	}
+		return !errors.Is(err, nats.ErrNoResponders)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@
 package verify
 
 import (
+	"errors"
 	"time"
 
 	stationv1 "shindo.dev/gen/shindo/station/v1"
@@ -130,7 +131,7 @@ func (g *Gate) Check(b []byte) Outcome {
 	out := Outcome{RecvAt: now}
 	d, err := stationwire.Open(b)
 	if err != nil {
-		if err == stationwire.ErrOversize {
+		if errors.Is(err, stationwire.ErrOversize) {
 			out.Result = Oversize
 		} else {
 			out.Result = Malformed

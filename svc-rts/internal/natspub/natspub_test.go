@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"shindo.dev/devkit/poll"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/natsbus"
 )
@@ -61,17 +62,10 @@ func TestPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, "the stream holds both serials", func() bool {
 		info, err := stream.Info(ctx)
-		if err == nil && info.State.Msgs == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream holds %v messages, want 2", info.State.Msgs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && info.State.Msgs == 2
+	})
 	last, err := stream.GetLastMsgForSubject(ctx, natsbus.Detections.Subject("TNN-1"))
 	if err != nil {
 		t.Fatal(err)

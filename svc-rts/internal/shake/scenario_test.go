@@ -92,8 +92,6 @@ func (r *recording) engine() *Engine {
 	})
 }
 
-func (r *recording) ticks() int { return int((r.lastMs-r.firstMs)/TickMs) + 1 }
-
 // replay feeds the frames in order, each before its tick is computed, and
 // returns the snapshot of every tick.
 func (r *recording) replay(e *Engine) []Snapshot {

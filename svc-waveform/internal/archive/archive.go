@@ -1088,7 +1088,9 @@ func (s *Store) expire(walk bool) {
 // expiredFiles walks the SDS tree for day files of days before day.
 func (s *Store) expiredFiles(day int64) []string {
 	var out []string
-	filepath.WalkDir(s.sds, func(path string, d fs.DirEntry, err error) error {
+	// The walk skips what it cannot read, entry by entry: its own result
+	// is always nil.
+	_ = filepath.WalkDir(s.sds, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}
@@ -1120,7 +1122,7 @@ func sdsDay(name string) (int64, bool) {
 // that stopped reporting).
 func (s *Store) pruneDirs() {
 	var dirs []string
-	filepath.WalkDir(s.sds, func(path string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(s.sds, func(path string, d fs.DirEntry, err error) error { // skips what it cannot read
 		if err == nil && d.IsDir() && path != s.sds {
 			dirs = append(dirs, path)
 		}

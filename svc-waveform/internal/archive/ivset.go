@@ -77,6 +77,3 @@ func (v *ivset) trimBelow(x int64) {
 		v.s[0].lo = x
 	}
 }
-
-// empty reports whether the set holds nothing.
-func (v *ivset) empty() bool { return len(v.s) == 0 }
