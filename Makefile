@@ -102,8 +102,12 @@ gowork-off:
 
 # --- tests -----------------------------------------------------------------------
 
+# Every module's tests under the race detector; then the RTS scenario
+# simulations, which a race build leaves out (single-threaded numeric work
+# it slows tenfold: svc-rts/internal/shake/scenario_test.go).
 unit: system-packages
-	@for m in $(MODULES); do [ $$m = e2e ] && continue; (cd $$m && GOWORK=off go test -count=1 ./...) || exit 1; done
+	@for m in $(MODULES); do [ $$m = e2e ] && continue; (cd $$m && GOWORK=off go test -race -count=1 ./...) || exit 1; done
+	cd svc-rts && GOWORK=off go test -count=1 ./internal/shake
 
 system-packages:
 	@deploy/dev/system-packages

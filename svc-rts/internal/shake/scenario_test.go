@@ -1,3 +1,10 @@
+// The scenario simulations run whole earthquakes through hundreds of
+// stations' filters: single-threaded numeric work that the race detector
+// slows tenfold and has nothing to find in. make unit runs them in a
+// build without -race.
+
+//go:build !race
+
 package shake
 
 import (
