@@ -24,7 +24,7 @@ import (
 
 	"shindo.dev/devkit/poll"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
-	"shindo.dev/lib/mseed"
+	"shindo.dev/seismo/mseed"
 )
 
 // waveformBinary returns shindo-waveform from $SHINDO_BIN, or builds it.

@@ -24,7 +24,7 @@ import (
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/conf"
-	"shindo.dev/lib/mseed"
+	"shindo.dev/seismo/mseed"
 	"shindo.dev/svc-waveform/internal/archive"
 	"shindo.dev/svc-waveform/internal/wavegrpc"
 )

@@ -42,8 +42,8 @@ import (
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	"shindo.dev/lib/natsbus"
-	"shindo.dev/lib/replay"
 	"shindo.dev/svc-ingest/internal/journal"
+	"shindo.dev/svc-ingest/internal/replay"
 )
 
 // Gate is the part of the packet gate the sync uses.

@@ -21,8 +21,8 @@ import (
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/natsbus"
-	"shindo.dev/lib/replay"
 	"shindo.dev/svc-ingest/internal/journal"
+	"shindo.dev/svc-ingest/internal/replay"
 )
 
 // natsServer runs a real NATS server in-process on a random port.

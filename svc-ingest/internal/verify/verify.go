@@ -16,8 +16,8 @@ import (
 
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/registry"
-	"shindo.dev/lib/replay"
 	"shindo.dev/lib/stationwire"
+	"shindo.dev/svc-ingest/internal/replay"
 )
 
 // Result is what happened to a datagram; its String is the `result` label

@@ -80,7 +80,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"shindo.dev/lib/mseed"
+	"shindo.dev/seismo/mseed"
 )
 
 // Domain errors.

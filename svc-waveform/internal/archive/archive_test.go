@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/mseed"
+	"shindo.dev/seismo/mseed"
 )
 
 // clock is a settable clock for the store.

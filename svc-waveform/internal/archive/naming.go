@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"shindo.dev/lib/mseed"
+	"shindo.dev/seismo/mseed"
 )
 
 // Location is the SEED location code of every archived channel.

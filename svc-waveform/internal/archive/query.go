@@ -11,7 +11,7 @@ import (
 	"sort"
 	"time"
 
-	"shindo.dev/lib/mseed"
+	"shindo.dev/seismo/mseed"
 )
 
 // Limits of one request.
