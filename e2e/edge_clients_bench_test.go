@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/loadtest"
+	"shindo.dev/devkit/loadtest"
 )
 
 // The clients of BenchmarkEdgeSSEClients run in child processes (this

@@ -28,6 +28,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	shindo.dev/devkit v0.0.0-00010101000000-000000000000
 )
 
 replace (
@@ -35,3 +36,5 @@ replace (
 	shindo.dev/lib => ../lib
 	shindo.dev/sdk => ../sdk
 )
+
+replace shindo.dev/devkit => ../devkit

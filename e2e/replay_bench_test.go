@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/loadtest"
+	"shindo.dev/devkit/loadtest"
 )
 
 // BenchmarkReplayRoute measures the replay of a past RTS tick

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/faultproxy"
+	"shindo.dev/devkit/faultproxy"
 	"shindo.dev/sdk"
 	"shindo.dev/sdk/sse"
 )

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/faultproxy"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
-	"shindo.dev/lib/faultproxy"
 	"shindo.dev/lib/stationwire"
 )
 

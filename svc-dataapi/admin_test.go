@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/pgtest"
+	"shindo.dev/devkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"shindo.dev/lib/pgtest"
+	"shindo.dev/devkit/pgtest"
 )
 
 // newClient creates an API client through the admin route and returns its

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"shindo.dev/lib/pgtest"
+	"shindo.dev/devkit/pgtest"
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/svc-dataapi/internal/httpapi"
 )

@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"shindo.dev/devkit/pgtest"
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/natsbus"
-	"shindo.dev/lib/pgtest"
 )
 
 // core is one core's NATS server with the DETECTIONS stream, as svc-rts

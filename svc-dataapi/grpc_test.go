@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"shindo.dev/devkit/pgtest"
 	datav1 "shindo.dev/gen/shindo/data/v1"
-	"shindo.dev/lib/pgtest"
 )
 
 // TestGRPCGuarded: the gRPC data API is no side door around the REST

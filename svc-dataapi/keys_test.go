@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"shindo.dev/lib/pgtest"
+	"shindo.dev/devkit/pgtest"
 )
 
 // keyCheck is one result of POST /v1/keys:check, in the proto's field

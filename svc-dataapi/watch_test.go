@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"shindo.dev/devkit/pgtest"
 	datav1 "shindo.dev/gen/shindo/data/v1"
-	"shindo.dev/lib/pgtest"
 )
 
 // pushBound is how soon a change must reach a watcher. The data API reads

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"shindo.dev/devkit/udpload"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/stationwire"
-	"shindo.dev/lib/udpload"
 	"shindo.dev/svc-ingest/internal/forward"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/pgtest"
 	"shindo.dev/devkit/poll"
-	"shindo.dev/lib/pgtest"
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/stationsource"
 )

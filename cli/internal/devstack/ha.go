@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"shindo.dev/lib/pgserver"
+	"shindo.dev/devkit/pgserver"
 )
 
 // With -ha the metadata database is what SPEC §5 asks of production: a

@@ -13,11 +13,11 @@ import (
 
 	"shindo.dev/cli/internal/netprofile"
 	"shindo.dev/cli/internal/wan"
-	"shindo.dev/lib/faultproxy"
+	"shindo.dev/devkit/faultproxy"
 )
 
 // The network links of the topology that run through in-process proxies
-// (lib/faultproxy), so the control API can put them under a profile of
+// (devkit/faultproxy), so the control API can put them under a profile of
 // cli/internal/netprofile: each uplink is a UDP proxy in front of its
 // core's ingest UDP and a TCP proxy in front of its WebSocket listener,
 // which the fleet sends through; the link between the cores is a TCP proxy

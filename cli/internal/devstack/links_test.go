@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"shindo.dev/cli/internal/netprofile"
-	"shindo.dev/lib/faultproxy"
+	"shindo.dev/devkit/faultproxy"
 )
 
 // TestFleetSendsThroughLinks: the fleet's uplinks are the uplink proxies,

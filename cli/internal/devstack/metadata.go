@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"shindo.dev/cli/internal/proc"
-	"shindo.dev/lib/pgserver"
+	"shindo.dev/devkit/pgserver"
 )
 
 // dbName is the metadata database of the dev topology; it is made afresh at

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"shindo.dev/lib/pgtest"
+	"shindo.dev/devkit/pgtest"
 	"shindo.dev/lib/stationdb"
 )
 

@@ -1,6 +1,6 @@
 // Package netprofile names the network conditions shindo's links can be put
 // under, as data independent of how they are applied: `shindo dev` applies
-// them on loopback through in-process proxies (lib/faultproxy), and with
+// them on loopback through in-process proxies (devkit/faultproxy), and with
 // -wan to the traffic between the sites' network namespaces
 // (cli/internal/wan).
 //
@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"shindo.dev/lib/faultproxy"
+	"shindo.dev/devkit/faultproxy"
 )
 
 // Kind is what a link connects.
@@ -94,7 +94,7 @@ type Shape struct {
 	NoUDP bool
 }
 
-// Impairment is the shape as lib/faultproxy applies it.
+// Impairment is the shape as devkit/faultproxy applies it.
 func (s Shape) Impairment() faultproxy.Impairment {
 	return faultproxy.Impairment{Drop: s.Loss, Delay: s.Delay, Jitter: s.Jitter, Blackhole: s.Blackhole}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/faultproxy"
+	"shindo.dev/devkit/faultproxy"
 )
 
 // TestWANDelays: the wan profile gives each link the one-way delay of its

@@ -22,7 +22,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"shindo.dev/lib/faultproxy"
+	"shindo.dev/devkit/faultproxy"
 )
 
 // The test topology: the real servers in-process on 127.0.0.1 ports — one

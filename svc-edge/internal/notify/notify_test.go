@@ -17,7 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"shindo.dev/lib/faultproxy"
+	"shindo.dev/devkit/faultproxy"
 	"shindo.dev/lib/natsbus"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/loadtest"
+	"shindo.dev/devkit/loadtest"
 )
 
 // The SSE load benchmark runs the hub in this process and its clients in a

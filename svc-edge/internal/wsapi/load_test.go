@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/loadtest"
+	"shindo.dev/devkit/loadtest"
 	"shindo.dev/svc-edge/internal/sse"
 )
 

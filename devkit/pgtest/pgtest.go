@@ -39,7 +39,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"shindo.dev/lib/pgserver"
+	"shindo.dev/devkit/pgserver"
 )
 
 // Generous: a loaded CI machine running many test binaries at once can take
