@@ -9,6 +9,7 @@ require (
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0
 	gopkg.in/yaml.v3 v3.0.1
+	shindo.dev/devkit v0.0.0-00010101000000-000000000000
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
 	shindo.dev/sdk v0.0.0
@@ -31,6 +32,7 @@ require (
 )
 
 replace (
+	shindo.dev/devkit => ../devkit
 	shindo.dev/gen => ../gen
 	shindo.dev/lib => ../lib
 	shindo.dev/sdk => ../sdk
