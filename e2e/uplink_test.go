@@ -346,6 +346,9 @@ type fleetStatus struct {
 		Sent  uint64 `json:"sent"`
 		Acked uint64 `json:"acked"`
 		Lost  uint64 `json:"lost"`
+		// Retransmitted and Probes are datagrams on top of Sent.
+		Retransmitted uint64 `json:"retransmitted"`
+		Probes        uint64 `json:"probes"`
 	} `json:"uplinks"`
 }
 
