@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"shindo.dev/devkit/poll"
 )
 
 // TestAppsDuringAnEarthquake plays an M6 earthquake near Hualien on the
@@ -190,7 +192,7 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 
 	// TREM-Lite 3.2.3, released: polls every second, intensity every 5th
 	// and LPGM every 7th time (http.js:275-358 of 3.2.3's http.js:14-97).
-	poll := struct {
+	poller := struct {
 		mu                sync.Mutex
 		polls, accepted   int
 		lastTime          float64
@@ -210,20 +212,20 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 			b, err := io.ReadAll(resp.Body)
 			var v any
 			if err != nil || resp.StatusCode != 200 || json.Unmarshal(b, &v) != nil {
-				poll.mu.Lock()
-				poll.incompleteAnswers++
-				poll.mu.Unlock()
+				poller.mu.Lock()
+				poller.incompleteAnswers++
+				poller.mu.Unlock()
 				return nil, false
 			}
 			// Keep the first answer that shows the fields of an event in
 			// progress: a list that is not empty, a snapshot with a
 			// triggered station.
 			if l, ok := v.([]any); ok && len(l) > 0 || strings.Contains(string(b), `"alert":1`) {
-				poll.mu.Lock()
-				if _, kept := poll.samples[path]; !kept {
-					poll.samples[path] = v
+				poller.mu.Lock()
+				if _, kept := poller.samples[path]; !kept {
+					poller.samples[path] = v
 				}
-				poll.mu.Unlock()
+				poller.mu.Unlock()
 			}
 			return v, true
 		}
@@ -237,31 +239,31 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 			}
 			rts, _ := get("/api/v2/trem/rts")
 			eew, eewOK := get("/api/v2/eq/eew")
-			poll.mu.Lock()
-			poll.polls++
+			poller.mu.Lock()
+			poller.polls++
 			// data.js:210-219: taken only if its time is later.
 			if m, ok := rts.(map[string]any); ok {
-				if tm, _ := m["time"].(float64); tm > poll.lastTime {
-					poll.lastTime = tm
-					poll.accepted++
+				if tm, _ := m["time"].(float64); tm > poller.lastTime {
+					poller.lastTime = tm
+					poller.accepted++
 				}
 			}
 			if eewOK {
-				poll.eew.process(t, eew)
+				poller.eew.process(t, eew)
 			}
-			poll.mu.Unlock()
+			poller.mu.Unlock()
 			if n%5 == 0 {
 				if v, ok := get("/api/v2/trem/intensity"); ok {
-					poll.mu.Lock()
-					poll.flash.processIntensity(t, v)
-					poll.mu.Unlock()
+					poller.mu.Lock()
+					poller.flash.processIntensity(t, v)
+					poller.mu.Unlock()
 				}
 			}
 			if n%7 == 0 {
 				if v, ok := get("/api/v2/trem/lpgm"); ok {
-					poll.mu.Lock()
-					poll.flash.processLPGM(t, v, stations)
-					poll.mu.Unlock()
+					poller.mu.Lock()
+					poller.flash.processLPGM(t, v, stations)
+					poller.mu.Unlock()
 				}
 			}
 		}
@@ -404,12 +406,7 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 
 	// The earthquake: wait for the report our detection becomes.
 	var report map[string]any
-	deadline := time.Now().Add(6 * time.Minute)
-	for report == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no report of the scenario's earthquake within 6 minutes")
-		}
-		time.Sleep(2 * time.Second)
+	poll.Until(t, 6*time.Minute, "a report of the scenario's earthquake", func() bool {
 		var list []map[string]any
 		if code, body := httpGet(t, tnn+"/api/v2/eq/report?limit=5"); code == 200 && json.Unmarshal([]byte(body), &list) == nil {
 			for _, r := range list {
@@ -418,7 +415,8 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 				}
 			}
 		}
-	}
+		return report != nil
+	})
 	t.Logf("report: %v", report)
 
 	// A revoked key is disconnected within seconds.
@@ -513,24 +511,24 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		}
 	})
 	t.Run("TREM-Lite 3.2.3 polling", func(t *testing.T) {
-		poll.mu.Lock()
-		defer poll.mu.Unlock()
-		if poll.incompleteAnswers > 0 {
-			t.Errorf("%d answers were not a complete JSON document", poll.incompleteAnswers)
+		poller.mu.Lock()
+		defer poller.mu.Unlock()
+		if poller.incompleteAnswers > 0 {
+			t.Errorf("%d answers were not a complete JSON document", poller.incompleteAnswers)
 		}
-		if poll.accepted < poll.polls*8/10 {
-			t.Errorf("%d of %d polls gave a newer RTS time (data.js:210-219)", poll.accepted, poll.polls)
+		if poller.accepted < poller.polls*8/10 {
+			t.Errorf("%d of %d polls gave a newer RTS time (data.js:210-219)", poller.accepted, poller.polls)
 		}
-		if len(poll.eew.release) == 0 {
+		if len(poller.eew.release) == 0 {
 			t.Errorf("no early warning released")
 		}
-		if poll.flash.released == 0 {
+		if poller.flash.released == 0 {
 			t.Errorf("no intensity flash released")
 		}
-		if len(poll.flash.lpgmFirst) == 0 {
+		if len(poller.flash.lpgmFirst) == 0 {
 			t.Errorf("no long-period ground motion released")
 		}
-		t.Logf("polls %d, accepted %d, intensity flashes %d, LPGM %v", poll.polls, poll.accepted, poll.flash.released, poll.flash.lpgmFirst)
+		t.Logf("polls %d, accepted %d, intensity flashes %d, LPGM %v", poller.polls, poller.accepted, poller.flash.released, poller.flash.lpgmFirst)
 	})
 	t.Run("DPIP streams", func(t *testing.T) {
 		dpip.mu.Lock()
@@ -718,9 +716,9 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 	})
 
 	t.Run("shapes match the goldens", func(t *testing.T) {
-		poll.mu.Lock()
-		samples := poll.samples
-		poll.mu.Unlock()
+		poller.mu.Lock()
+		samples := poller.samples
+		poller.mu.Unlock()
 		_, stationBody := httpGet(t, tnn+"/api/v1/trem/station")
 		_, detailBody := httpGet(t, tnn+"/api/v2/eq/report/"+report["id"].(string))
 		var stationList, detail any
@@ -948,7 +946,9 @@ func getWithin429(t *testing.T, url string) *http.Response {
 			return resp
 		}
 		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		time.Sleep(time.Duration(max(wait, 1)) * time.Second)
+		// Retry-After is the server's word on when to ask again, which
+		// the test follows as an app must: a pacing, not a wait for a state.
+		time.Sleep(time.Duration(max(wait, 1)) * time.Second) //nolint:forbidigo // the pace Retry-After sets
 	}
 	t.Fatalf("%s: still rate limited", url)
 	return nil

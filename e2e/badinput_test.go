@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 func httpGet(t testing.TB, url string) (int, string) {
@@ -150,12 +152,8 @@ func TestStartWithoutDependencies(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cmd.Process.Kill()
-			deadline := time.Now().Add(15 * time.Second)
-			for !strings.Contains(stderr.String(), "dependency not serving yet") {
-				if time.Now().After(deadline) {
-					t.Fatalf("no word of the missing dependency:\n%s", stderr.String())
-				}
-				time.Sleep(50 * time.Millisecond)
+			if !poll.Within(15*time.Second, func() bool { return strings.Contains(stderr.String(), "dependency not serving yet") }) {
+				t.Fatalf("no word of the missing dependency:\n%s", stderr.String())
 			}
 			if code, _ := httpGet(t, "http://"+admin+"/healthz"); code != 200 {
 				t.Fatalf("not alive: /healthz %d", code)

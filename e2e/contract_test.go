@@ -19,6 +19,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"shindo.dev/devkit/poll"
 )
 
 // TestOpenAPIContract: the document an edge serves at /openapi.json is
@@ -74,10 +76,7 @@ func TestOpenAPIContract(t *testing.T) {
 	report := fmt.Sprintf("contract-%d", time.Now().UnixNano())
 	now := time.Now().UnixMilli()
 	var past, wstart, wend int64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no archived tick (%d) or waveform window (%d–%d) at both cores within 30 s", past, wstart, wend)
-		}
+	if !poll.Within(30*time.Second, func() bool {
 		past = (time.Now().UnixMilli()/500 - 6) * 500
 		wstart, wend = time.Now().UnixMilli()-8_000, time.Now().UnixMilli()-4_000
 		ok := true
@@ -87,9 +86,9 @@ func TestOpenAPIContract(t *testing.T) {
 			c2, _ := httpGet(t, fmt.Sprintf("%s/v1/waveforms/%s?start_ms=%d&end_ms=%d", api, station, wstart, wend))
 			ok = ok && c1 == http.StatusOK && c2 == http.StatusOK
 		}
-		if ok {
-			break
-		}
+		return ok
+	}) {
+		t.Fatalf("no archived tick (%d) or waveform window (%d–%d) at both cores within 30 s", past, wstart, wend)
 	}
 	type call struct {
 		method, path string

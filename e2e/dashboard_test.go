@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"shindo.dev/devkit/poll"
 )
 
 // chromiumPath finds the browser the dashboard test drives: $SHINDO_CHROMIUM,
@@ -84,18 +86,12 @@ func (p *browserPage) state(t *testing.T) pageState {
 // waitFor polls the page until cond holds and returns that state.
 func (p *browserPage) waitFor(t *testing.T, what string, within time.Duration, cond func(pageState) bool) pageState {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		s := p.state(t)
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			b, _ := json.MarshalIndent(s, "", "  ")
-			t.Fatalf("dashboard: %s not within %s; window.shindo:\n%s\nconsole:\n%s", what, within, b, p.console.String())
-		}
-		time.Sleep(200 * time.Millisecond)
+	var s pageState
+	if !poll.Within(within, func() bool { s = p.state(t); return cond(s) }) {
+		b, _ := json.MarshalIndent(s, "", "  ")
+		t.Fatalf("dashboard: %s not within %s; window.shindo:\n%s\nconsole:\n%s", what, within, b, p.console.String())
 	}
+	return s
 }
 
 // screenshot saves the page to $SHINDO_ARTIFACTS (default e2e/artifacts).

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"shindo.dev/devkit/loadtest"
+	"shindo.dev/devkit/poll"
 )
 
 // The clients of BenchmarkEdgeSSEClients run in child processes (this
@@ -96,7 +97,10 @@ func edgeClients(b *testing.B, n, procs, ticks int) {
 			b.Fatalf("client process %d: %q %v", i, line, err)
 		}
 	}
-	time.Sleep(2 * time.Second) // the edges settle: every client past its head
+	// The edges settle, every client past its head, before their memory
+	// is measured: resident memory has no state to wait for, so this is
+	// the measurement's window.
+	time.Sleep(2 * time.Second) //nolint:forbidigo // a settling window before measuring RSS, not a wait for a state
 	after := edgeRSS()
 	held := 0.0
 	for _, a := range admins {
@@ -240,7 +244,9 @@ func runSSEClients(spec string) int {
 		}()
 	}
 	hello.Wait()
-	fmt.Println("ready")
+	// The parent reads this line on the process's stdout: it is the
+	// protocol between the two, as the JSON result below is, not a log.
+	fmt.Fprintln(os.Stdout, "ready")
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 	s, err2 := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 	if err != nil || err2 != nil {
@@ -283,18 +289,15 @@ func tickTime(line []byte) (int64, bool) {
 // waitHTTP waits until url answers 200.
 func waitHTTP(t testing.TB, url string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	poll.UntilNil(t, within, url+" ready", func() error {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %s: %v", url, within, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s", resp.Status)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 // writer posts earthquake reports through the data API as fast as it gets
@@ -53,7 +55,9 @@ func (w *writer) run(ctx context.Context) {
 		}
 		w.mu.Unlock()
 		if !ok {
-			time.Sleep(100 * time.Millisecond)
+			// A pause after a refused write, so a database that is down
+			// is not asked hundreds of times a second: the writer's pace.
+			time.Sleep(100 * time.Millisecond) //nolint:forbidigo // the load's back-off, not a wait
 		}
 	}
 }
@@ -130,26 +134,19 @@ func TestMetadataFailover(t *testing.T) {
 	}
 	writesResume := func(what string, since time.Time) {
 		t.Helper()
-		for deadline := since.Add(30 * time.Second); !ha.w.ackedSince(since); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no write acknowledged within 30 s", what)
-			}
-		}
-		t.Logf("%s: writes resumed after %s", what, time.Since(since).Round(100*time.Millisecond))
+		t.Logf("%s: writes resumed after %s", what, ha.writesResume(t, what, since).Round(100*time.Millisecond))
 	}
 	restarted := func(name string, old int) {
 		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			if p := processes(t, control)[name]; p.State == "running" && p.PID != 0 && p.PID != old {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not restarted within 60 s of its kill:\n%s", name, d.stderr.String())
-			}
+		if !poll.Within(60*time.Second, func() bool {
+			p := processes(t, control)[name]
+			return p.State == "running" && p.PID != 0 && p.PID != old
+		}) {
+			t.Fatalf("%s not restarted within 60 s of its kill:\n%s", name, d.stderr.String())
 		}
 	}
 	lead := waitLeader("before the outside kills", 30*time.Second, true)
-	time.Sleep(2 * time.Second)
+	ha.writesFlow(t, "before the outside kills")
 	b, err := os.ReadFile(filepath.Join(d.endpoints.get(t, lead, "patroni", "data_dir"), "postmaster.pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -208,20 +205,40 @@ type haCluster struct {
 
 // waitLeader waits for a leader (with a synchronous standby if needSync)
 // and returns it.
-func (h *haCluster) waitLeader(t *testing.T, what string, within time.Duration, needSync bool) string {
+func (h *haCluster) waitLeader(t testing.TB, what string, within time.Duration, needSync bool) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var lead string
+	if !poll.Within(within, func() bool {
 		for _, r := range h.rest {
 			if l, sync := leader(t, r); l != "" && (sync || !needSync) {
-				return l
+				lead = l
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no leader%s within %s", what, map[bool]string{true: " with a synchronous standby"}[needSync], within)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("%s: no leader%s within %s", what, map[bool]string{true: " with a synchronous standby"}[needSync], within)
 	}
+	return lead
+}
+
+// writesFlow waits until the writer has a write acknowledged from now on:
+// the database takes writes before a fault is made.
+func (h *haCluster) writesFlow(t testing.TB, what string) {
+	t.Helper()
+	since := time.Now()
+	poll.Until(t, 30*time.Second, what+": a write acknowledged before the crash", func() bool { return h.w.ackedSince(since) })
+}
+
+// writesResume waits until a write sent after since (a fault) is
+// acknowledged, at most 30 s after since, and returns how long after
+// since that was.
+func (h *haCluster) writesResume(t *testing.T, what string, since time.Time) time.Duration {
+	t.Helper()
+	if !poll.Within(time.Until(since.Add(30*time.Second)), func() bool { return h.w.ackedSince(since) }) {
+		t.Fatalf("%s: no write acknowledged within 30 s", what)
+	}
+	return time.Since(since)
 }
 
 // failover crashes the primary (its Patroni and PostgreSQL), checks that
@@ -230,22 +247,16 @@ func (h *haCluster) waitLeader(t *testing.T, what string, within time.Duration, 
 func (h *haCluster) failover(t *testing.T, what string) {
 	t.Helper()
 	old := h.waitLeader(t, what, 30*time.Second, true)
-	time.Sleep(2 * time.Second)           // writes flowing before the crash
+	h.writesFlow(t, what)
 	fault(t, h.d, "kill", old+"-patroni") // returns once Patroni and its PostgreSQL are dead
-	killed := time.Now()
-	deadline := killed.Add(30 * time.Second)
-	for !h.w.ackedSince(killed) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no write acknowledged within 30 s of killing the primary %s", what, old)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	resumed := time.Since(killed)
+	resumed := h.writesResume(t, what+": the primary "+old+" killed", time.Now())
 	if l := h.waitLeader(t, what, 5*time.Second, false); l == old {
 		t.Fatalf("%s: %s still leads after its crash", what, old)
 	}
 	t.Logf("%s: primary %s killed; writes resumed after %s", what, old, resumed.Round(100*time.Millisecond))
-	time.Sleep(2 * time.Second)
+	// The old primary stays down a while longer, so the new one takes
+	// writes that the old must catch up on when it rejoins.
+	time.Sleep(2 * time.Second) //nolint:forbidigo // holds the fault, not a wait
 	fault(t, h.d, "start", old+"-patroni")
 	h.waitLeader(t, what+", rejoined", 60*time.Second, true)
 }

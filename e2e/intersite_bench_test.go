@@ -43,8 +43,9 @@ func BenchmarkInterSiteTraffic(b *testing.B) {
 		b.Run(fmt.Sprintf("stations=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				d := startDev(b, "-stations", fmt.Sprint(n), "-log-level", "warn")
-				// Let the first (long) exchanges and the fleet settle.
-				time.Sleep(5 * time.Second)
+				// Let the first (long) exchanges and the fleet settle: the
+				// benchmark's warm-up, before the steady state it measures.
+				time.Sleep(5 * time.Second) //nolint:forbidigo // a warm-up window, not a wait for a state
 				read := func() (station, sync float64) {
 					for _, site := range []string{"TNN-1", "TYO-1"} {
 						_, page := httpGet(b, d.endpoints.get(b, site, "ingest", "admin")+"/metrics")
@@ -54,7 +55,7 @@ func BenchmarkInterSiteTraffic(b *testing.B) {
 					return
 				}
 				s0, y0 := read()
-				time.Sleep(20 * time.Second)
+				time.Sleep(20 * time.Second) //nolint:forbidigo // the 20 s measured
 				s1, y1 := read()
 				share := 100 * (y1 - y0) / (s1 - s0)
 				b.ReportMetric((s1-s0)/20, "station-B/s")

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"shindo.dev/devkit/poll"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/stationwire"
@@ -56,17 +57,11 @@ func fleetUplinks(statusURL string) (primary, backup fleetUplink) {
 // fails the test after timeout.
 func waitFleetUplinks(t *testing.T, statusURL, what string, timeout time.Duration, ok func(p, b fleetUplink) bool) (fleetUplink, fleetUplink) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		p, b := fleetUplinks(statusURL)
-		if ok(p, b) {
-			return p, b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: primary %+v, backup %+v", what, p, b)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var p, b fleetUplink
+	if !poll.Within(timeout, func() bool { p, b = fleetUplinks(statusURL); return ok(p, b) }) {
+		t.Fatalf("timed out waiting for %s: primary %+v, backup %+v", what, p, b)
 	}
+	return p, b
 }
 
 // devLink is a link of shindo dev as endpoints.json and GET /v1/links
@@ -254,21 +249,20 @@ func provisionStation(t *testing.T, d *dev, id string) (uint32, []byte) {
 	defer conn.Close()
 	seq := uint64(time.Now().UnixMilli())
 	buf := make([]byte, 2048)
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	poll.Until(t, 15*time.Second, "TYO-1 acks the new station "+id, func() bool {
 		seq++
 		dg, _ := stationwire.Seal(key, created.Key.KeyID, &stationv1.Packet{StationId: id, Seq: seq, SentAtMs: time.Now().UnixMilli(),
 			Body: &stationv1.Packet_Probe{Probe: &stationv1.Probe{}}})
 		conn.Write(dg)
 		conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-		if n, err := conn.Read(buf); err == nil {
-			if _, err := stationwire.OpenAck(key, buf[:n]); err == nil {
-				return created.Key.KeyID, key
-			}
+		n, err := conn.Read(buf)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("TYO-1 never acked the new station %s", id)
-		}
-	}
+		_, err = stationwire.OpenAck(key, buf[:n])
+		return err == nil
+	})
+	return created.Key.KeyID, key
 }
 
 // sendFrames sends n sensor frames of station id to a core's ingest at udp
@@ -306,14 +300,10 @@ func sendFrames(t *testing.T, id string, keyID uint32, key []byte, udp, waveform
 			mu.Unlock()
 		}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, page := httpGet(t, waveformAdmin+"/metrics"); metricValue(page, "shindo_waveform_live_subscribers") >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("live subscription never registered")
-		}
-	}
+	poll.Until(t, 10*time.Second, "the live subscription registered", func() bool {
+		_, page := httpGet(t, waveformAdmin+"/metrics")
+		return metricValue(page, "shindo_waveform_live_subscribers") >= 1
+	})
 
 	acked := map[uint64]bool{}
 	up, err := uplink.Dial(uplink.Config{Name: "test", UDP: udp, OnAck: func(_ string, seq uint64) {
@@ -343,19 +333,15 @@ func sendFrames(t *testing.T, id string, keyID uint32, key []byte, udp, waveform
 			t.Fatal(err)
 		}
 		link.Transmit(seq, dg)
-		time.Sleep(70 * time.Millisecond)
+		time.Sleep(70 * time.Millisecond) //nolint:forbidigo // paces the frames, as documented above
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s := link.Stats(); s.Acked+s.Lost >= uint64(n) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("packets unsettled: %+v", link.Stats())
-		}
+	if !poll.Within(10*time.Second, func() bool { s := link.Stats(); return s.Acked+s.Lost >= uint64(n) }) {
+		t.Fatalf("packets unsettled: %+v", link.Stats())
 	}
 	return link.Stats(), func() []int64 {
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			var missing []int64
+		var missing []int64
+		poll.Within(10*time.Second, func() bool {
+			missing = nil
 			mu.Lock()
 			for sq := range acked {
 				if !arrived[firstOf[sq]] {
@@ -363,9 +349,8 @@ func sendFrames(t *testing.T, id string, keyID uint32, key []byte, udp, waveform
 				}
 			}
 			mu.Unlock()
-			if len(missing) == 0 || time.Now().After(deadline) {
-				return missing
-			}
-		}
+			return len(missing) == 0
+		})
+		return missing
 	}
 }

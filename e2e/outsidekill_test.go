@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/poll"
 	"shindo.dev/sdk/sse"
 )
 
@@ -43,6 +44,31 @@ func followRTS(ctx context.Context, t testing.TB, entrances ...string) *tickLog 
 		}
 	}()
 	return l
+}
+
+// count returns how many ticks arrived.
+func (l *tickLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.ticks)
+}
+
+// moreTicks waits until each of logs has received n more ticks than it
+// has now: every client's stream goes on.
+func moreTicks(t testing.TB, n int, within time.Duration, logs ...*tickLog) {
+	t.Helper()
+	had := make([]int, len(logs))
+	for i, l := range logs {
+		had[i] = l.count()
+	}
+	poll.Until(t, within, fmt.Sprintf("%d more ticks at every client", n), func() bool {
+		for i, l := range logs {
+			if l.count() < had[i]+n {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // check reports ticks missing or repeated, and the longest wait between
@@ -149,7 +175,7 @@ func TestOutsideKills(t *testing.T) {
 	defer cancel()
 	atTPE := followRTS(ctx, t, tpe, khh)
 	atKHH := followRTS(ctx, t, khh, tpe)
-	time.Sleep(3 * time.Second)
+	moreTicks(t, 6, 15*time.Second, atTPE, atKHH) // 3 s of ticks: both clients follow
 
 	const coreBound, edgeBound = 2 * time.Second, 5 * time.Second
 	for _, target := range []string{
@@ -172,27 +198,27 @@ func TestOutsideKills(t *testing.T) {
 		}
 		if target == "database" {
 			// The write fails fast and says to retry, while the stream
-			// goes on (checked below with the rest).
-			time.Sleep(200 * time.Millisecond)
-			if code := postReportStatus(t, d, api); code != http.StatusServiceUnavailable {
+			// goes on (checked below with the rest). Writes succeed until
+			// the kill reaches the data API; the first that does not must
+			// be that answer.
+			var code int
+			poll.Within(5*time.Second, func() bool { code = postReportStatus(t, d, api); return code != http.StatusOK })
+			if code != http.StatusServiceUnavailable {
 				t.Errorf("a write while the database is down answered %d, want 503", code)
 			}
 		}
 		var back time.Duration
-		for deadline := time.Now().Add(45 * time.Second); back == 0; time.Sleep(100 * time.Millisecond) {
+		if !poll.Within(45*time.Second, func() bool {
 			select {
 			case <-d.exited:
 				t.Fatalf("shindo dev stopped after %s was killed:\n%s", target, d.stderr.String())
 			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not back within 45 s of its kill:\n%s", target, d.stderr.String())
-			}
 			if target == "database" {
 				if pid := devDatabasePID(t, d); pid != 0 && pid != old {
 					back = time.Since(killedAt)
 				}
-				continue
+				return back != 0
 			}
 			if p := processes(t, control)[target]; p.State == "running" && p.PID != old && p.PID != 0 {
 				// Running is not ready: endpoints.json gets the new
@@ -205,21 +231,24 @@ func TestOutsideKills(t *testing.T) {
 					}
 				}
 			}
+			return back != 0
+		}) {
+			t.Fatalf("%s not back within 45 s of its kill:\n%s", target, d.stderr.String())
 		}
 		if target == "database" {
-			// Clients retry a 5xx (SPEC §8): a write goes through soon.
-			for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
-				code := postReportStatus(t, d, api)
-				if code == http.StatusOK {
-					t.Logf("writes succeed again %s after the database was back", time.Since(start).Round(time.Millisecond))
-					break
-				}
-				if code != http.StatusServiceUnavailable || time.Since(start) > 10*time.Second {
-					t.Fatalf("a write %s after the database came back answered %d", time.Since(start).Round(time.Millisecond), code)
-				}
+			// Clients retry a 5xx (SPEC §8): a write goes through soon;
+			// until then, each is answered 503.
+			start := time.Now()
+			var code int
+			poll.Within(10*time.Second, func() bool { code = postReportStatus(t, d, api); return code != http.StatusServiceUnavailable })
+			if code != http.StatusOK {
+				t.Fatalf("a write %s after the database came back answered %d", time.Since(start).Round(time.Millisecond), code)
 			}
+			t.Logf("writes succeed again %s after the database was back", time.Since(start).Round(time.Millisecond))
 		}
-		time.Sleep(3 * time.Second) // the stream settles on its new path
+		// The stream settles on its new path: 3 s of ticks at both
+		// clients, whose waits are then checked.
+		moreTicks(t, 6, 15*time.Second, atTPE, atKHH)
 		settled := time.Now()
 		for _, c := range []struct {
 			name  string

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"shindo.dev/devkit/poll"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 )
 
@@ -111,14 +112,11 @@ func TestDuringAnEarthquake(t *testing.T) {
 		}
 		// The earthquake's detection reaches the metadata database from
 		// the cores' streams.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-			_, body := httpGet(t, d.endpoints.get(t, "TPE-1", "edge", "http")+"/v1/detections")
-			if strings.Contains(body, `"id"`) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no detection in the data API 30 s after both cores listed one: %s", body)
-			}
+		if !poll.Within(30*time.Second, func() bool {
+			_, body = httpGet(t, d.endpoints.get(t, "TPE-1", "edge", "http")+"/v1/detections")
+			return strings.Contains(body, `"id"`)
+		}) {
+			t.Fatalf("no detection in the data API 30 s after both cores listed one: %s", body)
 		}
 		checkTSSDK(t, d, b.dir, report)
 	})
@@ -141,18 +139,23 @@ func restartedRTSRebuilds(t *testing.T, d *dev) {
 
 	// Both list the earthquake, for a few seconds.
 	var open string
-	for deadline := time.Now().Add(2 * time.Minute); open == ""; time.Sleep(500 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no detection at both cores within 2 minutes of the start")
-		}
+	poll.Until(t, 2*time.Minute, "a detection at both cores", func() bool {
 		_, a := tnn.since(0)
 		_, b := tyo.since(0)
 		if len(a) > 0 && len(b) > 0 && len(a[len(a)-1]) > 0 && slices.Contains(b[len(b)-1], a[len(a)-1][0]) {
 			open = a[len(a)-1][0]
 		}
-	}
+		return open != ""
+	})
 	t.Logf("both cores list %s", open)
-	time.Sleep(5 * time.Second)
+	// The earthquake goes on a few seconds (5 s of ticks at both cores)
+	// before the kill, so the records replayed hold it.
+	listed := time.Now().UnixMilli()
+	poll.Until(t, 30*time.Second, "5 s of ticks at both cores after both listed "+open, func() bool {
+		a, _ := tnn.since(listed)
+		b, _ := tyo.since(listed)
+		return len(a) > 0 && a[len(a)-1]-a[0] >= 5_000 && len(b) > 0 && b[len(b)-1]-b[0] >= 5_000
+	})
 
 	old := processes(t, control)["TNN-1-rts"].PID
 	killedAt := time.Now().UnixMilli()
@@ -162,13 +165,11 @@ func restartedRTSRebuilds(t *testing.T, d *dev) {
 	// Its first ticks after the restart, then 20 s of them.
 	var ticks []int64
 	var ids [][]string
-	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("TNN-1's RTS computed %d ticks in the 45 s after its kill:\n%s", len(ticks), d.stderr.String())
-		}
-		if ticks, ids = tnn.since(killedAt); len(ticks) > 0 && ticks[len(ticks)-1]-ticks[0] >= 20_000 {
-			break
-		}
+	if !poll.Within(45*time.Second, func() bool {
+		ticks, ids = tnn.since(killedAt)
+		return len(ticks) > 0 && ticks[len(ticks)-1]-ticks[0] >= 20_000
+	}) {
+		t.Fatalf("TNN-1's RTS computed %d ticks in the 45 s after its kill:\n%s", len(ticks), d.stderr.String())
 	}
 	t.Logf("TNN-1's RTS back with the tick of %s (killed at %s)", time.UnixMilli(ticks[0]).Format("15:04:05.0"), time.UnixMilli(killedAt).Format("15:04:05.0"))
 	if !slices.Contains(ids[0], open) {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 // BenchmarkServingCoreKilled kills every process of TNN-1, the core both
@@ -33,7 +35,7 @@ func BenchmarkServingCoreKilled(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := followRTS(ctx, b, tpe, khh)
-	time.Sleep(5 * time.Second)
+	moreTicks(b, 10, 30*time.Second, client) // 5 s of ticks: the client follows
 	var gaps, backs []float64
 	for range trials {
 		before := processes(b, control)
@@ -43,26 +45,22 @@ func BenchmarkServingCoreKilled(b *testing.B) {
 				syscall.Kill(p.PID, syscall.SIGKILL)
 			}
 		}
-		var back time.Duration
-		for deadline := killed.Add(60 * time.Second); back == 0; time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				b.Fatalf("TNN-1 not back within 60 s:\n%s", d.stderr.String())
-			}
-			all := true
+		if !poll.Within(time.Until(killed.Add(60*time.Second)), func() bool {
 			for name, p := range processes(b, control) {
 				if strings.HasPrefix(name, "TNN-1-") && (p.State != "running" || p.PID == before[name].PID) {
-					all = false
+					return false
 				}
 			}
-			if all {
-				back = time.Since(killed)
-			}
+			return true
+		}) {
+			b.Fatalf("TNN-1 not back within 60 s:\n%s", d.stderr.String())
 		}
+		back := time.Since(killed)
 		// The edges back on TNN-1, the client settled, and the processes
 		// running long enough (15 s) for the supervisor to count the next
 		// kill as a crash of a healthy process, not a crash loop it would
-		// give up on.
-		time.Sleep(16 * time.Second)
+		// give up on: a span only time fulfils, not a state to wait for.
+		time.Sleep(16 * time.Second) //nolint:forbidigo // the supervisor's 15 s of healthy running
 		longest, problems := client.check(killed.Add(-time.Second), time.Now())
 		if len(problems) > 0 {
 			b.Fatalf("ticks out of order: %v", problems)
@@ -102,29 +100,23 @@ func BenchmarkPrimaryKilled(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.run(ctx)
-	rest := []string{d.endpoints.get(b, "TNN-1", "patroni", "rest"), d.endpoints.get(b, "TYO-1", "patroni", "rest")}
-	waitLeader := func(within time.Duration) string {
-		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-			for _, r := range rest {
-				if l, sync := leader(b, r); l != "" && sync {
-					return l
-				}
-			}
-		}
-		b.Fatalf("no leader with a synchronous standby within %s", within)
-		return ""
+	ha := &haCluster{d: d, w: w, rest: map[string]string{}}
+	for _, c := range []string{"TNN-1", "TYO-1"} {
+		ha.rest[c] = d.endpoints.get(b, c, "patroni", "rest")
 	}
+	waitLeader := func(within time.Duration) string { return ha.waitLeader(b, "a trial", within, true) }
 	var resumed []float64
 	for i := range trials {
 		lead := waitLeader(90 * time.Second)
 		if i > 0 {
 			// The restarted member running long enough (15 s) for the
 			// supervisor to count the next kill as a crash of a healthy
-			// process, not a crash loop it would give up on.
-			time.Sleep(16 * time.Second)
+			// process, not a crash loop it would give up on: a span only
+			// time fulfils, not a state to wait for.
+			time.Sleep(16 * time.Second) //nolint:forbidigo // the supervisor's 15 s of healthy running
 			lead = waitLeader(90 * time.Second)
 		}
-		time.Sleep(2 * time.Second)
+		ha.writesFlow(b, "a trial")
 		raw, err := os.ReadFile(filepath.Join(d.endpoints.get(b, lead, "patroni", "data_dir"), "postmaster.pid"))
 		if err != nil {
 			b.Fatal(err)
@@ -134,10 +126,8 @@ func BenchmarkPrimaryKilled(b *testing.B) {
 		killed := time.Now()
 		syscall.Kill(patroni, syscall.SIGKILL)
 		syscall.Kill(pg, syscall.SIGKILL)
-		for deadline := killed.Add(60 * time.Second); !w.ackedSince(killed); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				b.Fatalf("no write acknowledged within 60 s of killing the primary %s; shindo dev:\n%s", lead, lastLines(d.stderr.String(), 30))
-			}
+		if !poll.Within(time.Until(killed.Add(60*time.Second)), func() bool { return w.ackedSince(killed) }) {
+			b.Fatalf("no write acknowledged within 60 s of killing the primary %s; shindo dev:\n%s", lead, lastLines(d.stderr.String(), 30))
 		}
 		resumed = append(resumed, float64(time.Since(killed).Milliseconds()))
 	}

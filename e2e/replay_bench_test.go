@@ -40,7 +40,8 @@ func BenchmarkReplayRoute(b *testing.B) {
 			break
 		}
 	}
-	time.Sleep(70 * time.Second)
+	// The archive fills with time: a minute of the fleet to replay.
+	time.Sleep(70 * time.Second) //nolint:forbidigo // the minute of ticks the replays read, not a wait for a state
 	from := time.Now().Add(-65 * time.Second).Unix()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	// 40 requests a second: under the data API's default limit per client

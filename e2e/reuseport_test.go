@@ -38,7 +38,9 @@ func TestEdgeProcessesShareAnAddress(t *testing.T) {
 			}
 		}
 		last = evs[len(evs)-1].id
-		time.Sleep(700 * time.Millisecond) // a tick or two go by between connections
+		// A tick or two go by between connections, which the next must
+		// resume across: the gap is the case under test.
+		time.Sleep(700 * time.Millisecond) //nolint:forbidigo // the gap between connections, not a wait
 	}
 
 	// Both processes hold some of the connections: all sixteen on one has

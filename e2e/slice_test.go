@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/poll"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
 )
@@ -128,7 +129,8 @@ type rtsDoc struct {
 func nextBoundary() int64 {
 	now := time.Now().UnixMilli()
 	t := (now/500 + 1) * 500
-	time.Sleep(time.Until(time.UnixMilli(t)) + 5*time.Millisecond)
+	// The wall clock is what is waited for: a tick boundary, not a state.
+	time.Sleep(time.Until(time.UnixMilli(t)) + 5*time.Millisecond) //nolint:forbidigo // aligns to the 500 ms boundary
 	return t
 }
 
@@ -288,20 +290,16 @@ func TestStationCommand(t *testing.T) {
 			Acked     uint64  `json:"acked"`
 		} `json:"uplinks"`
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !poll.Within(20*time.Second, func() bool {
 		resp, err := http.Get("http://" + status + "/status")
-		if err == nil {
-			json.NewDecoder(resp.Body).Decode(&doc)
-			resp.Body.Close()
-			if len(doc.Uplinks) == 2 && doc.Uplinks[0].Acked >= 4 && doc.Uplinks[1].Acked >= 4 {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("station not acked: %+v\n%s", doc, stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+		json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		return len(doc.Uplinks) == 2 && doc.Uplinks[0].Acked >= 4 && doc.Uplinks[1].Acked >= 4
+	}) {
+		t.Fatalf("station not acked: %+v\n%s", doc, stderr.String())
 	}
 	u := doc.Uplinks[0]
 	if doc.Stations != 1 || u.Name != "primary" || u.Transport != "udp" || u.SRTT <= 0 {
@@ -344,17 +342,10 @@ func TestStationCommand(t *testing.T) {
 	}
 	defer func() { bad.Process.Kill(); bad.Wait() }()
 	// Wait until ingest has counted several of its packets as bad MACs.
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, "bad MACs counted", func() bool {
 		code, body := httpGet(t, d.endpoints.get(t, "TNN-1", "ingest", "admin")+"/metrics")
-		if code == 200 && metricValue(body, `shindo_ingest_packets_total{result="bad_mac",site="TNN-1",transport="udp"}`) >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("bad MACs not counted")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return code == 200 && metricValue(body, `shindo_ingest_packets_total{result="bad_mac",site="TNN-1",transport="udp"}`) >= 4
+	})
 	_, body = httpGet(t, d.endpoints.get(t, "TPE-1", "edge", "http")+"/api/v2/trem/rts")
 	if strings.Contains(body, `"`+d.stations[0].ID+`"`) {
 		t.Fatal("forged station shown")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"shindo.dev/devkit/faultproxy"
+	"shindo.dev/devkit/poll"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
 )
@@ -51,17 +52,11 @@ func readStatus(t *testing.T, url string) stationStatus {
 
 func waitStatus(t *testing.T, url, what string, timeout time.Duration, ok func(stationStatus) bool) stationStatus {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		s := readStatus(t, url)
-		if len(s.Uplinks) == 2 && ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; status %+v", what, s)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var s stationStatus
+	if !poll.Within(timeout, func() bool { s = readStatus(t, url); return len(s.Uplinks) == 2 && ok(s) }) {
+		t.Fatalf("timed out waiting for %s; status %+v", what, s)
 	}
+	return s
 }
 
 // hostOf strips a scheme and path from a URL, leaving host:port.
@@ -317,21 +312,17 @@ func TestFloodCountedByReason(t *testing.T) {
 	for i, b := range datagrams {
 		conn.Write(b)
 		if i%1000 == 999 {
-			time.Sleep(25 * time.Millisecond)
+			time.Sleep(25 * time.Millisecond) //nolint:forbidigo // paces the flood, as said above
 		}
 	}
 	var got map[string]float64
 	junk := func(m map[string]float64) float64 {
 		return m["malformed"] + m["oversize"] + m["unknown_station"] + m["bad_mac"]
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Within(20*time.Second, func() bool {
 		got = delta(counters(t, admin, "TNN-1"), before)
-		if junk(got) >= total || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return junk(got) >= total
+	})
 	t.Logf("counted %v for %v", got, kinds)
 	if junk(got) != total {
 		t.Fatalf("%v bad datagrams counted, want %d", junk(got), total)
@@ -355,6 +346,9 @@ type fleetStatus struct {
 		Sent  uint64 `json:"sent"`
 		Acked uint64 `json:"acked"`
 		Lost  uint64 `json:"lost"`
+		// Retransmitted and Probes are datagrams on top of Sent.
+		Retransmitted uint64 `json:"retransmitted"`
+		Probes        uint64 `json:"probes"`
 	} `json:"uplinks"`
 }
 
@@ -368,17 +362,11 @@ func readFleet(t *testing.T, d *dev) fleetStatus {
 
 func waitFleet(t *testing.T, d *dev, ok func(fleetStatus) bool) fleetStatus {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		f := readFleet(t, d)
-		if ok(f) {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fleet status never as expected: %+v", f)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var f fleetStatus
+	if !poll.Within(20*time.Second, func() bool { f = readFleet(t, d); return ok(f) }) {
+		t.Fatalf("fleet status never as expected: %+v", f)
 	}
+	return f
 }
 
 // TestProvisioningAndKeyRotation: stations created, rotated and retired
@@ -441,16 +429,7 @@ func TestProvisioningAndKeyRotation(t *testing.T) {
 		}
 		return true
 	}
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out: %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	eventually := func(what string, cond func() bool) { t.Helper(); poll.Until(t, 15*time.Second, what, cond) }
 
 	// A new station is picked up by both cores.
 	created := post("/v1/stations", map[string]any{"id": "NEW01", "name": "new", "lat": 23.5, "lon": 121.0, "code": 981})
@@ -526,11 +505,6 @@ func TestProvisionCommand(t *testing.T) {
 	// Both cores accept the issued keys, once their registries caught up.
 	for i, core := range []string{"TNN-1", "TYO-1"} {
 		p := newProbe(t, stations[2], d.endpoints.get(t, core, "ingest", "udp"))
-		deadline := time.Now().Add(15 * time.Second)
-		for !p.ackedWithin(300 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("core %d never acked the provisioned station", i)
-			}
-		}
+		poll.Until(t, 15*time.Second, fmt.Sprintf("core %d acks the provisioned station", i), func() bool { return p.ackedWithin(300 * time.Millisecond) })
 	}
 }
