@@ -3,7 +3,8 @@
 // second the newest one is what matters), and every detection update on
 // shindo.detections.<site>, kept in the JetStream stream DETECTIONS (fsynced,
 // seven days; message ID "<id>:<serial>", so a republished update is stored
-// once).
+// once). Each message carries the tick's trace context in its headers when
+// the tick is traced.
 package natspub
 
 import (
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/telemetry"
 )
 
 // SnapshotSubject and DetectionSubject name what a site publishes.
@@ -60,10 +62,12 @@ func New(ctx context.Context, nc *nats.Conn, site string, reg prometheus.Registe
 
 // PublishSnapshot sends a snapshot; a slow or absent server loses it, the
 // next one is half a second away.
-func (p *Publisher) PublishSnapshot(s *rtsv1.Snapshot) {
+func (p *Publisher) PublishSnapshot(ctx context.Context, s *rtsv1.Snapshot) {
 	b, err := proto.Marshal(s)
 	if err == nil {
-		err = p.nc.Publish(SnapshotSubject(p.site), b)
+		m := &nats.Msg{Subject: SnapshotSubject(p.site), Data: b, Header: nats.Header{}}
+		telemetry.InjectNATS(ctx, m.Header)
+		err = p.nc.PublishMsg(m)
 	}
 	if err != nil {
 		p.failed.WithLabelValues("snapshot").Inc()
@@ -73,24 +77,29 @@ func (p *Publisher) PublishSnapshot(s *rtsv1.Snapshot) {
 // PublishDetection stores a detection update durably, without blocking
 // the tick loop: the acknowledgement is awaited in the background and a
 // failure is logged.
-func (p *Publisher) PublishDetection(d *rtsv1.Detection) {
+func (p *Publisher) PublishDetection(ctx context.Context, d *rtsv1.Detection) {
 	b, err := proto.Marshal(d)
 	if err != nil {
 		p.failed.WithLabelValues("detection").Inc()
 		return
 	}
-	ack, err := p.js.PublishAsync(DetectionSubject(p.site), b, jetstream.WithMsgID(fmt.Sprintf("%s:%d", d.GetId(), d.GetSerial())))
+	m := &nats.Msg{Subject: DetectionSubject(p.site), Data: b, Header: nats.Header{}}
+	telemetry.InjectNATS(ctx, m.Header)
+	ack, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(fmt.Sprintf("%s:%d", d.GetId(), d.GetSerial())))
 	if err != nil {
 		p.failed.WithLabelValues("detection").Inc()
-		p.log.Warn("detection not published", slog.String("id", d.GetId()), slog.Any("error", err))
+		p.log.WarnContext(ctx, "detection not published", slog.String("id", d.GetId()), slog.Any("error", err))
 		return
 	}
+	// The tick's span has ended by the time the store answers; the
+	// record keeps its IDs.
+	ctx = context.WithoutCancel(ctx)
 	go func() {
 		select {
 		case <-ack.Ok():
 		case err := <-ack.Err():
 			p.failed.WithLabelValues("detection").Inc()
-			p.log.Warn("detection not stored", slog.String("id", d.GetId()), slog.Any("error", err))
+			p.log.WarnContext(ctx, "detection not stored", slog.String("id", d.GetId()), slog.Any("error", err))
 		}
 	}()
 }
