@@ -13,6 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"shindo.dev/lib/telemetry"
 )
 
 // StreamName is the JetStream stream holding notification payloads on
@@ -187,13 +190,17 @@ func (s streamConfig) jetstream() jetstream.StreamConfig {
 	}
 }
 
-// publish stores a payload and returns its stream sequence.
+// publish stores a payload and returns its stream sequence. The message
+// headers keep the trace context of the request that posted it, which the
+// edge delivering it links to (get).
 func (c *core) publish(ctx context.Context, st jetstream.Stream, client string, p payload) (uint64, error) {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return 0, err
 	}
-	ack, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject(client), Data: b},
+	m := &nats.Msg{Subject: subject(client), Data: b, Header: nats.Header{}}
+	telemetry.InjectNATS(ctx, m.Header)
+	ack, err := c.js.PublishMsg(ctx, m,
 		jetstream.WithMsgID(client+"/"+p.ID), jetstream.WithExpectStream(StreamName))
 	if err != nil {
 		c.reset(err)
@@ -218,6 +225,11 @@ func (c *core) get(ctx context.Context, st jetstream.Stream, client, id string, 
 		// Another message at that sequence: the core's stream was
 		// recreated since; this copy is gone.
 		return payload{}, errNotHere
+	}
+	// Delivery happens in another request than the post, maybe at
+	// another edge: a link, not a parent.
+	if posted := trace.SpanContextFromContext(telemetry.ExtractNATS(context.Background(), m.Header)); posted.IsValid() {
+		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: posted})
 	}
 	return p, nil
 }

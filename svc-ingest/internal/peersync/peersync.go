@@ -33,11 +33,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	"shindo.dev/lib/replay"
+	"shindo.dev/lib/telemetry"
 	"shindo.dev/svc-ingest/internal/journal"
 )
 
@@ -81,7 +85,8 @@ const (
 
 // Syncer runs both sides of the exchange for one core.
 type Syncer struct {
-	cfg Config
+	cfg    Config
+	tracer trace.Tracer
 
 	mu    sync.Mutex
 	index map[string]*blocks // where each station's seqs sit in the journal
@@ -99,7 +104,7 @@ type blocks struct {
 
 // New returns a syncer.
 func New(cfg Config) *Syncer {
-	s := &Syncer{cfg: cfg, index: map[string]*blocks{},
+	s := &Syncer{cfg: cfg, index: map[string]*blocks{}, tracer: telemetry.Tracer("shindo.dev/svc-ingest"),
 		sent:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_sent_total", Help: "Records sent to the peer core because it lacked them."}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_received_total", Help: "Records received from the peer core that this core lacked."}),
 		requests: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_requests_total", Help: "Exchanges asked of the peer core."}),
@@ -194,7 +199,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if err := s.exchange(ctx, window); err != nil {
 			s.failures.Inc()
 			if ctx.Err() == nil {
-				s.cfg.Log.Warn("sync with peer failed", slog.String("peer", s.cfg.PeerSite), slog.Any("error", err))
+				s.cfg.Log.WarnContext(ctx, "sync with peer failed", slog.String("peer", s.cfg.PeerSite), slog.Any("error", err))
 			}
 			long = true // once it works again, look far back
 			continue
@@ -235,7 +240,13 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 	}
 	defer sub.Unsubscribe()
 	s.requests.Inc()
-	if err := s.cfg.Peer.PublishRequest(Subject(s.cfg.PeerSite), inbox, b); err != nil {
+	ctx, span := s.tracer.Start(ctx, "peersync ask", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("shindo.peer", s.cfg.PeerSite), attribute.Int("shindo.stations", len(req.GetStations()))))
+	defer span.End()
+	m := &nats.Msg{Subject: Subject(s.cfg.PeerSite), Reply: inbox, Data: b, Header: nats.Header{}}
+	telemetry.InjectNATS(ctx, m.Header)
+	if err := s.cfg.Peer.PublishMsg(m); err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return err
 	}
 	deadline := time.Now().Add(answerTimeout)
@@ -308,6 +319,10 @@ func (s *Syncer) answer(m *nats.Msg) {
 	if m.Reply == "" || err != nil || proto.Unmarshal(data, &req) != nil {
 		return
 	}
+	// Under the asking core's span: one trace holds both sides.
+	ctx, span := s.tracer.Start(telemetry.ExtractNATS(context.Background(), m.Header), "peersync answer",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("shindo.peer", req.GetSite())))
+	defer span.End()
 	type key struct {
 		station string
 		seq     uint64
@@ -352,7 +367,7 @@ func (s *Syncer) answer(m *nats.Msg) {
 			out = protowire.AppendVarint(out, 1)
 		}
 		if err := s.cfg.Local.Publish(m.Reply, pack(out)); err != nil {
-			s.cfg.Log.Warn("sync answer not sent", slog.Any("error", err))
+			s.cfg.Log.WarnContext(ctx, "sync answer not sent", slog.Any("error", err))
 		}
 		batch = nil
 	}
