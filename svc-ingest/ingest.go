@@ -205,7 +205,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	log.Info("station listeners", slog.String("udp", udp.Addr().String()), slog.String("ws", wsAddr.String()))
+	log.InfoContext(ctx, "station listeners", slog.String("udp", udp.Addr().String()), slog.String("ws", wsAddr.String()))
 
 	ingestv1.RegisterIngestServiceServer(svc.GRPC(), &linkServer{links: linkTable})
 	svc.SetServingStatus(ingestv1.IngestService_ServiceDesc.ServiceName, true)

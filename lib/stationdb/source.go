@@ -120,13 +120,13 @@ func (s *Source) reload(ctx context.Context, reason string) {
 	set, err := s.store.Snapshot(ctx)
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.log.Warn("station registry reload failed, keeping the loaded one",
+			s.log.WarnContext(ctx, "station registry reload failed, keeping the loaded one",
 				slog.String("reason", reason), slog.Any("error", err))
 		}
 		return
 	}
 	s.current.Store(set)
-	s.log.Debug("station registry reloaded", slog.String("reason", reason), slog.Int("stations", set.Len()))
+	s.log.DebugContext(ctx, "station registry reloaded", slog.String("reason", reason), slog.Int("stations", set.Len()))
 }
 
 // listen holds a LISTEN connection until ctx ends, signalling changed for
@@ -144,7 +144,7 @@ func (s *Source) listen(ctx context.Context, changed chan<- struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("station registry listener lost, reconnecting",
+		s.log.WarnContext(ctx, "station registry listener lost, reconnecting",
 			slog.Duration("after", backoff), slog.Any("error", translate(err)))
 		wait := time.NewTimer(backoff)
 		select {

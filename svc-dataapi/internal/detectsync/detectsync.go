@@ -112,7 +112,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.log.Warn("detection consumer stopped, retrying", slog.Duration("after", backoff), slog.Any("error", err))
+		s.log.WarnContext(ctx, "detection consumer stopped, retrying", slog.Duration("after", backoff), slog.Any("error", err))
 		select {
 		case <-ctx.Done():
 			return nil

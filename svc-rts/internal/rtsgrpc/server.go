@@ -409,7 +409,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-s.Warm():
 		case <-wait.C:
-			s.log.Warn("no ingest stream caught up within the rebuild wait: detections start afresh", slog.Duration("wait", s.rebuildWait))
+			s.log.WarnContext(ctx, "no ingest stream caught up within the rebuild wait: detections start afresh", slog.Duration("wait", s.rebuildWait))
 			s.becomeWarm("gave up waiting")
 		}
 		wait.Stop()
@@ -425,7 +425,7 @@ func (s *Server) Run(ctx context.Context) error {
 		next += shake.TickMs
 		// After a stall, skip ahead rather than replaying stale ticks.
 		if now := nextTick(s.now()); now-next > shake.OfflineAfterMs {
-			s.log.Warn("tick loop fell behind, skipping ticks", slog.Int64("from", next), slog.Int64("to", now))
+			s.log.WarnContext(ctx, "tick loop fell behind, skipping ticks", slog.Int64("from", next), slog.Int64("to", now))
 			next = now
 		}
 	}
