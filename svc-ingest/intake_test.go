@@ -22,6 +22,7 @@ import (
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/stationwire"
 	"shindo.dev/lib/telemetry"
+	"shindo.dev/lib/telemetry/telemetrytest"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/verify"
@@ -83,9 +84,7 @@ func sealed(tb testing.TB, seq uint64) []byte {
 // and acked, and the journal record carries the span's trace context,
 // which is how svc-rts joins the trace; the others carry none.
 func TestIntakeTracesPacket(t *testing.T) {
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tp, rec := telemetrytest.Recorder(t)
 	in, j := newTestIntake(t, t.TempDir(), 2, tp)
 
 	acks := in.handle([][]byte{sealed(t, 1), sealed(t, 2), sealed(t, 3)}, ingestv1.Transport_TRANSPORT_UDP)()

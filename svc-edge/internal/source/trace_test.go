@@ -5,23 +5,18 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/telemetry"
+	"shindo.dev/lib/telemetry/telemetrytest"
 )
 
 // TestTracedSnapshotSpan: a snapshot that comes with its tick's trace
 // context is handled under a span of that trace, a child of the tick's,
 // which records that it was served.
 func TestTracedSnapshotSpan(t *testing.T) {
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tp, rec := telemetrytest.Recorder(t)
 	p := startPair(t, func(p *pair) { p.sel.tracer = tp.Tracer("test") })
 
 	tctx, tick := tp.Tracer("rts").Start(context.Background(), "rts tick")

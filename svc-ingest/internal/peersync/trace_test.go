@@ -4,19 +4,16 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"shindo.dev/lib/telemetry/telemetrytest"
 )
 
 // TestExchangeIsOneTrace: the asking core's span travels in the request's
 // NATS headers, and the answering core serves under it: one trace holds
 // both sides of an exchange.
 func TestExchangeIsOneTrace(t *testing.T) {
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tp, rec := telemetrytest.Recorder(t)
 	a, b := pair(t, 50*time.Millisecond, time.Hour)
 	a.syncer.tracer, b.syncer.tracer = tp.Tracer("TNN-1"), tp.Tracer("TYO-1")
 	b.receive(t, "S1", 1, 2, 3)

@@ -8,13 +8,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"shindo.dev/lib/telemetry"
+	"shindo.dev/lib/telemetry/telemetrytest"
 	"shindo.dev/svc-rts/internal/shake"
 )
 
@@ -23,9 +21,7 @@ import (
 // goes to subscribers with the tick's trace context; the tick after it,
 // with no traced packet, carries none.
 func TestTickJoinsPacketTrace(t *testing.T) {
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tp, rec := telemetrytest.Recorder(t)
 	eng := shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15, Locate: func(string) (shake.Place, bool) {
 		return shake.Place{Lat: 23.9, Lon: 121.6, Code: 970}, true
 	}})
