@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
@@ -77,8 +76,10 @@ func Extract(ctx context.Context, fields map[string]string) context.Context {
 }
 
 // InjectNATS writes the trace context of ctx's span into h, the headers of
-// a message about to be published; nothing when ctx has no sampled span.
-func InjectNATS(ctx context.Context, h nats.Header) {
+// a NATS message about to be published (a nats.Header: the type is left
+// unnamed so that every service importing this package does not link the
+// NATS client); nothing when ctx has no sampled span.
+func InjectNATS(ctx context.Context, h map[string][]string) {
 	if !trace.SpanContextFromContext(ctx).IsSampled() {
 		return
 	}
@@ -86,8 +87,8 @@ func InjectNATS(ctx context.Context, h nats.Header) {
 }
 
 // ExtractNATS returns ctx with the remote span context in the headers h of
-// a received message as its parent; ctx unchanged when h holds none.
-func ExtractNATS(ctx context.Context, h nats.Header) context.Context {
+// a received NATS message as its parent; ctx unchanged when h holds none.
+func ExtractNATS(ctx context.Context, h map[string][]string) context.Context {
 	if len(h) == 0 {
 		return ctx
 	}
@@ -96,12 +97,17 @@ func ExtractNATS(ctx context.Context, h nats.Header) context.Context {
 
 // natsCarrier adapts NATS headers, whose keys are case-sensitive (unlike
 // HTTP's), to the propagator: the fields are written and read lowercase,
-// as W3C names them.
-type natsCarrier nats.Header
+// as W3C names them, and as nats.Header's Get and Set would.
+type natsCarrier map[string][]string
 
-func (c natsCarrier) Get(key string) string { return nats.Header(c).Get(key) }
+func (c natsCarrier) Get(key string) string {
+	if v := c[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
-func (c natsCarrier) Set(key, value string) { nats.Header(c).Set(key, value) }
+func (c natsCarrier) Set(key, value string) { c[key] = []string{value} }
 
 func (c natsCarrier) Keys() []string {
 	keys := make([]string, 0, len(c))
