@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -301,14 +302,15 @@ func (s *Server) noteTraced(ctx context.Context, rec *ingestv1.Record) {
 
 // startTick starts the span of tick t when traced packets were applied
 // since the last tick: a child of the first, linking the others. Without
-// any it returns ctx and a span that records nothing.
+// any it returns ctx and a span that records nothing (not ctx's own, which
+// the caller's End must not end).
 func (s *Server) startTick(ctx context.Context, t int64) (context.Context, trace.Span) {
 	s.tracedMu.Lock()
 	traced := s.traced
 	s.traced = nil
 	s.tracedMu.Unlock()
 	if len(traced) == 0 {
-		return ctx, trace.SpanFromContext(ctx)
+		return ctx, noop.Span{}
 	}
 	links := make([]trace.Link, 0, len(traced)-1)
 	for _, sc := range traced[1:] {
