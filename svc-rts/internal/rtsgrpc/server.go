@@ -265,7 +265,7 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 				newest = max(newest, end)
 				// A replayed record's trace ended long ago.
 				if !rebuilding && len(rec.GetTraceContext()) > 0 {
-					s.noteTraced(stream.Context(), rec)
+					s.noteTraced(rec)
 				}
 			}
 		}
@@ -288,8 +288,10 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 const maxTickLinks = 32
 
 // noteTraced keeps the span context of a traced record for the next tick.
-func (s *Server) noteTraced(ctx context.Context, rec *ingestv1.Record) {
-	sc := trace.SpanContextFromContext(telemetry.Extract(ctx, rec.GetTraceContext()))
+// It reads nothing but the record: the stream's own span (the Ingest call,
+// as long as the session) is no packet's.
+func (s *Server) noteTraced(rec *ingestv1.Record) {
+	sc := trace.SpanContextFromContext(telemetry.Extract(context.Background(), rec.GetTraceContext()))
 	if !sc.IsValid() {
 		return
 	}

@@ -41,7 +41,7 @@ func TestTickJoinsPacketTrace(t *testing.T) {
 		if result, _ := srv.apply(r); result != "applied" {
 			t.Fatalf("record %s %s", id, result)
 		}
-		srv.noteTraced(context.Background(), r)
+		srv.noteTraced(r)
 	}
 	srv.emit(context.Background(), t0)
 
