@@ -232,6 +232,7 @@ func TestCompose(t *testing.T) {
 		{"sites", checkComposeSites},
 		{"lifecycle", checkComposeLifecycle},
 		{"metadata database", checkComposeDatabase},
+		{"traces go to the collector", checkComposeTelemetry},
 		{"only edges are trusted proxies", checkComposeTrustedProxies},
 		{"docker compose config", checkDockerCompose},
 	}
@@ -414,8 +415,32 @@ func usageFlags(t *testing.T, bin string, argv []string, env envVars) map[string
 // checkComposeCoversServices: every svc-* binary, and the simulated fleet,
 // runs in some container.
 // thirdPartyImages are the images compose may run besides ours: the
-// metadata database.
-var thirdPartyImages = []string{"postgres:15"}
+// metadata database and the trace collector.
+var thirdPartyImages = []string{"postgres:15", "otel/opentelemetry-collector:"}
+
+// checkComposeTelemetry: every service exports its spans to the
+// collector, whose configuration is mounted read-only and receives OTLP
+// on the port the services are given.
+func checkComposeTelemetry(t *testing.T, m *composeModel) {
+	if !slices.Contains(m.thirdParty, "otel-collector") {
+		t.Fatal("no otel-collector service (image otel/opentelemetry-collector)")
+	}
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "otel", "collector.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "endpoint: 0.0.0.0:4317") {
+		t.Error("deploy/otel/collector.yaml does not receive OTLP/gRPC on 0.0.0.0:4317")
+	}
+	for _, u := range m.units {
+		if _, ok := u.flags["otlp-endpoint"]; !ok {
+			continue
+		}
+		if v, _ := u.value("otlp-endpoint"); v != "otel-collector:4317" {
+			t.Errorf("%s: otlp-endpoint %q, want otel-collector:4317", u.name, v)
+		}
+	}
+}
 
 // checkComposeDatabase: every service that keeps the station registry
 // finds it in the metadata database, which it depends on.
@@ -570,6 +595,9 @@ func checkComposeDeps(t *testing.T, m *composeModel) {
 				port, perr := strconv.Atoi(p)
 				if err != nil || perr != nil || host == "" || net.ParseIP(host) != nil {
 					continue
+				}
+				if slices.Contains(m.thirdParty, host) {
+					continue // checked by the third party's own check
 				}
 				dep, ok := m.byName[host]
 				if !ok {

@@ -61,6 +61,7 @@ type Config struct {
 	SyncWindow   int           `conf:"sync-window" default:"4096" help:"seqs per station compared in a long sync exchange (the backfill horizon)"`
 	MaxBatch     int           `conf:"forward-batch" default:"512" help:"most records per forwarded batch"`
 	Window       int           `conf:"forward-window" default:"64" help:"most unacked batches per downstream service"`
+	TraceEvery   uint64        `conf:"trace-every" default:"1000" help:"trace one accepted intensity packet in this many, through RTS to the edges (1: every one; 0: none)"`
 }
 
 // DefaultConfig returns the configuration with svc-ingest's default ports.
@@ -172,6 +173,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 			Freshness: cfg.Freshness, Window: cfg.ReplayWindow, MaxSeqJump: cfg.MaxSeqJump, Rate: cfg.StationRate, Burst: cfg.StationBurst}), journal: j,
 		links: linkTable, counts: newPacketCounter(svc.Metrics(), cfg.Site), log: log,
 		overloaded: func() bool { return max(toRTS.Lag(), toWaveform.Lag()) > cfg.MaxLag },
+		sampler:    newPacketSampler(cfg.TraceEvery),
 	}
 	if err := in.rebuild(log); err != nil {
 		return err
@@ -207,7 +209,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	log.Info("station listeners", slog.String("udp", udp.Addr().String()), slog.String("ws", wsAddr.String()))
+	log.InfoContext(ctx, "station listeners", slog.String("udp", udp.Addr().String()), slog.String("ws", wsAddr.String()))
 
 	ingestv1.RegisterIngestServiceServer(svc.GRPC(), &linkServer{links: linkTable})
 	svc.SetServingStatus(ingestv1.IngestService_ServiceDesc.ServiceName, true)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -29,6 +31,8 @@ type intake struct {
 	// indexed, if set, learns where each recorded packet sits in the
 	// journal (the sync with the peer answers from there).
 	indexed func(station string, seq, index uint64)
+	// sampler picks the packets that start a trace; nil traces none.
+	sampler *packetSampler
 }
 
 // rebuildScan bounds how many of the newest journal records a restart reads
@@ -84,9 +88,14 @@ func (in *intake) scanRecent(fn func(station string, seq, index uint64, recvAtMs
 // encodeRecord serializes an ingestv1.Record around the packet's own bytes:
 // an embedded message is its serialization, so the verified packet needs
 // no second encoding. The result decodes as the Record proto.Marshal would
-// produce.
-func encodeRecord(packet []byte, recvAtMs int64, site string, tr ingestv1.Transport) []byte {
-	b := make([]byte, 0, len(packet)+len(site)+24)
+// produce. traceContext, of a traced packet, goes in the record's
+// trace_context map.
+func encodeRecord(packet []byte, recvAtMs int64, site string, tr ingestv1.Transport, traceContext map[string]string) []byte {
+	n := len(packet) + len(site) + 24
+	for k, v := range traceContext {
+		n += len(k) + len(v) + 8
+	}
+	b := make([]byte, 0, n)
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
 	b = protowire.AppendBytes(b, packet)
 	b = protowire.AppendTag(b, 2, protowire.VarintType)
@@ -94,7 +103,18 @@ func encodeRecord(packet []byte, recvAtMs int64, site string, tr ingestv1.Transp
 	b = protowire.AppendTag(b, 3, protowire.BytesType)
 	b = protowire.AppendString(b, site)
 	b = protowire.AppendTag(b, 4, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(tr))
+	b = protowire.AppendVarint(b, uint64(tr))
+	// A map field is a repeated entry message of key (1) and value (2).
+	for _, k := range slices.Sorted(maps.Keys(traceContext)) {
+		v := traceContext[k]
+		b = protowire.AppendTag(b, 5, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(protowire.SizeTag(1)+protowire.SizeBytes(len(k))+protowire.SizeTag(2)+protowire.SizeBytes(len(v))))
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, k)
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendString(b, v)
+	}
+	return b
 }
 
 // handle implements listen.Handler.
@@ -103,6 +123,7 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 	outs := make([]verify.Outcome, len(batch))
 	var payloads [][]byte
 	var toRecord []int
+	var traced []tracedPacket
 	shedding := in.overloaded()
 	for i, b := range batch {
 		in.counts.received(tr, len(b))
@@ -121,7 +142,11 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 			// Unacked, the station retries, over the other uplink too.
 			outs[i].Result = verify.Overloaded
 		default:
-			payloads = append(payloads, encodeRecord(o.Raw, o.RecvAt.UnixMilli(), in.site, tr))
+			span, traceContext := in.sampler.start(&outs[i], tr)
+			if span != nil {
+				traced = append(traced, tracedPacket{i, span})
+			}
+			payloads = append(payloads, encodeRecord(o.Raw, o.RecvAt.UnixMilli(), in.site, tr, traceContext))
 			toRecord = append(toRecord, i)
 		}
 	}
@@ -156,6 +181,7 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 				in.links.Observe(o.Packet.GetStationId(), o.Packet.GetSeq(), tr, o.Packet.GetRttUs(), o.RecvAt)
 			}
 		}
+		endTraced(traced, outs)
 		return acks
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
+	"shindo.dev/lib/telemetry"
 )
 
 // The hops, one per message of natsbus.proto.
@@ -215,12 +216,16 @@ func (h *Hop[M]) Reply(ctx context.Context, reply string, m M) (*nats.Msg, error
 
 // msg builds every message of the bus. ctx is the publication's: headers
 // that carry something of it are set here.
-func (h *Hop[M]) msg(_ context.Context, subject string, m M) (*nats.Msg, error) {
+func (h *Hop[M]) msg(ctx context.Context, subject string, m M) (*nats.Msg, error) {
 	b, err := h.Encode(m)
 	if err != nil {
 		return nil, err
 	}
-	return &nats.Msg{Subject: subject, Data: b}, nil
+	msg := &nats.Msg{Subject: subject, Data: b, Header: nats.Header{}}
+	// The trace the publication belongs to, for the receiver to continue
+	// (telemetry.ExtractNATS); nothing when it is not sampled.
+	telemetry.InjectNATS(ctx, msg.Header)
+	return msg, nil
 }
 
 // Token makes a value one subject token: dots, which would split it, become

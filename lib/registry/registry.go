@@ -267,17 +267,17 @@ func (f *File) Run(ctx context.Context, interval time.Duration) error {
 		}
 		st, err := os.Stat(f.path)
 		if err != nil {
-			f.log.Warn("station registry unreadable, keeping the loaded one", slog.Any("error", err))
+			f.log.WarnContext(ctx, "station registry unreadable, keeping the loaded one", slog.Any("error", err))
 			continue
 		}
 		if st.ModTime().Equal(f.modTime) && st.Size() == f.size {
 			continue
 		}
 		if err := f.reload(); err != nil {
-			f.log.Warn("station registry reload failed, keeping the loaded one", slog.Any("error", err))
+			f.log.WarnContext(ctx, "station registry reload failed, keeping the loaded one", slog.Any("error", err))
 			continue
 		}
-		f.log.Info("station registry reloaded", slog.Int("stations", f.Current().Len()))
+		f.log.InfoContext(ctx, "station registry reloaded", slog.Int("stations", f.Current().Len()))
 	}
 }
 

@@ -49,7 +49,7 @@ func Connect(ctx context.Context, what, target string, wait time.Duration, log *
 	}
 	go func() {
 		if err := WaitServing(ctx, conn, wait); err != nil && ctx.Err() == nil {
-			log.Warn("dependency not serving yet; connecting when it comes", slog.String("dependency", what),
+			log.WarnContext(ctx, "dependency not serving yet; connecting when it comes", slog.String("dependency", what),
 				slog.String("target", target), slog.Any("error", err))
 		}
 	}()

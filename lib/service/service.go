@@ -203,7 +203,7 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.admin = &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
 
-	log.Info("configuration", slog.Any("config", conf.LogValue(cfg)))
+	log.InfoContext(ctx, "configuration", slog.Any("config", conf.LogValue(cfg)))
 	return s, nil
 }
 
@@ -434,16 +434,16 @@ func (s *Service) Run(ctx context.Context) error {
 		})
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.log.Info("serving",
+	s.log.InfoContext(ctx, "serving",
 		slog.String("grpc", s.grpcLn.Addr().String()),
 		slog.String("admin", s.adminLn.Addr().String()))
 
 	var runErr error
 	select {
 	case <-ctx.Done():
-		s.log.Info("shutdown requested")
+		s.log.InfoContext(ctx, "shutdown requested")
 	case runErr = <-failed:
-		s.log.Error("component failed, shutting down", slog.Any("error", runErr))
+		s.log.ErrorContext(ctx, "component failed, shutting down", slog.Any("error", runErr))
 	}
 
 	deadline := time.Now().Add(s.common.ShutdownTimeout)
@@ -493,21 +493,21 @@ func (s *Service) Run(ctx context.Context) error {
 	select {
 	case <-compsDone:
 	case <-shutdownCtx.Done():
-		s.log.Warn("components did not stop in time")
+		s.log.WarnContext(ctx, "components did not stop in time")
 	}
 	// 5. Closers, last registered first.
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		c := s.closers[i]
 		if err := c.fn(shutdownCtx); err != nil {
-			s.log.Warn("close failed", slog.String("what", c.name), slog.Any("error", err))
+			s.log.WarnContext(ctx, "close failed", slog.String("what", c.name), slog.Any("error", err))
 		}
 	}
 	s.admin.Close()
 	// 6. Telemetry.
 	if err := s.telemetry(shutdownCtx); err != nil {
-		s.log.Warn("telemetry flush failed", slog.Any("error", err))
+		s.log.WarnContext(ctx, "telemetry flush failed", slog.Any("error", err))
 	}
 	wg.Wait()
-	s.log.Info("stopped")
+	s.log.InfoContext(ctx, "stopped")
 	return runErr
 }

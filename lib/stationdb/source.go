@@ -124,13 +124,13 @@ func (s *Source) reload(ctx context.Context, reason string) {
 	set, err := s.store.Snapshot(ctx)
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.log.Warn("station registry reload failed, keeping the loaded one",
+			s.log.WarnContext(ctx, "station registry reload failed, keeping the loaded one",
 				slog.String("reason", reason), slog.Any("error", err))
 		}
 		return
 	}
 	s.current.Store(set)
-	s.log.Debug("station registry reloaded", slog.String("reason", reason), slog.Int("stations", set.Len()))
+	s.log.DebugContext(ctx, "station registry reloaded", slog.String("reason", reason), slog.Int("stations", set.Len()))
 }
 
 // listen holds a LISTEN connection until ctx ends, signalling changed for
@@ -161,7 +161,7 @@ func Listen(ctx context.Context, connCfg *pgx.ConnConfig, channels []string, log
 		if ctx.Err() != nil {
 			return
 		}
-		log.Warn("database listener lost, reconnecting", slog.Any("channels", channels),
+		log.WarnContext(ctx, "database listener lost, reconnecting", slog.Any("channels", channels),
 			slog.Duration("after", backoff), slog.Any("error", translate(err)))
 		wait := time.NewTimer(backoff)
 		select {

@@ -76,7 +76,7 @@ func Open(ctx context.Context, c Config, wait time.Duration, log *slog.Logger) (
 		o.Close()
 		return nil, fmt.Errorf("metadata database schema: %w", err)
 	} else if len(applied) > 0 {
-		log.Info("schema migrated", slog.Any("versions", applied))
+		log.InfoContext(ctx, "schema migrated", slog.Any("versions", applied))
 	}
 	src, err := stationdb.NewSource(ctx, pool, log)
 	if err != nil {

@@ -129,13 +129,13 @@ func (c *Clock) Run(ctx context.Context, urls []string, interval time.Duration, 
 			failures = 0
 			c.offset.Store(int64(s.Offset))
 			if !c.synced.Swap(true) {
-				log.Info("clock synced", slog.String("entrance", urls[entrance]), slog.Duration("offset", s.Offset), slog.Duration("rtt", s.RTT))
+				log.InfoContext(ctx, "clock synced", slog.String("entrance", urls[entrance]), slog.Duration("offset", s.Offset), slog.Duration("rtt", s.RTT))
 			}
 		case ctx.Err() != nil:
 			return nil
 		default:
 			failures++
-			log.Warn("time sync failed", slog.String("entrance", urls[entrance]), slog.Int("failures", failures), slog.Any("error", err))
+			log.WarnContext(ctx, "time sync failed", slog.String("entrance", urls[entrance]), slog.Int("failures", failures), slog.Any("error", err))
 			if failures >= 3 {
 				entrance, failures = (entrance+1)%len(urls), 0
 			}

@@ -459,7 +459,7 @@ func (l *Link) toWS() {
 		// Stay on UDP; another run of timeouts tries again.
 		l.consecutive = 0
 		if l.u.ctx.Err() == nil {
-			l.u.log.Warn("websocket dial failed, staying on UDP", slog.String("station", l.station), slog.Any("error", err))
+			l.u.log.WarnContext(ctx, "websocket dial failed, staying on UDP", slog.String("station", l.station), slog.Any("error", err))
 		}
 		return
 	}
@@ -467,7 +467,7 @@ func (l *Link) toWS() {
 	l.ws = c
 	if l.transport != WS {
 		l.stats.ToWS++
-		l.u.log.Info("uplink switched to websocket", slog.String("station", l.station), slog.Int("timeouts", l.consecutive))
+		l.u.log.InfoContext(ctx, "uplink switched to websocket", slog.String("station", l.station), slog.Int("timeouts", l.consecutive))
 	}
 	l.transport, l.consecutive, l.probesOK = WS, 0, 0
 	probeCtx, probeCancel := context.WithCancel(l.u.ctx)

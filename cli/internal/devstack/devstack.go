@@ -58,6 +58,8 @@ type Config struct {
 	HA           bool          `conf:"ha" help:"replicated metadata database: a PostgreSQL member at each core under Patroni (synchronous mode, etcd quorum) behind HAProxy; needs Debian's patroni and haproxy"`
 	Links        string        `conf:"links" help:"network profile every link (the stations' uplinks, the link between the cores; with -wan every link) is under from the start: clear, wan, lossy, typhoon or cut (see shindo fault links); default clear, or wan with -wan"`
 	WAN          bool          `conf:"wan" help:"run each site and the stations in a network namespace of its own, joined by links with the one-way delay, jitter and loss of -links (default wan); needs root (see docs/ARCHITECTURE.md)"`
+	OTel         string        `conf:"otel" help:"OTLP/gRPC trace collector host:port every service exports its spans to (their -otlp-endpoint); empty exports nothing. With -wan the services reach it from their sites' namespaces"`
+	TraceEvery   uint64        `conf:"trace-every" default:"1000" help:"each ingest traces one accepted intensity packet in this many through RTS to the edges (its -trace-every; 1: every one, 0: none)"`
 }
 
 // Validate checks the configuration.
@@ -80,6 +82,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := netprofile.Lookup(c.linksProfile()); err != nil {
 		errs = append(errs, fmt.Errorf("links: %w", err))
+	}
+	if c.OTel != "" {
+		if _, _, err := net.SplitHostPort(c.OTel); err != nil {
+			errs = append(errs, fmt.Errorf("otel %q: want host:port", c.OTel))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -192,8 +192,12 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 	wan := hosts != nil
 	bin := func(name string) string { return filepath.Join(cfg.BinDir, name) }
 	common := func(s site, grpcOff, adminOff int) []string {
-		return []string{"-site", s.name, "-grpc-addr", addr(s, grpcOff), "-admin-addr", addr(s, adminOff),
+		args := []string{"-site", s.name, "-grpc-addr", addr(s, grpcOff), "-admin-addr", addr(s, adminOff),
 			"-log-level", cfg.LogLevel, "-shutdown-timeout", "8s"}
+		if cfg.OTel != "" {
+			args = append(args, "-otlp-endpoint", cfg.OTel)
+		}
+		return args
 	}
 	svc := func(s site, role string, grpcOff, adminOff int, extra map[string]int, args ...string) *process {
 		pr := &process{
@@ -286,6 +290,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
 			"-nats", natsURL(c), "-peer-nats", peerNATS, "-peer-site", peer.name,
 			"-rts", addr(c, rtsGRPC), "-waveform", addr(c, waveformGRPC),
+			"-trace-every", strconv.FormatUint(cfg.TraceEvery, 10),
 			// The simulated fleet's stations, and any tool that sends
 			// through their uplink (links in endpoints.json), all come from
 			// the uplink proxy's address: two each while one replaces

@@ -217,3 +217,34 @@ func TestNoSecretsInArgv(t *testing.T) {
 		}
 	}
 }
+
+// TestOTelEndpointToEveryService: with -otel every service exports its
+// spans there, and each ingest traces packets at -trace-every; without,
+// no service is given an endpoint.
+func TestOTelEndpointToEveryService(t *testing.T) {
+	t.Parallel()
+	c := testConfig()
+	c.OTel, c.TraceEvery = "127.0.0.1:4317", 7
+	for _, pr := range slices.Concat(newPlan(c).groups...) {
+		if !slices.Contains(binaries, strings.TrimPrefix(pr.bin, "/opt/shindo/")) {
+			continue // shindo's own subcommands: etcd, nats, the fleet
+		}
+		if i := slices.Index(pr.args, "-otlp-endpoint"); i < 0 || pr.args[i+1] != "127.0.0.1:4317" {
+			t.Errorf("%s args %v lack -otlp-endpoint 127.0.0.1:4317", pr.name, pr.args)
+		}
+		if pr.role == "ingest" {
+			if i := slices.Index(pr.args, "-trace-every"); i < 0 || pr.args[i+1] != "7" {
+				t.Errorf("%s args %v lack -trace-every 7", pr.name, pr.args)
+			}
+		}
+	}
+	for _, pr := range slices.Concat(newPlan(testConfig()).groups...) {
+		if slices.Contains(pr.args, "-otlp-endpoint") {
+			t.Errorf("%s is given an OTLP endpoint without -otel", pr.name)
+		}
+	}
+	c.OTel = "collector"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "otel") {
+		t.Errorf("otel without a port: %v", err)
+	}
+}

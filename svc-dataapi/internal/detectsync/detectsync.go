@@ -34,10 +34,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/natsbus"
 	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/telemetry"
 	"shindo.dev/lib/township"
 )
 
@@ -63,6 +67,7 @@ type Syncer struct {
 	store   Store
 	log     *slog.Logger
 	timeout time.Duration
+	tracer  trace.Tracer
 
 	areas areaLog
 
@@ -72,7 +77,7 @@ type Syncer struct {
 // New returns a syncer for site's NATS connection nc. timeout bounds each
 // database write.
 func New(nc *nats.Conn, site string, store Store, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) *Syncer {
-	s := &Syncer{nc: nc, site: site, store: store, log: log, timeout: timeout,
+	s := &Syncer{nc: nc, site: site, store: store, log: log, timeout: timeout, tracer: telemetry.Tracer("shindo.dev/svc-dataapi"),
 		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_dataapi_detection_updates_total",
 			Help: "Detection updates consumed from JetStream, by result (applied, stale, report, malformed, retry, conflict).",
@@ -100,7 +105,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.log.Warn("detection consumer stopped, retrying", slog.Duration("after", backoff), slog.Any("error", err))
+		s.log.WarnContext(ctx, "detection consumer stopped, retrying", slog.Duration("after", backoff), slog.Any("error", err))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -148,39 +153,50 @@ func (s *Syncer) consume(ctx context.Context, js jetstream.JetStream) error {
 // handle applies one detection update and acknowledges it, or asks for it
 // again later when the database is unavailable. One that is not a
 // detection — corrupt, or stored by a version of svc-rts that published the
-// bare detection, before natsbus — is dropped, counted as malformed.
+// bare detection, before natsbus — is dropped, counted as malformed. It
+// works under a span in the trace of the tick that published the update,
+// when the tick was traced (the message headers carry its context).
 func (s *Syncer) handle(ctx context.Context, msg jetstream.Msg) {
+	ctx, span := s.tracer.Start(telemetry.ExtractNATS(ctx, msg.Headers()), "dataapi detection",
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attribute.String("messaging.destination.name", msg.Subject())))
+	defer span.End()
 	pub, err := natsbus.Detections.Decode(msg.Data())
 	if err == nil && pub.GetDetection().GetId() == "" {
 		err = errors.New("no detection id")
 	}
 	if err != nil {
 		s.handled.WithLabelValues("malformed").Inc()
-		s.log.Warn("malformed detection dropped", slog.String("subject", msg.Subject()), slog.Any("error", err))
+		s.log.WarnContext(ctx, "malformed detection dropped", slog.String("subject", msg.Subject()), slog.Any("error", err))
+		span.SetStatus(codes.Error, "malformed")
 		msg.Term()
 		return
 	}
 	d := FromProto(pub.GetDetection())
+	span.SetAttributes(attribute.String("shindo.detection", d.ID), attribute.Int("shindo.serial", int(d.Serial)))
 	result, err := s.apply(ctx, d)
 	switch {
 	case errors.Is(err, stationdb.ErrInvalid):
 		s.handled.WithLabelValues("malformed").Inc()
-		s.log.Warn("invalid detection dropped", slog.String("id", d.ID), slog.Any("error", err))
+		s.log.WarnContext(ctx, "invalid detection dropped", slog.String("id", d.ID), slog.Any("error", err))
 		msg.Term()
 	case errors.Is(err, stationdb.ErrConflict):
 		s.handled.WithLabelValues("conflict").Inc()
-		s.log.Error("report of detection conflicts with another report", slog.String("id", d.ID), slog.Any("error", err))
+		s.log.ErrorContext(ctx, "report of detection conflicts with another report", slog.String("id", d.ID), slog.Any("error", err))
 		msg.Ack()
 	case err != nil:
 		s.handled.WithLabelValues("retry").Inc()
 		if ctx.Err() == nil {
-			s.log.Warn("detection not stored, will retry", slog.String("id", d.ID), slog.Any("error", err))
+			s.log.WarnContext(ctx, "detection not stored, will retry", slog.String("id", d.ID), slog.Any("error", err))
 		}
 		msg.NakWithDelay(time.Second)
 	default:
 		s.handled.WithLabelValues(result).Inc()
 		msg.Ack()
 	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.SetAttributes(attribute.String("shindo.result", result))
 }
 
 func (s *Syncer) apply(ctx context.Context, d stationdb.Detection) (string, error) {

@@ -147,7 +147,7 @@ func (h *Handler) snapshot(ctx context.Context, ms int64) (*rtsv1.Snapshot, bool
 			answered++
 			future++
 		default:
-			h.log.Warn("replay: a core's archive did not answer", slog.Int64("time_ms", ms), slog.Any("error", err))
+			h.log.WarnContext(ctx, "replay: a core's archive did not answer", slog.Int64("time_ms", ms), slog.Any("error", err))
 		}
 	}
 	switch {

@@ -12,9 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	"shindo.dev/lib/natsbus"
+	"shindo.dev/lib/telemetry"
 )
 
 // errNotHere means a core answered and does not hold the payload.
@@ -176,7 +178,9 @@ func (s streamConfig) jetstream() jetstream.StreamConfig {
 	return cfg
 }
 
-// publish stores a payload and returns its stream sequence.
+// publish stores a payload and returns its stream sequence. The message
+// headers keep the trace context of the request that posted it (natsbus
+// sets them), which the edge delivering it links to (get).
 func (c *core) publish(ctx context.Context, st jetstream.Stream, client string, p *natsbusv1.NotificationPayload) (uint64, error) {
 	msg, err := natsbus.Notifications.Msg(ctx, client, p)
 	if err != nil {
@@ -211,6 +215,11 @@ func (c *core) get(ctx context.Context, st jetstream.Stream, client, id string, 
 		// Another message at that sequence: the core's stream was
 		// recreated since; this copy is gone.
 		return nil, errNotHere
+	}
+	// Delivery happens in another request than the post, maybe at
+	// another edge: a link, not a parent.
+	if posted := trace.SpanContextFromContext(telemetry.ExtractNATS(context.Background(), m.Header)); posted.IsValid() {
+		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: posted})
 	}
 	return p, nil
 }

@@ -59,7 +59,7 @@ func (s *Service) servePost(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "60")
 		writeError(w, http.StatusTooManyRequests, err.Error())
 	case errors.Is(err, ErrUnavailable):
-		s.log.Warn("notification not accepted", slog.String("client", req.Client), slog.Any("error", err))
+		s.log.WarnContext(r.Context(), "notification not accepted", slog.String("client", req.Client), slog.Any("error", err))
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "notification store unavailable: retry (with the same id, if you gave one, so that it is stored once)")
 	default:
@@ -87,7 +87,7 @@ func (s *Service) serveAck(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(map[string]any{"error": err.Error(), "acked": acked})
 		w.Write(b)
 	case errors.Is(err, ErrUnavailable):
-		s.log.Warn("acknowledgement not recorded", slog.String("client", req.Client), slog.Any("error", err))
+		s.log.WarnContext(r.Context(), "acknowledgement not recorded", slog.String("client", req.Client), slog.Any("error", err))
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "notification store unavailable: retry")
 	default:

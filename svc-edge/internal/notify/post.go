@@ -246,7 +246,7 @@ func (s *Service) store(ctx context.Context, client string, p *natsbusv1.Notific
 		r := <-results
 		if r.err != nil {
 			s.m.stores.WithLabelValues(r.core, "failed").Inc()
-			s.log.Debug("notification not stored on a core", slog.String("core", r.core), slog.String("client", client), slog.Any("error", r.err))
+			s.log.DebugContext(ctx, "notification not stored on a core", slog.String("core", r.core), slog.String("client", client), slog.Any("error", r.err))
 			continue
 		}
 		s.m.stores.WithLabelValues(r.core, "ok").Inc()

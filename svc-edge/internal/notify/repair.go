@@ -38,9 +38,9 @@ func (s *Service) repairLoop(ctx context.Context) {
 		}
 		if msg := errString(err); msg != lastErr {
 			if err != nil {
-				s.log.Warn("notification repair failed; will retry", slog.Any("error", err))
+				s.log.WarnContext(ctx, "notification repair failed; will retry", slog.Any("error", err))
 			} else {
-				s.log.Info("notification repair working again")
+				s.log.InfoContext(ctx, "notification repair working again")
 			}
 			lastErr = msg
 		}
@@ -77,7 +77,7 @@ func (s *Service) repairRound(ctx context.Context) error {
 			continue
 		}
 		if err := s.repair(ctx, client, seq, string(kv.Key)); err != nil {
-			s.log.Debug("notification not repaired yet", slog.String("client", client), slog.Uint64("seq", seq), slog.Any("error", err))
+			s.log.DebugContext(ctx, "notification not repaired yet", slog.String("client", client), slog.Uint64("seq", seq), slog.Any("error", err))
 		}
 	}
 	return nil
@@ -161,7 +161,7 @@ func (s *Service) repair(ctx context.Context, client string, seq uint64, marker 
 	}
 	if tr.Succeeded {
 		s.m.repaired.Add(float64(added))
-		s.log.Info("notification copied to the cores that missed it", slog.String("client", client), slog.Uint64("seq", seq), slog.Any("stored_at", at))
+		s.log.InfoContext(ctx, "notification copied to the cores that missed it", slog.String("client", client), slog.Uint64("seq", seq), slog.Any("stored_at", at))
 	}
 	return nil
 }

@@ -117,9 +117,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	s.ensureCores(ctx)
 	if len(s.cores) == 1 {
-		log.Warn("one core configured: notifications are not stored redundantly")
+		log.WarnContext(ctx, "one core configured: notifications are not stored redundantly")
 	}
-	log.Info("notifications ready", slog.Any("cores", s.coreNames()), slog.Any("etcd", cfg.Etcd),
+	log.InfoContext(ctx, "notifications ready", slog.Any("cores", s.coreNames()), slog.Any("etcd", cfg.Etcd),
 		slog.Duration("lease_ttl", cfg.LeaseTTL), slog.Int("max_pending", cfg.MaxPending), slog.Duration("retention", cfg.Retention))
 	return s, nil
 }
@@ -208,7 +208,7 @@ func (s *Service) closeWith(graceful bool) {
 				// The ownership keys go at once rather than a TTL later.
 				ctx, cancel := context.WithTimeout(context.Background(), s.cfg.EtcdTimeout)
 				if _, err := s.cli.Revoke(ctx, sess.Lease()); err != nil {
-					s.log.Warn("etcd lease not revoked; it expires by itself", slog.Any("error", err))
+					s.log.WarnContext(ctx, "etcd lease not revoked; it expires by itself", slog.Any("error", err))
 				}
 				cancel()
 			}
@@ -258,7 +258,7 @@ func (s *Service) keepSession(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				s.log.Warn("etcd lease not granted; clients cannot subscribe to notifications here", slog.Any("error", err))
+				s.log.WarnContext(ctx, "etcd lease not granted; clients cannot subscribe to notifications here", slog.Any("error", err))
 				select {
 				case <-ctx.Done():
 					return
@@ -276,7 +276,7 @@ func (s *Service) keepSession(ctx context.Context) {
 			s.sess, sess = next, next
 			s.mu.Unlock()
 			wait = 100 * time.Millisecond
-			s.log.Info("etcd lease granted", slog.Int64("lease", int64(next.Lease())))
+			s.log.InfoContext(ctx, "etcd lease granted", slog.Int64("lease", int64(next.Lease())))
 		}
 		select {
 		case <-ctx.Done():
@@ -288,7 +288,7 @@ func (s *Service) keepSession(ctx context.Context) {
 			}
 			s.mu.Unlock()
 			if ctx.Err() == nil {
-				s.log.Warn("etcd lease lost; this edge's notification subscriptions ended", slog.Int64("lease", int64(sess.Lease())))
+				s.log.WarnContext(ctx, "etcd lease lost; this edge's notification subscriptions ended", slog.Int64("lease", int64(sess.Lease())))
 			}
 		}
 	}
@@ -315,7 +315,7 @@ func (s *Service) ensureCores(ctx context.Context) {
 		_, err := c.ready(cctx, s.stream, s.claim)
 		cancel()
 		if c.problem(err) {
-			s.log.Warn("core not usable for notifications", slog.String("core", c.Name()), slog.Any("error", err))
+			s.log.WarnContext(ctx, "core not usable for notifications", slog.String("core", c.Name()), slog.Any("error", err))
 		}
 	}
 }

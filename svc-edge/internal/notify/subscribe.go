@@ -92,7 +92,7 @@ func (s *Service) Subscribe(ctx context.Context, client string) (<-chan Notifica
 		s.m.takeovers.WithLabelValues("this_edge").Inc()
 	default:
 		s.m.takeovers.WithLabelValues("other_edge").Inc()
-		s.log.Info("client moved here", slog.String("client", client), slog.String("from", prev.Edge))
+		s.log.InfoContext(ctx, "client moved here", slog.String("client", client), slog.String("from", prev.Edge))
 	}
 
 	sub := &subscription{s: s, client: client, token: token, rev: resp.Header.Revision,
@@ -147,7 +147,7 @@ func (s *Service) release(sub *subscription, sess *concurrency.Session, why erro
 		Then(clientv3.OpDelete(ownerKey(sub.client))).Commit()
 	if err != nil {
 		// It expires with the lease.
-		s.log.Debug("ownership not released", slog.String("client", sub.client), slog.Int64("lease", int64(sess.Lease())), slog.Any("error", err))
+		s.log.DebugContext(ctx, "ownership not released", slog.String("client", sub.client), slog.Int64("lease", int64(sess.Lease())), slog.Any("error", err))
 	}
 }
 
@@ -284,7 +284,7 @@ func (s *Service) fetch(ctx context.Context, client string, seq uint64, e entry)
 	if posted := time.UnixMilli(e.Posted); time.Since(posted) > s.cfg.Retention {
 		// Kept past the retention by etcd (a lease outlives its TTL
 		// across a leader change); its payload has expired.
-		s.log.Info("expired notification skipped", slog.String("client", client), slog.Uint64("seq", seq), slog.Time("posted", posted))
+		s.log.InfoContext(ctx, "expired notification skipped", slog.String("client", client), slog.Uint64("seq", seq), slog.Time("posted", posted))
 		return fetched{seq: seq}
 	}
 	wait := 50 * time.Millisecond
@@ -296,11 +296,11 @@ func (s *Service) fetch(ctx context.Context, client string, seq uint64, e entry)
 		}
 		if errors.Is(err, errNotHere) {
 			s.m.missing.Inc()
-			s.log.Error("notification payload on no core; skipped", slog.String("client", client), slog.Uint64("seq", seq),
+			s.log.ErrorContext(ctx, "notification payload on no core; skipped", slog.String("client", client), slog.Uint64("seq", seq),
 				slog.String("id", e.ID), slog.Any("stored_at", e.At))
 			return fetched{seq: seq}
 		}
-		s.log.Debug("notification payload not reachable yet", slog.String("client", client), slog.Uint64("seq", seq), slog.Any("error", err))
+		s.log.DebugContext(ctx, "notification payload not reachable yet", slog.String("client", client), slog.Uint64("seq", seq), slog.Any("error", err))
 		select {
 		case <-ctx.Done():
 			return fetched{seq: seq}

@@ -305,7 +305,7 @@ func (b *Balancer) check(ctx context.Context, c *core) {
 		// A fresh start: the latency it had when it failed says nothing
 		// about it now.
 		c.admitted, c.failures, c.passes, c.latency = true, 0, 0, 0
-		b.log.Info("core readmitted to the data API", "core", c.base.Host)
+		b.log.InfoContext(ctx, "core readmitted to the data API", "core", c.base.Host)
 	}
 }
 
@@ -351,7 +351,7 @@ func (b *Balancer) Handler() http.Handler {
 			if r.Context().Err() != nil {
 				return
 			}
-			b.log.Warn("data API request failed at every core", "path", r.URL.Path, "err", err)
+			b.log.WarnContext(r.Context(), "data API request failed at every core", "path", r.URL.Path, "err", err)
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusBadGateway)

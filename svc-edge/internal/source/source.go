@@ -15,6 +15,11 @@
 // has just started, or restarted after a crash, then holds the history its
 // clients resume from with Last-Event-ID — and after a gap, the ticks of
 // the gap, so a client never misses one that a core computed.
+//
+// A snapshot that comes with a trace context (its tick held a traced
+// station packet) is handled under a span of that trace, so the packet's
+// trace reaches the edge; the span records whether the edge served that
+// core's copy of the tick.
 package source
 
 import (
@@ -24,11 +29,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/telemetry"
 )
 
 // staleAfter: a serving core silent this long is replaced by the first
@@ -107,6 +115,7 @@ type Selector struct {
 	name    string
 	log     *slog.Logger
 	now     func() time.Time
+	tracer  trace.Tracer
 	mu      sync.Mutex
 	current int // index of the serving core, -1 before the first snapshot
 	last    int64
@@ -116,7 +125,7 @@ type Selector struct {
 // serve receives each snapshot to publish, in tick order, from one
 // goroutine at a time.
 func New(name string, targets []string, conns []*grpc.ClientConn, serve func(*rtsv1.Snapshot), log *slog.Logger) *Selector {
-	s := &Selector{serve: serve, name: name, log: log, now: time.Now, current: -1}
+	s := &Selector{serve: serve, name: name, log: log, now: time.Now, current: -1, tracer: telemetry.Tracer("shindo.dev/svc-edge")}
 	for i, conn := range conns {
 		s.cores = append(s.cores, &Core{Target: targets[i], client: rtsv1.NewRTSServiceClient(conn)})
 	}
@@ -144,13 +153,13 @@ func (s *Selector) follow(ctx context.Context, i int) {
 				resp, err := stream.Recv()
 				if err != nil {
 					if ctx.Err() == nil {
-						s.log.Warn("core subscription ended", slog.String("core", c.Target), slog.Any("error", err))
+						s.log.WarnContext(ctx, "core subscription ended", slog.String("core", c.Target), slog.Any("error", err))
 					}
 					break
 				}
 				backoff = 100 * time.Millisecond
 				c.received(s.now(), resp.GetSnapshot())
-				s.offer(ctx, i, resp.GetSnapshot())
+				s.handle(ctx, i, resp)
 			}
 			c.setConnected(false)
 		}
@@ -162,9 +171,26 @@ func (s *Selector) follow(ctx context.Context, i int) {
 	}
 }
 
-func (s *Selector) offer(ctx context.Context, i int, snap *rtsv1.Snapshot) {
-	if snap == nil {
+// handle offers a core's snapshot, under a span of its tick's trace when
+// it carries one.
+func (s *Selector) handle(ctx context.Context, i int, resp *rtsv1.SubscribeResponse) {
+	if len(resp.GetTraceContext()) == 0 {
+		s.offer(ctx, i, resp.GetSnapshot())
 		return
+	}
+	ctx, span := s.tracer.Start(telemetry.Extract(ctx, resp.GetTraceContext()), "edge snapshot",
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("shindo.core", s.cores[i].Target), attribute.Int64("shindo.tick_ms", resp.GetSnapshot().GetTimeMs())))
+	served := s.offer(ctx, i, resp.GetSnapshot())
+	span.SetAttributes(attribute.Bool("shindo.served", served))
+	span.End()
+}
+
+// offer serves snap from core i if it is the stream's next tick and the
+// core the stream takes it from, and reports whether it did.
+func (s *Selector) offer(ctx context.Context, i int, snap *rtsv1.Snapshot) bool {
+	if snap == nil {
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,24 +198,25 @@ func (s *Selector) offer(ctx context.Context, i int, snap *rtsv1.Snapshot) {
 	// Coverage is judged on every tick, served or not: the other core's
 	// copy of a tick usually arrives after the serving core's.
 	if s.current >= 0 && i != s.current && s.richer(i, n) {
-		s.switchTo(i, snap)
+		s.switchTo(ctx, i, snap)
 	}
 	if snap.GetTimeMs() <= s.last {
-		return
+		return false
 	}
 	if i != s.current {
 		if s.current >= 0 && !s.takeOver(n) {
-			return
+			return false
 		}
-		s.switchTo(i, snap)
+		s.switchTo(ctx, i, snap)
 	}
 	s.fill(ctx, i, snap.GetTimeMs())
 	s.last = snap.GetTimeMs()
 	s.serve(snap)
+	return true
 }
 
-func (s *Selector) switchTo(i int, snap *rtsv1.Snapshot) {
-	s.log.Info("serving core", slog.String("core", s.cores[i].Target), slog.Int64("tick", snap.GetTimeMs()),
+func (s *Selector) switchTo(ctx context.Context, i int, snap *rtsv1.Snapshot) {
+	s.log.InfoContext(ctx, "serving core", slog.String("core", s.cores[i].Target), slog.Int64("tick", snap.GetTimeMs()),
 		slog.Int("stations", seen(snap)))
 	s.current = i
 	for _, c := range s.cores {
@@ -280,7 +307,7 @@ func (s *Selector) fill(ctx context.Context, i int, t int64) {
 		}
 	}
 	if n > 0 {
-		s.log.Info("ticks filled from the archives", slog.Int("ticks", n), slog.Int64("from", from), slog.Int64("before", t))
+		s.log.InfoContext(ctx, "ticks filled from the archives", slog.Int("ticks", n), slog.Int64("from", from), slog.Int64("before", t))
 	}
 	if s.OnFill != nil {
 		s.OnFill(n)
@@ -299,7 +326,7 @@ func (s *Selector) archived(ctx context.Context, i int, t int64) *rtsv1.Snapshot
 			return resp.GetSnapshot()
 		}
 		if err != nil && status.Code(err) != codes.NotFound && ctx.Err() == nil {
-			s.log.Debug("archive read failed", slog.String("core", s.cores[k].Target), slog.Int64("tick", t), slog.Any("error", err))
+			s.log.DebugContext(ctx, "archive read failed", slog.String("core", s.cores[k].Target), slog.Int64("tick", t), slog.Any("error", err))
 		}
 	}
 	return nil

@@ -23,8 +23,10 @@ import (
 type core struct {
 	rtsv1.UnimplementedRTSServiceServer
 	feed chan *rtsv1.Snapshot
-	srv  *grpc.Server
-	addr string
+	// traced streams whole responses, with their trace context.
+	traced chan *rtsv1.SubscribeResponse
+	srv    *grpc.Server
+	addr   string
 
 	mu      sync.Mutex
 	archive map[int64]*rtsv1.Snapshot // what GetSnapshot finds
@@ -48,6 +50,10 @@ func (c *core) Subscribe(_ *rtsv1.SubscribeRequest, stream rtsv1.RTSService_Subs
 			if err := stream.Send(&rtsv1.SubscribeResponse{Snapshot: s}); err != nil {
 				return err
 			}
+		case r := <-c.traced:
+			if err := stream.Send(r); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -58,7 +64,7 @@ func startCore(t *testing.T) *core {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &core{feed: make(chan *rtsv1.Snapshot), srv: grpc.NewServer(), addr: ln.Addr().String()}
+	c := &core{feed: make(chan *rtsv1.Snapshot), traced: make(chan *rtsv1.SubscribeResponse), srv: grpc.NewServer(), addr: ln.Addr().String()}
 	rtsv1.RegisterRTSServiceServer(c.srv, c)
 	go c.srv.Serve(ln)
 	t.Cleanup(c.srv.Stop)

@@ -134,7 +134,7 @@ func (h *Hub) follow(ctx context.Context, st *station, id string, i int) {
 				resp, err := stream.Recv()
 				if err != nil {
 					if ctx.Err() == nil {
-						h.log.Debug("live waveform stream ended", slog.String("core", h.targets[i]), slog.String("station", id), slog.Any("error", err))
+						h.log.DebugContext(ctx, "live waveform stream ended", slog.String("core", h.targets[i]), slog.String("station", id), slog.Any("error", err))
 					}
 					break
 				}

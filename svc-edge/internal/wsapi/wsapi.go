@@ -260,7 +260,7 @@ func (s *Server) recheck(ctx context.Context) {
 		cancel()
 		if err != nil {
 			// The data API is away: clients stay until it answers.
-			s.opts.Log.Warn("websocket: keys not checked again", slog.Any("error", err))
+			s.opts.Log.WarnContext(ctx, "websocket: keys not checked again", slog.Any("error", err))
 			return
 		}
 		for i, st := range states {
@@ -425,7 +425,7 @@ func (s *Server) session(conn net.Conn, br *bufio.Reader, addr string) {
 	cancel()
 	switch {
 	case err != nil || len(states) != 1:
-		s.opts.Log.Warn("websocket: key not checked", slog.String("addr", addr), slog.Any("error", err))
+		s.opts.Log.WarnContext(ctx, "websocket: key not checked", slog.String("addr", addr), slog.Any("error", err))
 		fail(ReasonServer, closeInternal)
 		return
 	case !states[0].Known:
@@ -471,7 +471,7 @@ func (s *Server) session(conn net.Conn, br *bufio.Reader, addr string) {
 	s.mu.Lock()
 	s.sessions[ss] = struct{}{}
 	s.mu.Unlock()
-	s.opts.Log.Debug("websocket client started", slog.String("addr", addr), slog.String("key", key.KeyID), slog.Any("topics", success))
+	s.opts.Log.DebugContext(ctx, "websocket client started", slog.String("addr", addr), slog.String("key", key.KeyID), slog.Any("topics", success))
 	s.follow(br, ss)
 }
 

@@ -154,7 +154,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		if time.Since(start) > 5*time.Second {
 			backoff = 50 * time.Millisecond
 		}
-		f.log.Warn("forward stream ended, reconnecting", slog.Any("error", err), slog.Duration("backoff", backoff))
+		f.log.WarnContext(ctx, "forward stream ended, reconnecting", slog.Any("error", err), slog.Duration("backoff", backoff))
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
@@ -191,7 +191,7 @@ func (f *Forwarder) session(ctx context.Context) error {
 				return fmt.Errorf("find records since %d: %w", since, err)
 			}
 			f.replays.Inc()
-			f.log.Info("receiver asked for records again", slog.Int64("since_ms", since), slog.Uint64("records", f.j.Next()-min(from, next)))
+			f.log.InfoContext(ctx, "receiver asked for records again", slog.Int64("since_ms", since), slog.Uint64("records", f.j.Next()-min(from, next)))
 			next = min(next, from)
 		}
 	}
@@ -279,7 +279,7 @@ func (f *Forwarder) session(ctx context.Context) error {
 		for _, e := range entries {
 			var r ingestv1.Record
 			if err := proto.Unmarshal(e.Payload, &r); err != nil {
-				f.log.Error("unreadable journal record skipped", slog.Uint64("index", e.Index), slog.Any("error", err))
+				f.log.ErrorContext(ctx, "unreadable journal record skipped", slog.Uint64("index", e.Index), slog.Any("error", err))
 				continue
 			}
 			if f.opts.Want == nil || f.opts.Want(&r) {

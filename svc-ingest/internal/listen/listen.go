@@ -163,7 +163,7 @@ func (u *UDP) sendAcks(ctx context.Context, bc batchConn, f finishing) {
 		sent, err := bc.WriteBatch(out, 0)
 		if err != nil {
 			if ctx.Err() == nil {
-				u.log.Debug("acks not sent", slog.Int("count", len(out)), slog.Any("error", err))
+				u.log.DebugContext(ctx, "acks not sent", slog.Int("count", len(out)), slog.Any("error", err))
 			}
 			// Skip the datagram that failed (an unreachable station) and
 			// keep acking the others.
@@ -302,7 +302,7 @@ func (u *wsUplink) serve(w http.ResponseWriter, r *http.Request) {
 			u.admit(station, c)
 		}
 		if err := c.Write(ctx, websocket.MessageBinary, ack); err != nil {
-			u.log.Debug("ws ack not sent", slog.Any("error", err))
+			u.log.DebugContext(ctx, "ws ack not sent", slog.Any("error", err))
 			return
 		}
 	}

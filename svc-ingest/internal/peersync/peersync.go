@@ -36,12 +36,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	"shindo.dev/lib/natsbus"
+	"shindo.dev/lib/telemetry"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/replay"
 )
@@ -83,7 +87,8 @@ const (
 
 // Syncer runs both sides of the exchange for one core.
 type Syncer struct {
-	cfg Config
+	cfg    Config
+	tracer trace.Tracer
 
 	mu    sync.Mutex
 	index map[string]*blocks // where each station's seqs sit in the journal
@@ -101,7 +106,7 @@ type blocks struct {
 
 // New returns a syncer.
 func New(cfg Config) *Syncer {
-	s := &Syncer{cfg: cfg, index: map[string]*blocks{},
+	s := &Syncer{cfg: cfg, index: map[string]*blocks{}, tracer: telemetry.Tracer("shindo.dev/svc-ingest"),
 		sent:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_sent_total", Help: "Records sent to the peer core because it lacked them."}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_received_total", Help: "Records received from the peer core that this core lacked."}),
 		requests: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_requests_total", Help: "Exchanges asked of the peer core."}),
@@ -198,7 +203,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if err := s.exchange(ctx, window); err != nil {
 			s.failures.Inc()
 			if ctx.Err() == nil {
-				s.cfg.Log.Warn("sync with peer failed", slog.String("peer", s.cfg.PeerSite), slog.Any("error", err))
+				s.cfg.Log.WarnContext(ctx, "sync with peer failed", slog.String("peer", s.cfg.PeerSite), slog.Any("error", err))
 			}
 			long = true // once it works again, look far back
 			continue
@@ -227,6 +232,9 @@ func (s *Syncer) exchange(ctx context.Context, window int) error {
 }
 
 func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
+	ctx, span := s.tracer.Start(ctx, "peersync ask", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("shindo.peer", s.cfg.PeerSite), attribute.Int("shindo.stations", len(req.GetStations()))))
+	defer span.End()
 	b, err := proto.Marshal(req)
 	if err != nil {
 		return err
@@ -243,6 +251,7 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 	defer sub.Unsubscribe()
 	s.requests.Inc()
 	if err := s.cfg.Peer.PublishMsg(msg); err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return err
 	}
 	deadline := time.Now().Add(answerTimeout)
@@ -325,6 +334,10 @@ func (s *Syncer) answer(ctx context.Context, m *nats.Msg) {
 		s.cfg.Log.Warn("sync request refused", slog.String("peer", s.cfg.PeerSite), slog.Any("error", err))
 		return
 	}
+	// Under the asking core's span: one trace holds both sides.
+	ctx, span := s.tracer.Start(telemetry.ExtractNATS(context.Background(), m.Header), "peersync answer",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("shindo.peer", req.GetSite())))
+	defer span.End()
 	type key struct {
 		station string
 		seq     uint64
@@ -373,7 +386,7 @@ func (s *Syncer) answer(ctx context.Context, m *nats.Msg) {
 			err = s.cfg.Local.PublishMsg(msg)
 		}
 		if err != nil {
-			s.cfg.Log.Warn("sync answer not sent", slog.Any("error", err))
+			s.cfg.Log.WarnContext(ctx, "sync answer not sent", slog.Any("error", err))
 		}
 		batch = nil
 	}

@@ -3,7 +3,8 @@
 // (natsbus.Snapshots, plain NATS: at two a second the newest one is what
 // matters), and every detection update (natsbus.Detections, kept in the
 // JetStream stream the contract declares, fsynced, seven days; message ID
-// "<id>:<serial>", so a republished update is stored once).
+// "<id>:<serial>", so a republished update is stored once). Each message
+// carries the tick's trace context in its headers when the tick is traced.
 package natspub
 
 import (
@@ -45,10 +46,9 @@ func New(ctx context.Context, nc *nats.Conn, site string, reg prometheus.Registe
 }
 
 // PublishSnapshot sends a snapshot; a slow or absent server loses it, the
-// next one is half a second away. The tick loop has no context of its
-// own: a tick is not part of any request.
-func (p *Publisher) PublishSnapshot(s *rtsv1.Snapshot) {
-	msg, err := natsbus.Snapshots.Msg(context.Background(), p.site, &natsbusv1.SnapshotPublished{Snapshot: s})
+// next one is half a second away.
+func (p *Publisher) PublishSnapshot(ctx context.Context, s *rtsv1.Snapshot) {
+	msg, err := natsbus.Snapshots.Msg(ctx, p.site, &natsbusv1.SnapshotPublished{Snapshot: s})
 	if err == nil {
 		err = p.nc.PublishMsg(msg)
 	}
@@ -60,8 +60,8 @@ func (p *Publisher) PublishSnapshot(s *rtsv1.Snapshot) {
 // PublishDetection stores a detection update durably, without blocking
 // the tick loop: the acknowledgement is awaited in the background and a
 // failure is logged.
-func (p *Publisher) PublishDetection(d *rtsv1.Detection) {
-	msg, err := natsbus.Detections.Msg(context.Background(), p.site, &natsbusv1.DetectionPublished{Detection: d})
+func (p *Publisher) PublishDetection(ctx context.Context, d *rtsv1.Detection) {
+	msg, err := natsbus.Detections.Msg(ctx, p.site, &natsbusv1.DetectionPublished{Detection: d})
 	if err != nil {
 		p.failed.WithLabelValues("detection").Inc()
 		return
@@ -69,15 +69,18 @@ func (p *Publisher) PublishDetection(d *rtsv1.Detection) {
 	ack, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(fmt.Sprintf("%s:%d", d.GetId(), d.GetSerial())))
 	if err != nil {
 		p.failed.WithLabelValues("detection").Inc()
-		p.log.Warn("detection not published", slog.String("id", d.GetId()), slog.Any("error", err))
+		p.log.WarnContext(ctx, "detection not published", slog.String("id", d.GetId()), slog.Any("error", err))
 		return
 	}
+	// The tick's span has ended by the time the store answers; the
+	// record keeps its IDs.
+	ctx = context.WithoutCancel(ctx)
 	go func() {
 		select {
 		case <-ack.Ok():
 		case err := <-ack.Err():
 			p.failed.WithLabelValues("detection").Inc()
-			p.log.Warn("detection not stored", slog.String("id", d.GetId()), slog.Any("error", err))
+			p.log.WarnContext(ctx, "detection not stored", slog.String("id", d.GetId()), slog.Any("error", err))
 		}
 	}()
 }

@@ -11,10 +11,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"shindo.dev/devkit/poll"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/natsbus"
+	"shindo.dev/lib/telemetry"
 )
 
 func TestPublishes(t *testing.T) {
@@ -43,10 +48,18 @@ func TestPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.PublishSnapshot(&rtsv1.Snapshot{TimeMs: 500, Site: "TNN-1"})
+	// A traced tick's snapshot carries the tick's trace context.
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	tp := sdktrace.NewTracerProvider()
+	tctx, span := tp.Tracer("test").Start(context.Background(), "rts tick")
+	p.PublishSnapshot(tctx, &rtsv1.Snapshot{TimeMs: 500, Site: "TNN-1"})
+	span.End()
 	m, err := sub.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := trace.SpanContextFromContext(telemetry.ExtractNATS(context.Background(), m.Header)); got.SpanID() != span.SpanContext().SpanID() {
+		t.Errorf("snapshot headers %v, want the tick's span %v", m.Header, span.SpanContext())
 	}
 	snap, err := natsbus.Snapshots.Decode(m.Data)
 	if err != nil || snap.GetSnapshot().GetTimeMs() != 500 {
@@ -54,9 +67,9 @@ func TestPublishes(t *testing.T) {
 	}
 
 	d := &rtsv1.Detection{Id: "1800000000000-18", Serial: 1}
-	p.PublishDetection(d)
-	p.PublishDetection(d) // the same update again: stored once
-	p.PublishDetection(&rtsv1.Detection{Id: "1800000000000-18", Serial: 2})
+	p.PublishDetection(context.Background(), d)
+	p.PublishDetection(context.Background(), d) // the same update again: stored once
+	p.PublishDetection(context.Background(), &rtsv1.Detection{Id: "1800000000000-18", Serial: 2})
 	js, _ := jetstream.New(nc)
 	stream, err := js.Stream(ctx, natsbus.Detections.Stream())
 	if err != nil {

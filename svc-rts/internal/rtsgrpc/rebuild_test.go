@@ -58,7 +58,7 @@ func TestRebuildBeforeFirstTick(t *testing.T) {
 		for _, r := range recs {
 			peer.apply(r)
 		}
-		peer.emit(recs[0].GetPacket().GetIntensity().GetWindowEndMs())
+		peer.emit(context.Background(), recs[0].GetPacket().GetIntensity().GetWindowEndMs())
 	}
 
 	// The restarted one.
@@ -133,9 +133,10 @@ func TestRebuildBeforeFirstTick(t *testing.T) {
 
 	// The core that ran throughout, at the same tick.
 	for u := last + shake.TickMs; u <= first.GetTimeMs(); u += shake.TickMs {
-		peer.emit(u)
+		peer.emit(context.Background(), u)
 	}
-	got, _ := peer.hub.Latest()
+	latest, _ := peer.hub.Latest()
+	got := latest.GetSnapshot()
 	if got.GetTimeMs() != first.GetTimeMs() || len(got.GetDetections()) != len(want) {
 		t.Fatalf("peer at %d lists %v, the rebuilt core at %d %v", got.GetTimeMs(), got.GetDetections(), first.GetTimeMs(), want)
 	}
@@ -154,8 +155,8 @@ func TestRebuildBeforeFirstTick(t *testing.T) {
 			plain.apply(r)
 		}
 	}
-	plain.emit(first.GetTimeMs())
-	if s, _ := plain.hub.Latest(); len(s.GetDetections()) != 0 {
-		t.Fatalf("a core without the rebuild found %v: the test shows nothing", s.GetDetections())
+	plain.emit(context.Background(), first.GetTimeMs())
+	if s, _ := plain.hub.Latest(); len(s.GetSnapshot().GetDetections()) != 0 {
+		t.Fatalf("a core without the rebuild found %v: the test shows nothing", s.GetSnapshot().GetDetections())
 	}
 }

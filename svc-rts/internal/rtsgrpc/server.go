@@ -2,6 +2,12 @@
 // tick loop that turns engine state into snapshots every 500 ms, the
 // fan-out of snapshots (with their detections) to subscribers, and the
 // hand-off to a Publisher for delivery beyond gRPC.
+//
+// A tick that holds traced packets (records whose trace_context ingest
+// set) is traced too: its span is a child of the first such packet's and
+// links the others, and its context goes out with the snapshot on the
+// Subscribe streams and in the NATS headers, so the edges' work on it
+// joins the packet's trace.
 package rtsgrpc
 
 import (
@@ -14,6 +20,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -21,6 +30,7 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/fanout"
 	"shindo.dev/lib/service"
+	"shindo.dev/lib/telemetry"
 	"shindo.dev/svc-rts/internal/shake"
 )
 
@@ -32,12 +42,13 @@ const subscriberBuffer = 8
 // streams (the message cluster, SPEC §2.7). Both methods are called from
 // the tick loop, in tick order, and must not block it: queue or drop.
 type Publisher interface {
-	// PublishSnapshot receives every snapshot.
-	PublishSnapshot(*rtsv1.Snapshot)
+	// PublishSnapshot receives every snapshot; ctx carries the tick's
+	// span when the tick is traced.
+	PublishSnapshot(context.Context, *rtsv1.Snapshot)
 	// PublishDetection receives a detection whenever its serial differs
 	// from the one last published for its ID: new detections, updates and
 	// the final one, each once. Consumers deduplicate by (ID, serial).
-	PublishDetection(*rtsv1.Detection)
+	PublishDetection(context.Context, *rtsv1.Detection)
 }
 
 // Archive keeps the snapshots sent, for GetSnapshot of a past tick
@@ -65,10 +76,17 @@ type Server struct {
 	now      func() time.Time
 	stopping <-chan struct{}
 
-	hub       *fanout.Hub[*rtsv1.Snapshot]
+	// hub fans out each tick's snapshot with its trace context.
+	hub       *fanout.Hub[*rtsv1.SubscribeResponse]
 	publisher Publisher
 	archive   Archive
 	serials   map[string]uint32 // last serial seen per listed detection
+
+	// The traced packets applied since the last tick, which the next
+	// tick's span parents and links; at most maxTickLinks.
+	tracer   trace.Tracer
+	tracedMu sync.Mutex
+	traced   []trace.SpanContext
 
 	// Rebuilding after a start: the detections are moved through the
 	// records since replaySince (Unix ms) before the first tick; warm is
@@ -103,7 +121,8 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		maxDelay: maxDelay,
 		log:      log,
 		now:      time.Now,
-		hub:      fanout.New[*rtsv1.Snapshot](0),
+		hub:      fanout.New[*rtsv1.SubscribeResponse](0),
+		tracer:   telemetry.Tracer("shindo.dev/svc-rts"),
 		serials:  map[string]uint32{},
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_rts_records_total", Help: "Records received from ingest, by result.",
@@ -244,6 +263,10 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 			s.records.WithLabelValues(result).Inc()
 			if result == "applied" {
 				newest = max(newest, end)
+				// A replayed record's trace ended long ago.
+				if !rebuilding && len(rec.GetTraceContext()) > 0 {
+					s.noteTraced(rec)
+				}
 			}
 		}
 		if rebuilding {
@@ -259,6 +282,45 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 			return err
 		}
 	}
+}
+
+// maxTickLinks bounds the traced packets one tick's span refers to.
+const maxTickLinks = 32
+
+// noteTraced keeps the span context of a traced record for the next tick.
+// It reads nothing but the record: the stream's own span (the Ingest call,
+// as long as the session) is no packet's.
+func (s *Server) noteTraced(rec *ingestv1.Record) {
+	sc := trace.SpanContextFromContext(telemetry.Extract(context.Background(), rec.GetTraceContext()))
+	if !sc.IsValid() {
+		return
+	}
+	s.tracedMu.Lock()
+	if len(s.traced) < maxTickLinks {
+		s.traced = append(s.traced, sc)
+	}
+	s.tracedMu.Unlock()
+}
+
+// startTick starts the span of tick t when traced packets were applied
+// since the last tick: a child of the first, linking the others. Without
+// any it returns ctx and a span that records nothing (not ctx's own, which
+// the caller's End must not end).
+func (s *Server) startTick(ctx context.Context, t int64) (context.Context, trace.Span) {
+	s.tracedMu.Lock()
+	traced := s.traced
+	s.traced = nil
+	s.tracedMu.Unlock()
+	if len(traced) == 0 {
+		return ctx, noop.Span{}
+	}
+	links := make([]trace.Link, 0, len(traced)-1)
+	for _, sc := range traced[1:] {
+		links = append(links, trace.Link{SpanContext: sc})
+	}
+	return s.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, traced[0]), "rts tick",
+		trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int64("shindo.tick_ms", t), attribute.Int("shindo.traced_packets", len(traced))))
 }
 
 // apply applies a record and returns its result and, when applied, its
@@ -286,25 +348,26 @@ func (s *Server) apply(rec *ingestv1.Record) (string, int64) {
 func (s *Server) Subscribe(req *rtsv1.SubscribeRequest, stream rtsv1.RTSService_SubscribeServer) error {
 	sub, latest, hasLatest, _ := s.hub.Subscribe(subscriberBuffer, nil)
 	defer s.hub.Unsubscribe(sub)
-	s.log.Info("subscriber joined", slog.String("subscriber", req.GetSubscriber()))
+	ctx := stream.Context()
+	s.log.InfoContext(ctx, "subscriber joined", slog.String("subscriber", req.GetSubscriber()))
 	// The newest snapshot goes out at once, so a reconnecting edge has data
 	// without waiting for the next tick.
 	if hasLatest {
-		if err := stream.Send(&rtsv1.SubscribeResponse{Snapshot: latest}); err != nil {
+		if err := stream.Send(latest); err != nil {
 			return err
 		}
 	}
 	for {
 		select {
-		case <-stream.Context().Done():
+		case <-ctx.Done():
 			return nil
 		case <-sub.Dropped:
-			s.log.Warn("subscriber dropped, fell behind", slog.String("subscriber", req.GetSubscriber()))
+			s.log.WarnContext(ctx, "subscriber dropped, fell behind", slog.String("subscriber", req.GetSubscriber()))
 			return status.Error(codes.ResourceExhausted, "subscriber fell behind")
 		case <-s.stopping:
 			return status.Error(codes.Unavailable, "server shutting down")
-		case snap := <-sub.C:
-			if err := stream.Send(&rtsv1.SubscribeResponse{Snapshot: snap}); err != nil {
+		case resp := <-sub.C:
+			if err := stream.Send(resp); err != nil {
 				return err
 			}
 		}
@@ -313,9 +376,10 @@ func (s *Server) Subscribe(req *rtsv1.SubscribeRequest, stream rtsv1.RTSService_
 
 // GetSnapshot returns the latest snapshot, or the one of a past tick from
 // the archive.
-func (s *Server) GetSnapshot(_ context.Context, req *rtsv1.GetSnapshotRequest) (*rtsv1.GetSnapshotResponse, error) {
+func (s *Server) GetSnapshot(ctx context.Context, req *rtsv1.GetSnapshotRequest) (*rtsv1.GetSnapshotResponse, error) {
 	t := req.GetTimeMs()
-	latest, _ := s.hub.Latest()
+	resp, _ := s.hub.Latest()
+	latest := resp.GetSnapshot()
 	switch {
 	case t == 0:
 		return &rtsv1.GetSnapshotResponse{Snapshot: latest}, nil
@@ -333,7 +397,7 @@ func (s *Server) GetSnapshot(_ context.Context, req *rtsv1.GetSnapshotRequest) (
 	case errors.Is(err, ErrNotArchived):
 		return nil, status.Error(codes.NotFound, "tick not archived at this core")
 	case err != nil:
-		s.log.Error("archive read failed", slog.Int64("time_ms", t), slog.Any("error", err))
+		s.log.ErrorContext(ctx, "archive read failed", slog.Int64("time_ms", t), slog.Any("error", err))
 		return nil, status.Error(codes.Internal, "archive read failed")
 	}
 	return &rtsv1.GetSnapshotResponse{Snapshot: snap}, nil
@@ -349,7 +413,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-s.Warm():
 		case <-wait.C:
-			s.log.Warn("no ingest stream caught up within the rebuild wait: detections start afresh", slog.Duration("wait", s.rebuildWait))
+			s.log.WarnContext(ctx, "no ingest stream caught up within the rebuild wait: detections start afresh", slog.Duration("wait", s.rebuildWait))
 			s.becomeWarm("gave up waiting")
 		}
 		wait.Stop()
@@ -361,11 +425,11 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		}
 		s.closed.WithLabelValues(by).Inc()
-		s.emit(next)
+		s.emit(ctx, next)
 		next += shake.TickMs
 		// After a stall, skip ahead rather than replaying stale ticks.
 		if now := nextTick(s.now()); now-next > shake.OfflineAfterMs {
-			s.log.Warn("tick loop fell behind, skipping ticks", slog.Int64("from", next), slog.Int64("to", now))
+			s.log.WarnContext(ctx, "tick loop fell behind, skipping ticks", slog.Int64("from", next), slog.Int64("to", now))
 			next = now
 		}
 	}
@@ -414,7 +478,9 @@ func (s *Server) close(ctx context.Context, t int64) (by string, ok bool) {
 // Run; 0 closes at the quorum.
 func (s *Server) SetQuorumGrace(d time.Duration) { s.grace = d }
 
-func (s *Server) emit(t int64) {
+func (s *Server) emit(ctx context.Context, t int64) {
+	ctx, span := s.startTick(ctx, t)
+	defer span.End()
 	start := time.Now()
 	snap := s.engine.Snapshot(t)
 	if t%60_000 == 0 {
@@ -422,14 +488,14 @@ func (s *Server) emit(t int64) {
 	}
 	pb := toProto(snap, s.site)
 	s.tickCompute.Observe(time.Since(start).Seconds())
-	s.hub.Publish(pb)
+	s.hub.Publish(&rtsv1.SubscribeResponse{Snapshot: pb, TraceContext: telemetry.Inject(ctx)})
 	if s.archive != nil {
 		s.archive.Append(pb)
 	}
 	if s.publisher != nil {
-		s.publisher.PublishSnapshot(pb)
+		s.publisher.PublishSnapshot(ctx, pb)
 	}
-	s.detectionUpdates(pb.GetDetections())
+	s.detectionUpdates(ctx, pb.GetDetections())
 	s.ticks.Inc()
 	s.online.Set(float64(len(snap.Stations)))
 	s.carried.Add(float64(carried(snap)))
@@ -451,7 +517,7 @@ func carried(snap shake.Snapshot) int {
 
 // detectionUpdates counts new detections and serials and hands each new
 // (ID, serial) to the publisher.
-func (s *Server) detectionUpdates(ds []*rtsv1.Detection) {
+func (s *Server) detectionUpdates(ctx context.Context, ds []*rtsv1.Detection) {
 	s.active.Set(float64(len(ds)))
 	listed := make(map[string]bool, len(ds))
 	for _, d := range ds {
@@ -462,13 +528,13 @@ func (s *Server) detectionUpdates(ds []*rtsv1.Detection) {
 		}
 		if !known {
 			s.detections.Inc()
-			s.log.Info("detection", slog.String("id", d.GetId()), slog.Float64("lat", d.GetLat()), slog.Float64("lon", d.GetLon()),
+			s.log.InfoContext(ctx, "detection", slog.String("id", d.GetId()), slog.Float64("lat", d.GetLat()), slog.Float64("lon", d.GetLon()),
 				slog.Float64("magnitude", d.GetMagnitude()), slog.Int("max_level", int(d.GetMaxLevel())))
 		}
 		s.serials[d.GetId()] = d.GetSerial()
 		s.updates.Inc()
 		if s.publisher != nil {
-			s.publisher.PublishDetection(d)
+			s.publisher.PublishDetection(ctx, d)
 		}
 	}
 	for id := range s.serials {

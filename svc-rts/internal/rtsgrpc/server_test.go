@@ -162,7 +162,7 @@ func TestSlowSubscriberDropped(t *testing.T) {
 		}
 	}()
 	for i := range int64(300) {
-		srv.hub.Publish(&rtsv1.Snapshot{TimeMs: i * 500, Stations: payload})
+		srv.hub.Publish(&rtsv1.SubscribeResponse{Snapshot: &rtsv1.Snapshot{TimeMs: i * 500, Stations: payload}})
 		if err := <-got; err != nil { // the fast subscriber keeps up
 			t.Fatalf("fast subscriber at %d: %v", i, err)
 		}
@@ -212,8 +212,10 @@ type recorder struct {
 	detections []string // "id/serial"
 }
 
-func (r *recorder) PublishSnapshot(s *rtsv1.Snapshot) { r.snapshots = append(r.snapshots, s) }
-func (r *recorder) PublishDetection(d *rtsv1.Detection) {
+func (r *recorder) PublishSnapshot(_ context.Context, s *rtsv1.Snapshot) {
+	r.snapshots = append(r.snapshots, s)
+}
+func (r *recorder) PublishDetection(_ context.Context, d *rtsv1.Detection) {
 	r.detections = append(r.detections, fmt.Sprintf("%s/%d", d.GetId(), d.GetSerial()))
 }
 
@@ -243,7 +245,7 @@ func TestDetectionsPublished(t *testing.T) {
 			}
 			srv.apply(record(id, tick, intensity))
 		}
-		srv.emit(tick)
+		srv.emit(context.Background(), tick)
 	}
 	if len(rec.snapshots) != 8 {
 		t.Fatalf("%d snapshots published", len(rec.snapshots))
@@ -254,7 +256,7 @@ func TestDetectionsPublished(t *testing.T) {
 		t.Fatalf("detections published %v, want %v", rec.detections, want)
 	}
 	latest, _ := srv.hub.Latest()
-	ds := latest.GetDetections()
+	ds := latest.GetSnapshot().GetDetections()
 	if len(ds) != 1 || ds[0].GetId() != id || ds[0].GetSerial() != 2 || ds[0].GetStations() != 4 || ds[0].GetMaxLevel() != 3 ||
 		ds[0].GetLocation() == "" || ds[0].GetDepthKm() != 10 || ds[0].GetFirstTriggerMs() != t0 || ds[0].GetUpdatedMs() != t0+2500 {
 		t.Fatalf("snapshot detections %v", ds)
@@ -274,13 +276,13 @@ func TestCarriedValuesMarked(t *testing.T) {
 	const t0 = int64(1_800_000_000_000)
 	srv.apply(record("A", t0, 1))
 	srv.apply(record("B", t0, 2))
-	srv.emit(t0)
+	srv.emit(context.Background(), t0)
 	srv.apply(record("A", t0+500, 1.1)) // B's frame is late
-	srv.emit(t0 + 500)
+	srv.emit(context.Background(), t0+500)
 	srv.apply(record("B", t0+500, 2.1)) // and comes after the tick
 	srv.apply(record("A", t0+1000, 1.2))
 	srv.apply(record("B", t0+1000, 2.2))
-	srv.emit(t0 + 1000)
+	srv.emit(context.Background(), t0+1000)
 
 	// Over the wire, as subscribers and GetSnapshot clients read it.
 	client := serve(t, srv)

@@ -89,7 +89,12 @@ type Record struct {
 	// Core site that received it from the station.
 	Site string `protobuf:"bytes,3,opt,name=site,proto3" json:"site,omitempty"`
 	// Transport it arrived on.
-	Transport     Transport `protobuf:"varint,4,opt,name=transport,proto3,enum=shindo.ingest.v1.Transport" json:"transport,omitempty"`
+	Transport Transport `protobuf:"varint,4,opt,name=transport,proto3,enum=shindo.ingest.v1.Transport" json:"transport,omitempty"`
+	// W3C trace context (traceparent, tracestate) of the packet's trace, set
+	// on the packets ingest samples for tracing: it goes with the record
+	// through the journal to the processing services, whose work on the
+	// packet joins that trace. Empty for packets not traced.
+	TraceContext  map[string]string `protobuf:"bytes,5,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,6 +155,13 @@ func (x *Record) GetTransport() Transport {
 		return x.Transport
 	}
 	return Transport_TRANSPORT_UNSPECIFIED
+}
+
+func (x *Record) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
 }
 
 // ListLinksRequest selects links.
@@ -539,13 +551,17 @@ var File_shindo_ingest_v1_ingest_proto protoreflect.FileDescriptor
 
 const file_shindo_ingest_v1_ingest_proto_rawDesc = "" +
 	"\n" +
-	"\x1dshindo/ingest/v1/ingest.proto\x12\x10shindo.ingest.v1\x1a\x1fshindo/station/v1/station.proto\"\xa8\x01\n" +
+	"\x1dshindo/ingest/v1/ingest.proto\x12\x10shindo.ingest.v1\x1a\x1fshindo/station/v1/station.proto\"\xba\x02\n" +
 	"\x06Record\x121\n" +
 	"\x06packet\x18\x01 \x01(\v2\x19.shindo.station.v1.PacketR\x06packet\x12\x1c\n" +
 	"\n" +
 	"recv_at_ms\x18\x02 \x01(\x03R\brecvAtMs\x12\x12\n" +
 	"\x04site\x18\x03 \x01(\tR\x04site\x129\n" +
-	"\ttransport\x18\x04 \x01(\x0e2\x1b.shindo.ingest.v1.TransportR\ttransport\"1\n" +
+	"\ttransport\x18\x04 \x01(\x0e2\x1b.shindo.ingest.v1.TransportR\ttransport\x12O\n" +
+	"\rtrace_context\x18\x05 \x03(\v2*.shindo.ingest.v1.Record.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"1\n" +
 	"\x10ListLinksRequest\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\"A\n" +
@@ -594,7 +610,7 @@ func file_shindo_ingest_v1_ingest_proto_rawDescGZIP() []byte {
 }
 
 var file_shindo_ingest_v1_ingest_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shindo_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_shindo_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_shindo_ingest_v1_ingest_proto_goTypes = []any{
 	(Transport)(0),            // 0: shindo.ingest.v1.Transport
 	(*Record)(nil),            // 1: shindo.ingest.v1.Record
@@ -604,22 +620,24 @@ var file_shindo_ingest_v1_ingest_proto_goTypes = []any{
 	(*SyncRequest)(nil),       // 5: shindo.ingest.v1.SyncRequest
 	(*StationHoldings)(nil),   // 6: shindo.ingest.v1.StationHoldings
 	(*SyncResponse)(nil),      // 7: shindo.ingest.v1.SyncResponse
-	(*v1.Packet)(nil),         // 8: shindo.station.v1.Packet
+	nil,                       // 8: shindo.ingest.v1.Record.TraceContextEntry
+	(*v1.Packet)(nil),         // 9: shindo.station.v1.Packet
 }
 var file_shindo_ingest_v1_ingest_proto_depIdxs = []int32{
-	8, // 0: shindo.ingest.v1.Record.packet:type_name -> shindo.station.v1.Packet
+	9, // 0: shindo.ingest.v1.Record.packet:type_name -> shindo.station.v1.Packet
 	0, // 1: shindo.ingest.v1.Record.transport:type_name -> shindo.ingest.v1.Transport
-	4, // 2: shindo.ingest.v1.ListLinksResponse.links:type_name -> shindo.ingest.v1.Link
-	0, // 3: shindo.ingest.v1.Link.transport:type_name -> shindo.ingest.v1.Transport
-	6, // 4: shindo.ingest.v1.SyncRequest.stations:type_name -> shindo.ingest.v1.StationHoldings
-	1, // 5: shindo.ingest.v1.SyncResponse.records:type_name -> shindo.ingest.v1.Record
-	2, // 6: shindo.ingest.v1.IngestService.ListLinks:input_type -> shindo.ingest.v1.ListLinksRequest
-	3, // 7: shindo.ingest.v1.IngestService.ListLinks:output_type -> shindo.ingest.v1.ListLinksResponse
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	8, // 2: shindo.ingest.v1.Record.trace_context:type_name -> shindo.ingest.v1.Record.TraceContextEntry
+	4, // 3: shindo.ingest.v1.ListLinksResponse.links:type_name -> shindo.ingest.v1.Link
+	0, // 4: shindo.ingest.v1.Link.transport:type_name -> shindo.ingest.v1.Transport
+	6, // 5: shindo.ingest.v1.SyncRequest.stations:type_name -> shindo.ingest.v1.StationHoldings
+	1, // 6: shindo.ingest.v1.SyncResponse.records:type_name -> shindo.ingest.v1.Record
+	2, // 7: shindo.ingest.v1.IngestService.ListLinks:input_type -> shindo.ingest.v1.ListLinksRequest
+	3, // 8: shindo.ingest.v1.IngestService.ListLinks:output_type -> shindo.ingest.v1.ListLinksResponse
+	8, // [8:9] is the sub-list for method output_type
+	7, // [7:8] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_shindo_ingest_v1_ingest_proto_init() }
@@ -633,7 +651,7 @@ func file_shindo_ingest_v1_ingest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_ingest_v1_ingest_proto_rawDesc), len(file_shindo_ingest_v1_ingest_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

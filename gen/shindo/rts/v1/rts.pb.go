@@ -197,7 +197,12 @@ func (x *SubscribeRequest) GetSubscriber() string {
 type SubscribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The snapshot.
-	Snapshot      *Snapshot `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Snapshot *Snapshot `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// W3C trace context (traceparent, tracestate) of the tick's span, set
+	// when the tick holds a traced packet: the subscriber's work on the
+	// snapshot joins the packet's trace. Kept out of Snapshot, which is
+	// archived and replayed byte for byte.
+	TraceContext  map[string]string `protobuf:"bytes,2,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -235,6 +240,13 @@ func (*SubscribeResponse) Descriptor() ([]byte, []int) {
 func (x *SubscribeResponse) GetSnapshot() *Snapshot {
 	if x != nil {
 		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -919,9 +931,13 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12\x1e\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\tR\n" +
-	"subscriber\"H\n" +
+	"subscriber\"\xe2\x01\n" +
 	"\x11SubscribeResponse\x123\n" +
-	"\bsnapshot\x18\x01 \x01(\v2\x17.shindo.rts.v1.SnapshotR\bsnapshot\"-\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x17.shindo.rts.v1.SnapshotR\bsnapshot\x12W\n" +
+	"\rtrace_context\x18\x02 \x03(\v22.shindo.rts.v1.SubscribeResponse.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"-\n" +
 	"\x12GetSnapshotRequest\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\"J\n" +
 	"\x13GetSnapshotResponse\x123\n" +
@@ -994,7 +1010,7 @@ func file_shindo_rts_v1_rts_proto_rawDescGZIP() []byte {
 	return file_shindo_rts_v1_rts_proto_rawDescData
 }
 
-var file_shindo_rts_v1_rts_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_shindo_rts_v1_rts_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*IngestRequest)(nil),       // 0: shindo.rts.v1.IngestRequest
 	(*IngestResponse)(nil),      // 1: shindo.rts.v1.IngestResponse
@@ -1008,29 +1024,31 @@ var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*AreaLevel)(nil),           // 9: shindo.rts.v1.AreaLevel
 	(*Detection)(nil),           // 10: shindo.rts.v1.Detection
 	(*StationLPGM)(nil),         // 11: shindo.rts.v1.StationLPGM
-	(*v1.Record)(nil),           // 12: shindo.ingest.v1.Record
+	nil,                         // 12: shindo.rts.v1.SubscribeResponse.TraceContextEntry
+	(*v1.Record)(nil),           // 13: shindo.ingest.v1.Record
 }
 var file_shindo_rts_v1_rts_proto_depIdxs = []int32{
-	12, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
+	13, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
 	6,  // 1: shindo.rts.v1.SubscribeResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
-	6,  // 2: shindo.rts.v1.GetSnapshotResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
-	7,  // 3: shindo.rts.v1.Snapshot.stations:type_name -> shindo.rts.v1.StationState
-	8,  // 4: shindo.rts.v1.Snapshot.boxes:type_name -> shindo.rts.v1.BoxLevel
-	9,  // 5: shindo.rts.v1.Snapshot.areas:type_name -> shindo.rts.v1.AreaLevel
-	10, // 6: shindo.rts.v1.Snapshot.detections:type_name -> shindo.rts.v1.Detection
-	9,  // 7: shindo.rts.v1.Detection.areas:type_name -> shindo.rts.v1.AreaLevel
-	11, // 8: shindo.rts.v1.Detection.lpgm:type_name -> shindo.rts.v1.StationLPGM
-	0,  // 9: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
-	2,  // 10: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
-	4,  // 11: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
-	1,  // 12: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
-	3,  // 13: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
-	5,  // 14: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	12, // 2: shindo.rts.v1.SubscribeResponse.trace_context:type_name -> shindo.rts.v1.SubscribeResponse.TraceContextEntry
+	6,  // 3: shindo.rts.v1.GetSnapshotResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
+	7,  // 4: shindo.rts.v1.Snapshot.stations:type_name -> shindo.rts.v1.StationState
+	8,  // 5: shindo.rts.v1.Snapshot.boxes:type_name -> shindo.rts.v1.BoxLevel
+	9,  // 6: shindo.rts.v1.Snapshot.areas:type_name -> shindo.rts.v1.AreaLevel
+	10, // 7: shindo.rts.v1.Snapshot.detections:type_name -> shindo.rts.v1.Detection
+	9,  // 8: shindo.rts.v1.Detection.areas:type_name -> shindo.rts.v1.AreaLevel
+	11, // 9: shindo.rts.v1.Detection.lpgm:type_name -> shindo.rts.v1.StationLPGM
+	0,  // 10: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
+	2,  // 11: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
+	4,  // 12: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
+	1,  // 13: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
+	3,  // 14: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
+	5,  // 15: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
+	13, // [13:16] is the sub-list for method output_type
+	10, // [10:13] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_shindo_rts_v1_rts_proto_init() }
@@ -1044,7 +1062,7 @@ func file_shindo_rts_v1_rts_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_rts_v1_rts_proto_rawDesc), len(file_shindo_rts_v1_rts_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
