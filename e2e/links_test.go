@@ -22,7 +22,7 @@ import (
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/stationwire"
-	"shindo.dev/lib/uplink"
+	"shindo.dev/sdk/uplink"
 )
 
 // fleetUplink is an uplink of the fleet's GET /status.

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	stationv1 "shindo.dev/gen/shindo/station/v1"
-	"shindo.dev/lib/uplink"
+	"shindo.dev/sdk/uplink"
 	"shindo.dev/seismo/measure"
 )
 

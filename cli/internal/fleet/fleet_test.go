@@ -15,7 +15,7 @@ import (
 	"shindo.dev/devkit/poll"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
-	"shindo.dev/lib/uplink"
+	"shindo.dev/sdk/uplink"
 	"shindo.dev/seismo/measure"
 )
 

@@ -3,7 +3,7 @@ package stationcmd
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"shindo.dev/lib/uplink"
+	"shindo.dev/sdk/uplink"
 )
 
 // uplinkCollector exports each uplink's state as Prometheus metrics,

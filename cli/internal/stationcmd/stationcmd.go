@@ -27,7 +27,7 @@ import (
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/timesync"
-	"shindo.dev/lib/uplink"
+	"shindo.dev/sdk/uplink"
 )
 
 // uplinkConfig is what a station and a fleet share.

@@ -5,7 +5,7 @@
 // A Witness is a few stations of its own, provisioned through the data
 // API, sending what a station sends — an intensity and a sensor packet per
 // 500 ms, with probes while an uplink is on WebSocket — on both uplinks with
-// lib/uplink, the code of the real station and of the simulated fleet. It
+// sdk/uplink, the code of the real station and of the simulated fleet. It
 // records every packet and which uplinks acked it. The samples of each frame
 // are a function of the station and the frame's time (frames.go), so Verify
 // checks an archive's answer sample by sample and tells a frame missing,
@@ -39,7 +39,7 @@ import (
 
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/registry"
-	"shindo.dev/lib/uplink"
+	"shindo.dev/sdk/uplink"
 )
 
 // Defaults of Config.
