@@ -29,7 +29,7 @@ var mayImport = map[string][]string{
 	"svc-waveform": {"gen", "lib", "seismo"},
 	"svc-dataapi":  {"gen", "lib", "seismo"},
 	"svc-edge":     {"gen", "lib", "seismo", "web"},
-	"cli":          {"gen", "lib", "seismo", "sdk", "devkit", "svc-ingest", "svc-rts", "svc-waveform", "svc-dataapi", "svc-edge"},
+	"cli":          {"gen", "lib", "seismo", "sdk", "devkit"},
 	"e2e":          {"gen", "lib", "seismo", "sdk", "devkit"},
 }
 
