@@ -80,6 +80,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
+	shindo.dev/devkit v0.0.0-00010101000000-000000000000
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
@@ -88,3 +89,5 @@ replace (
 	shindo.dev/lib => ../lib
 	shindo.dev/web => ../web
 )
+
+replace shindo.dev/devkit => ../devkit
