@@ -56,6 +56,7 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
+	shindo.dev/devkit v0.0.0-00010101000000-000000000000
 )
 
 replace (
@@ -65,3 +66,5 @@ replace (
 	// Only the tests import it: they boot svc-waveform from its Run.
 	shindo.dev/svc-waveform => ../svc-waveform
 )
+
+replace shindo.dev/devkit => ../devkit
