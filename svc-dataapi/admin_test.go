@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shindo.dev/devkit/pgtest"
+	"shindo.dev/devkit/poll"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -33,17 +34,14 @@ func startWithDatabase(t *testing.T) string {
 		}
 	})
 	base := "http://" + cfg.HTTPAddr
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if resp, err := http.Get(base + "/v1/stations"); err == nil {
+	poll.UntilNil(t, 10*time.Second, "the data API up", func() error {
+		resp, err := http.Get(base + "/v1/stations")
+		if err == nil {
 			resp.Body.Close()
-			return base
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("data API never came up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
+	return base
 }
 
 func call(t *testing.T, method, u, token string, body any) (int, map[string]any) {
@@ -99,7 +97,7 @@ func TestProvisioning(t *testing.T) {
 		t.Fatalf("duplicate create: %d", code)
 	}
 	// The cached registry picks the new station up without a restart.
-	waitFor(t, "station in the registry", func() bool {
+	poll.Until(t, 10*time.Second, "station in the registry", func() bool {
 		code, _ := call(t, "GET", base+"/v1/stations/HUA01", "", nil)
 		return code == 200
 	})
@@ -123,7 +121,7 @@ func TestProvisioning(t *testing.T) {
 	if st, _ := body["station"].(map[string]any); code != 200 || st["active"] != false {
 		t.Fatalf("retire: %d %v", code, body)
 	}
-	waitFor(t, "retirement in the registry", func() bool {
+	poll.Until(t, 10*time.Second, "retirement in the registry", func() bool {
 		_, body := call(t, "GET", base+"/v1/stations/HUA01", "", nil)
 		st, _ := body["station"].(map[string]any)
 		return st["active"] == false
@@ -134,7 +132,7 @@ func TestProvisioning(t *testing.T) {
 	if code, body := call(t, "POST", base+"/v1/stations", adminToken, map[string]any{"id": evil}); code != 200 {
 		t.Fatalf("create %q: %d %v", evil, code, body)
 	}
-	waitFor(t, "the odd ID", func() bool {
+	poll.Until(t, 10*time.Second, "the odd ID", func() bool {
 		code, body := call(t, "GET", base+"/v1/stations/"+url.PathEscape(evil), "", nil)
 		st, _ := body["station"].(map[string]any)
 		return code == 200 && st["id"] == evil
@@ -142,17 +140,6 @@ func TestProvisioning(t *testing.T) {
 	_, body = call(t, "GET", base+"/v1/stations", "", nil)
 	if list, _ := body["stations"].([]any); len(list) != 2 || strings.Contains(mustJSON(body), "key") {
 		t.Fatalf("list: %v", body)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -213,7 +200,7 @@ func TestResetStationSeq(t *testing.T) {
 			t.Errorf("%s: 404 %q does not name the station", tc.name, msg)
 		}
 	}
-	waitFor(t, "HUA01 in the registry", func() bool { return do(t, "GET", base+"/v1/stations/HUA01", "", nil).code == 200 })
+	poll.Until(t, 10*time.Second, "HUA01 in the registry", func() bool { return do(t, "GET", base+"/v1/stations/HUA01", "", nil).code == 200 })
 	if a := do(t, "GET", base+"/v1/stations/HUA01", "", nil); seqReset(a) != 0 {
 		t.Fatalf("refused resets changed HUA01: %d %s", a.code, a.body)
 	}
@@ -243,7 +230,7 @@ func TestResetStationSeq(t *testing.T) {
 		last = ms
 	}
 	// The registry the reads answer from follows without a restart.
-	waitFor(t, "the reset in GET /v1/stations/HUA01", func() bool {
+	poll.Until(t, 10*time.Second, "the reset in GET /v1/stations/HUA01", func() bool {
 		a := do(t, "GET", base+"/v1/stations/HUA01", "", nil)
 		return a.code == 200 && seqReset(a) == last
 	})

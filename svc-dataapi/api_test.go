@@ -5,8 +5,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"shindo.dev/devkit/pgtest"
+	"shindo.dev/devkit/poll"
 )
 
 // newClient creates an API client through the admin route and returns its
@@ -359,7 +361,7 @@ func TestDatabaseDown(t *testing.T) {
 	if err := pg.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the data API to recover", func() bool { return do(t, "GET", base+"/v1/reports", "", nil).code == 200 })
+	poll.Until(t, 10*time.Second, "the data API to recover", func() bool { return do(t, "GET", base+"/v1/reports", "", nil).code == 200 })
 }
 
 // TestMultiHostDatabaseURL: a libpq multi-host URL with

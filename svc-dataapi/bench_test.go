@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"shindo.dev/devkit/pgtest"
+	"shindo.dev/devkit/poll"
 	"shindo.dev/lib/stationdb"
 	"shindo.dev/svc-dataapi/internal/httpapi"
 )
@@ -91,17 +92,14 @@ func benchConfig(b *testing.B, dsn string) Config {
 }
 
 func waitReady(b *testing.B, base string) {
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	poll.Until(b, 15*time.Second, "the data API ready", func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.Fatal("not ready")
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 // load sends b.N GETs of u from benchConcurrency clients and reports
@@ -185,7 +183,7 @@ func bareHandler(store *stationdb.Store) http.Handler {
 		defer cancel()
 		v, err := store.DataVersions(ctx)
 		if err != nil {
-			http.Error(w, err.Error(), 503)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		h := sha256.New()
@@ -200,7 +198,7 @@ func bareHandler(store *stationdb.Store) http.Handler {
 		mag := 1.0
 		list, err := store.ListReports(ctx, stationdb.ReportFilter{MinMagnitude: &mag, Limit: 51})
 		if err != nil {
-			http.Error(w, err.Error(), 503)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		out := struct {

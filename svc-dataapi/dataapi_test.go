@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 func freeAddr(t testing.TB) string {
@@ -46,19 +48,14 @@ func TestRESTGateway(t *testing.T) {
 	base := "http://" + cfg.HTTPAddr
 	get := func(path string) (int, string) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			resp, err := http.Get(base + path)
-			if err == nil {
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET %s: %v", path, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var resp *http.Response
+		poll.UntilNil(t, 5*time.Second, "GET "+path, func() (err error) {
+			resp, err = http.Get(base + path)
+			return err
+		})
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
 
 	code, body := get("/v1/stations")

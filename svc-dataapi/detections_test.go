@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"shindo.dev/devkit/pgtest"
+	"shindo.dev/devkit/poll"
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/natsbus"
@@ -107,7 +108,7 @@ func TestDetectionsToReports(t *testing.T) {
 		}
 	}
 	base := start(t, testConfig(t, "-database-url", dsn, "-nats", tnn.srv.ClientURL()))
-	waitFor(t, "the first detection", func() bool {
+	poll.Until(t, 10*time.Second, "the first detection", func() bool {
 		return do(t, "GET", base+"/v1/detections/"+det.Id, "", nil).code == 200
 	})
 
@@ -123,7 +124,7 @@ func TestDetectionsToReports(t *testing.T) {
 
 	reportID := "113000-2024-0403-075809-18"
 	var rep map[string]any
-	waitFor(t, "the report", func() bool {
+	poll.Until(t, 10*time.Second, "the report", func() bool {
 		a := do(t, "GET", base+"/v1/reports/"+reportID, "", nil)
 		if a.code == 200 {
 			rep = a.json(t)["report"].(map[string]any)
@@ -146,7 +147,7 @@ func TestDetectionsToReports(t *testing.T) {
 	tyo.snapshot(t, first+1000, map[uint32]uint32{970: 6, 100: 3})
 	tyo.detection(t, det)
 	tyo.detection(t, final)
-	waitFor(t, "the merged report", func() bool {
+	poll.Until(t, 10*time.Second, "the merged report", func() bool {
 		a := do(t, "GET", base2+"/v1/reports/"+reportID, "", nil)
 		return a.code == 200 && fmt.Sprint(a.json(t)["report"].(map[string]any)["areas"]) ==
 			"[map[code:100 level:3] map[code:260 level:4] map[code:970 level:7]]"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/poll"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/service"
 )
@@ -42,24 +43,30 @@ func start(t *testing.T, cfg Config) string {
 		}
 	})
 	base := "http://" + cfg.HTTPAddr
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var ended bool
+	var runErr error
+	ready := poll.Within(15*time.Second, func() bool {
 		if resp, err := http.Get(base + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return base
+				return true
 			}
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("Run ended: %v", err)
+		case runErr = <-done:
+			ended = true
+			return true // reported below
 		default:
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("data API never became ready")
-		}
-		time.Sleep(20 * time.Millisecond)
+	})
+	if ended {
+		t.Fatalf("Run ended: %v", runErr)
 	}
+	if !ready {
+		t.Fatal("data API never became ready")
+	}
+	return base
 }
 
 // answer is one HTTP answer.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"shindo.dev/devkit/pgtest"
+	"shindo.dev/devkit/poll"
 	datav1 "shindo.dev/gen/shindo/data/v1"
 )
 
@@ -53,16 +54,13 @@ func TestWatchPushesChanges(t *testing.T) {
 		reports grpc.ServerStreamingClient[datav1.WatchReportsResponse]
 		initial *datav1.WatchReportsResponse
 	)
-	for deadline := time.Now().Add(pushBound); ; {
+	poll.Within(pushBound, func() bool {
 		reports, err = data.WatchReports(ctx, &datav1.WatchReportsRequest{})
 		if err == nil {
 			initial, err = reports.Recv()
 		}
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return status.Code(err) != codes.Unavailable
+	})
 	if err != nil {
 		t.Fatalf("watch reports: %v", err)
 	}

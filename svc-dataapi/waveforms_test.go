@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"shindo.dev/devkit/poll"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
@@ -66,23 +67,29 @@ func startArchive(t *testing.T, grpcAddr string) *archiveProcess {
 	}
 	t.Cleanup(func() { conn.Close() })
 	health := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var checkErr, runErr error
+	ended := false
+	serving := poll.Within(15*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: waveformv1.WaveformService_ServiceDesc.ServiceName})
 		cancel()
+		checkErr = err
 		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
+			return true
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("svc-waveform Run ended: %v", err)
+		case runErr = <-done:
+			ended = true
+			return true // reported below
 		default:
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("svc-waveform never served: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	})
+	if ended {
+		t.Fatalf("svc-waveform Run ended: %v", runErr)
+	}
+	if !serving {
+		t.Fatalf("svc-waveform never served: %v", checkErr)
 	}
 	return &archiveProcess{client: waveformv1.NewWaveformServiceClient(conn), stop: stop}
 }
@@ -324,16 +331,14 @@ func TestWaveforms(t *testing.T) {
 	// The data API finds the archive once it is there, without a restart.
 	awaitArchive := func(when string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			a := get(jsonPath(from, from+1000))
-			if a.code == 200 {
-				return
-			}
-			if a.code != http.StatusServiceUnavailable || time.Now().After(deadline) {
-				t.Fatalf("%s: %d %s", when, a.code, a.body)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var a answer
+		// Anything but a 503 ends the wait, and anything but a 200 fails.
+		poll.Within(10*time.Second, func() bool {
+			a = get(jsonPath(from, from+1000))
+			return a.code != http.StatusServiceUnavailable
+		})
+		if a.code != 200 {
+			t.Fatalf("%s: %d %s", when, a.code, a.body)
 		}
 	}
 	awaitArchive("svc-waveform started after the data API")

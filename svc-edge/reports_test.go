@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"shindo.dev/devkit/poll"
 	datav1 "shindo.dev/gen/shindo/data/v1"
 )
 
@@ -266,16 +267,13 @@ func TestCoreWatch(t *testing.T) {
 	var all []string
 	waitQueued := func(last string) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if !poll.Within(5*time.Second, func() bool {
 			if got := q.take(0); got != "" {
 				all = append(all, strings.Fields(got)...)
 			}
-			if len(all) > 0 && strings.HasPrefix(all[len(all)-1], last+"@") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("queued %v, waiting for %s", all, last)
-			}
+			return len(all) > 0 && strings.HasPrefix(all[len(all)-1], last+"@")
+		}) {
+			t.Fatalf("queued %v, waiting for %s", all, last)
 		}
 	}
 	<-a.opened
@@ -311,14 +309,13 @@ func TestCoreWatch(t *testing.T) {
 	}
 
 	for id, want := range map[string]bool{"HUA01": true, "TTN01": false} {
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			got, err := w.stations.exists(context.Background(), id)
-			if err == nil && got == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("station %s exists: %v, %v; want %v", id, got, err, want)
-			}
+		var got bool
+		var err error
+		if !poll.Within(5*time.Second, func() bool {
+			got, err = w.stations.exists(context.Background(), id)
+			return err == nil && got == want
+		}) {
+			t.Fatalf("station %s exists: %v, %v; want %v", id, got, err, want)
 		}
 	}
 }

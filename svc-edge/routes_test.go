@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"shindo.dev/devkit/poll"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/compatjson"
 	"shindo.dev/svc-edge/internal/source"
@@ -175,13 +177,7 @@ func TestEEWRoute(t *testing.T) {
 
 	// A dies; B, one serial behind, takes over.
 	a.srv.Stop()
-	deadline := time.Now().Add(5 * time.Second)
-	for sel.Status()[0].Connected {
-		if time.Now().After(deadline) {
-			t.Fatal("A still connected")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "A disconnected", func() bool { return !sel.Status()[0].Connected })
 	tick(b, 2500, detection("X", 1, false)) // lagging: the served serial stays
 	tick(b, 3000, detection("X", 2, false)) // caught up
 	tick(b, 3500, detection("X", 3, false))
@@ -212,13 +208,7 @@ func TestEEWRoute(t *testing.T) {
 func serveTick(t *testing.T, st *streams, c *core, ms int64, ds ...*rtsv1.Detection) {
 	t.Helper()
 	c.feed <- snapshot(ms, ds...)
-	deadline := time.Now().Add(5 * time.Second)
-	for st.latestTick.Load() < ms {
-		if time.Now().After(deadline) {
-			t.Fatalf("tick %d not served", ms)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, fmt.Sprintf("tick %d served", ms), func() bool { return st.latestTick.Load() >= ms })
 }
 
 func render(as []alert) string {
@@ -277,16 +267,7 @@ func next(t *testing.T, blocks <-chan string) string {
 
 func waitClients(t *testing.T, h *sse.Hub, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if c, _ := h.Stats(); c == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("clients never reached %d", n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, fmt.Sprintf("%d clients", n), func() bool { c, _ := h.Stats(); return c == n })
 }
 
 // TestEEWRouteCompressed: with compress=1 the alerts come as event g,
@@ -296,13 +277,7 @@ func TestEEWRouteCompressed(t *testing.T) {
 	t.Parallel()
 	a, _, _, st, url := edgeWithCores(t)
 	a.feed <- snapshot(500, detection("X", 2, false))
-	deadline := time.Now().Add(5 * time.Second)
-	for st.hub.Latest(topicEEW) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing served")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "the alerts served", func() bool { return st.hub.Latest(topicEEW) != nil })
 	resp, err := http.Get(url + "/api/v2/eq/eew?sse=1&compress=1")
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,8 @@ func TestAPIKeys(t *testing.T) {
 		}
 		calls.Add(1)
 		xff.Store(r.Header.Get("X-Forwarded-For"))
-		time.Sleep(50 * time.Millisecond) // long enough for the concurrent checks to meet
+		//nolint:forbidigo // a slow core: long enough for the concurrent checks to meet
+		time.Sleep(50 * time.Millisecond)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"results":[{"known":true,"client":{"key_id":"shk_0123456789abcdef","role":"subscriber","topics":["websocket.trem.rts.v1"],"revoked_ms":"0","created_ms":"1796000000000"}}]}`)
 	}))

@@ -168,7 +168,7 @@ func (s *Syncer) handle(ctx context.Context, msg jetstream.Msg) {
 		s.handled.WithLabelValues("malformed").Inc()
 		s.log.WarnContext(ctx, "malformed detection dropped", slog.String("subject", msg.Subject()), slog.Any("error", err))
 		span.SetStatus(codes.Error, "malformed")
-		msg.Term()
+		s.settled("term", msg.Term())
 		return
 	}
 	d := FromProto(pub.GetDetection())
@@ -178,25 +178,36 @@ func (s *Syncer) handle(ctx context.Context, msg jetstream.Msg) {
 	case errors.Is(err, stationdb.ErrInvalid):
 		s.handled.WithLabelValues("malformed").Inc()
 		s.log.WarnContext(ctx, "invalid detection dropped", slog.String("id", d.ID), slog.Any("error", err))
-		msg.Term()
+		s.settled("term", msg.Term())
 	case errors.Is(err, stationdb.ErrConflict):
 		s.handled.WithLabelValues("conflict").Inc()
 		s.log.ErrorContext(ctx, "report of detection conflicts with another report", slog.String("id", d.ID), slog.Any("error", err))
-		msg.Ack()
+		s.settled("ack", msg.Ack())
 	case err != nil:
 		s.handled.WithLabelValues("retry").Inc()
 		if ctx.Err() == nil {
 			s.log.WarnContext(ctx, "detection not stored, will retry", slog.String("id", d.ID), slog.Any("error", err))
 		}
-		msg.NakWithDelay(time.Second)
+		s.settled("nak", msg.NakWithDelay(time.Second))
 	default:
 		s.handled.WithLabelValues(result).Inc()
-		msg.Ack()
+		s.settled("ack", msg.Ack())
 	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.SetAttributes(attribute.String("shindo.result", result))
+}
+
+// settled notes an ack, term or nak that did not reach the NATS server
+// (the connection is down or closing). Nothing is lost: the server
+// delivers the message again after the consumer's ack wait, and handling
+// a detection again changes nothing (see the package comment), so it is
+// worth a debug line, not a warning.
+func (s *Syncer) settled(how string, err error) {
+	if err != nil {
+		s.log.Debug("reply to a detection not sent; it will be delivered again", slog.String("reply", how), slog.Any("error", err))
+	}
 }
 
 func (s *Syncer) apply(ctx context.Context, d stationdb.Detection) (string, error) {

@@ -22,7 +22,7 @@ func TestFastJSONMatchesProtojson(t *testing.T) {
 		Magnitude: 1e22, Location: odd, MaxLevel: 7, Areas: []*datav1.ReportArea{{Code: 970, Level: 7}, {Code: 100}},
 		Md5: "ac7e8a9c1744a7777380d1a2b120106f", SourceDetectionId: "1712102289000-18", TremMs: -1, CreatedMs: math.MaxInt64}
 	d := &datav1.Detection{Id: odd, Serial: math.MaxUint32, Final: true, OriginTimeMs: 1, Lat: math.Inf(1), Lon: math.NaN(),
-		DepthKm: -0.0, Magnitude: 0.1 + 0.2, Location: "x", LocationCode: 970, MaxLevel: 9, FirstTriggerMs: math.MinInt64, Stations: 3}
+		DepthKm: math.Copysign(0, -1), Magnitude: 0.1 + 0.2, Location: "x", LocationCode: 970, MaxLevel: 9, FirstTriggerMs: math.MinInt64, Stations: 3}
 	marshaler := &FastJSON{JSONPb: runtimeJSON()}
 	for _, m := range []proto.Message{
 		&datav1.ListReportsResponse{Reports: []*datav1.Report{r, {}}, NextPageToken: "AXI"},

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"shindo.dev/devkit/poll"
 	datav1 "shindo.dev/gen/shindo/data/v1"
 )
 
@@ -62,10 +63,8 @@ func TestHubBounds(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("fast watcher missed change %s", id)
 		}
-		for deadline := time.Now().Add(5 * time.Second); i == 0 && queued(h) > 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the slow watcher never took the first change")
-			}
+		if i == 0 {
+			poll.Until(t, 5*time.Second, "the slow watcher took the first change", func() bool { return queued(h) == 0 })
 		}
 	}
 	close(release)
@@ -81,16 +80,14 @@ func TestHubBounds(t *testing.T) {
 
 func waitWatchers(t *testing.T, h *hub[*datav1.WatchReportsResponse], n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	got := 0
+	if !poll.Within(5*time.Second, func() bool {
 		h.mu.Lock()
-		got := len(h.watchers)
+		got = len(h.watchers)
 		h.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d watchers, want %d", got, n)
-		}
+		return got == n
+	}) {
+		t.Fatalf("%d watchers, want %d", got, n)
 	}
 }
 

@@ -152,7 +152,11 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) {
 			return // the client left; cancel ends the export
 		}
 		// Each part goes out as it came, through any buffering on the way.
-		rc.Flush()
+		// A writer that cannot flush sends it with the next parts; any
+		// other error is the client gone.
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return
+		}
 		part, err = stream.Recv()
 		if errors.Is(err, io.EOF) {
 			return

@@ -353,18 +353,6 @@ func span(from, to uint64) []uint64 {
 	return s
 }
 
-// eventually polls cond until it holds, failing after a deadline.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 20s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // keys counts the etcd keys under prefix.
 func (env *testEnv) keys(t testing.TB, prefix string) int64 {
 	t.Helper()

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"shindo.dev/devkit/faultproxy"
+	"shindo.dev/devkit/poll"
 	"shindo.dev/lib/natsbus"
 )
 
@@ -95,7 +96,7 @@ func TestPostDeliverAck(t *testing.T) {
 	}
 	// Acknowledged payloads leave the streams; only seq 5 stays.
 	for _, c := range env.cores {
-		eventually(t, "acknowledged payloads deleted on "+c.site, func() bool { return streamMsgs(t, c) == 1 })
+		poll.Until(t, 20*time.Second, "acknowledged payloads deleted on "+c.site, func() bool { return streamMsgs(t, c) == 1 })
 	}
 }
 
@@ -238,7 +239,7 @@ func TestCoreLost(t *testing.T) {
 	tpe.svc.Close()
 	khh := env.edge(t, "KHH-1")
 	tnn.start()
-	eventually(t, "TNN-1 caught up", func() bool { return env.keys(t, repairPrefix+client+"/") == 0 })
+	poll.Until(t, 20*time.Second, "TNN-1 caught up", func() bool { return env.keys(t, repairPrefix+client+"/") == 0 })
 	for seq := uint64(1); seq <= 4; seq++ {
 		if at := env.entryAt(t, client, seq); len(at) != 2 {
 			t.Fatalf("seq %d stored at %v, want both cores", seq, at)
@@ -539,7 +540,7 @@ func TestEtcdUnreachable(t *testing.T) {
 	}
 
 	link.SetBoth(faultproxy.Impairment{})
-	eventually(t, "ready again", func() bool { return tpe.svc.Ready(t.Context()) == nil })
+	poll.Until(t, 20*time.Second, "ready again", func() bool { return tpe.svc.Ready(t.Context()) == nil })
 	ch, err = tpe.svc.Subscribe(t.Context(), client)
 	if err != nil {
 		t.Fatal(err)
@@ -576,7 +577,7 @@ func TestCoreUnreachable(t *testing.T) {
 	wantSeqs(t, recv(t, ch, 2), 1, 2) // read from TYO-1
 
 	link.SetBoth(faultproxy.Impairment{})
-	eventually(t, "TNN-1 caught up", func() bool { return env.keys(t, repairPrefix+client+"/") == 0 })
+	poll.Until(t, 20*time.Second, "TNN-1 caught up", func() bool { return env.keys(t, repairPrefix+client+"/") == 0 })
 	if at := env.entryAt(t, client, 2); len(at) != 2 {
 		t.Fatalf("seq 2 stored at %v after repair, want both cores", at)
 	}
@@ -676,7 +677,7 @@ func TestCoreDownAtStart(t *testing.T) {
 	}
 	wantSeqs(t, recv(t, ch, 1), 1)
 	tnn.start()
-	eventually(t, "TNN-1 caught up", func() bool { return env.keys(t, repairPrefix+client+"/") == 0 })
+	poll.Until(t, 20*time.Second, "TNN-1 caught up", func() bool { return env.keys(t, repairPrefix+client+"/") == 0 })
 	if at := env.entryAt(t, client, 1); at[tnn.name()] == 0 {
 		t.Fatalf("seq 1 stored at %v after repair", at)
 	}

@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) {
 	sess, err := s.newSession(ctx)
 	if err != nil {
 		s.cancel()
-		cli.Close()
+		_ = cli.Close() // the unanswered session is the error to report
 		return nil, fmt.Errorf("notify: etcd at %v did not answer within %s (is a quorum of members up?): %w", cfg.Etcd, cfg.EtcdTimeout, err)
 	}
 	s.sess = sess
@@ -217,7 +217,9 @@ func (s *Service) closeWith(graceful bool) {
 			c.close()
 		}
 		if s.cli != nil {
-			s.cli.Close()
+			// The lease is revoked or expires by itself: a client that
+			// closes badly leaves nothing behind.
+			_ = s.cli.Close()
 		}
 	})
 }

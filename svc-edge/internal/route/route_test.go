@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 // fakeCore is a core's data API: /readyz, and /v1/ping answering with its
@@ -32,6 +34,7 @@ func startFakeCore(t *testing.T, name, addr string) *fakeCore {
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
 		c.hits.Add(1)
 		w.Header().Set("Access-Control-Allow-Origin", "*") // as the cores answer reads
+		//nolint:forbidigo // a slow core is the case under test
 		time.Sleep(time.Duration(c.delay.Load()))
 		io.WriteString(w, c.name)
 	})
@@ -49,16 +52,11 @@ func (c *fakeCore) listen(t *testing.T, addr string, h http.Handler) {
 		addr = "127.0.0.1:0"
 	}
 	var ln net.Listener
-	var err error
-	for range 50 { // the port may linger briefly after a restart
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The port may linger briefly after a restart.
+	poll.UntilNil(t, time.Second, "listening on "+addr, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
 	c.addr = ln.Addr().String()
 	c.srv = &http.Server{Handler: h}
 	go c.srv.Serve(ln)
@@ -170,13 +168,7 @@ func TestEjectAndReadmit(t *testing.T) {
 	}
 
 	a.restart(t)
-	deadline = time.Now().Add(5 * time.Second)
-	for !bal.Status()[0].Admitted {
-		if time.Now().After(deadline) {
-			t.Fatal("recovered core never readmitted")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "recovered core readmitted", func() bool { return bal.Status()[0].Admitted })
 	if _, body := get(t, url+"/v1/ping"); body != "A" {
 		t.Fatalf("readmitted preferred core not used: %q", body)
 	}

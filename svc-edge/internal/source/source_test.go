@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"shindo.dev/devkit/poll"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 )
 
@@ -171,12 +173,12 @@ func TestOneSourceDedupAndFailover(t *testing.T) {
 		t.Fatalf("served %v", got)
 	}
 	// A's last tick may still be on its way through the stream.
-	deadline := time.Now().Add(5 * time.Second)
-	for st := sel.Status(); !st[1].Serving || st[0].Serving || st[0].Snapshots != 3 || st[1].Snapshots != 5; st = sel.Status() {
-		if time.Now().After(deadline) {
-			t.Fatalf("status %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+	st := sel.Status()
+	if !poll.Within(5*time.Second, func() bool {
+		st = sel.Status()
+		return st[1].Serving && !st[0].Serving && st[0].Snapshots == 3 && st[1].Snapshots == 5
+	}) {
+		t.Fatalf("status %+v", st)
 	}
 	if st := sel.Status(); st[0].Site != "A" || st[1].Site != "B" {
 		t.Fatalf("sites %q %q, want the ones the snapshots name", st[0].Site, st[1].Site)
@@ -184,13 +186,7 @@ func TestOneSourceDedupAndFailover(t *testing.T) {
 
 	// B's server dies: A takes over at its next tick without waiting.
 	b.srv.Stop()
-	deadline = time.Now().Add(5 * time.Second)
-	for sel.Status()[1].Connected {
-		if time.Now().After(deadline) {
-			t.Fatal("B still connected")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "B disconnected", func() bool { return !sel.Status()[1].Connected })
 	a.feed <- snap("A", 2500)
 	expect("A@02.500")
 }
@@ -284,13 +280,7 @@ func TestBlindCoreWaits(t *testing.T) {
 		n := sel.Status()[k].Snapshots
 		c.feed <- s
 		c.feed <- seeing(s.GetSite(), 0, 0) // older than anything: never served
-		deadline := time.Now().Add(5 * time.Second)
-		for sel.Status()[k].Snapshots < n+2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("core %d's tick not received", k)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		poll.Until(t, 5*time.Second, fmt.Sprintf("core %d's tick received", k), func() bool { return sel.Status()[k].Snapshots >= n+2 })
 	}
 
 	a.feed <- seeing("A", 500, 10)

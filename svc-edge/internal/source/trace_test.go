@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"shindo.dev/devkit/poll"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/telemetry"
 	"shindo.dev/lib/telemetry/telemetrytest"
@@ -24,25 +26,23 @@ func TestTracedSnapshotSpan(t *testing.T) {
 	p.a.traced <- &rtsv1.SubscribeResponse{Snapshot: snap("TNN-1", 1000_000), TraceContext: telemetry.Inject(tctx)}
 	p.expect(t, "TNN-1@40.000")
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var edge sdktrace.ReadOnlySpan
+	poll.Until(t, 5*time.Second, "an edge snapshot span", func() bool {
 		for _, s := range rec.Ended() {
-			if s.Name() != "edge snapshot" {
-				continue
+			if s.Name() == "edge snapshot" {
+				edge = s
+				return true
 			}
-			if s.Parent().SpanID() != tick.SpanContext().SpanID() || s.SpanContext().TraceID() != tick.SpanContext().TraceID() {
-				t.Fatalf("edge span's parent %v, want the tick's %v", s.Parent(), tick.SpanContext())
-			}
-			for _, a := range s.Attributes() {
-				if a.Key == "shindo.served" && a.Value == attribute.BoolValue(true) {
-					return
-				}
-			}
-			t.Fatalf("edge span attributes %v lack shindo.served=true", s.Attributes())
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no edge snapshot span")
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	})
+	if edge.Parent().SpanID() != tick.SpanContext().SpanID() || edge.SpanContext().TraceID() != tick.SpanContext().TraceID() {
+		t.Fatalf("edge span's parent %v, want the tick's %v", edge.Parent(), tick.SpanContext())
 	}
+	for _, a := range edge.Attributes() {
+		if a.Key == "shindo.served" && a.Value == attribute.BoolValue(true) {
+			return
+		}
+	}
+	t.Fatalf("edge span attributes %v lack shindo.served=true", edge.Attributes())
 }

@@ -606,14 +606,15 @@ func takeOver(w http.ResponseWriter, body []byte, timeout time.Duration) (net.Co
 	// Bytes the client sent after its request (it should send none) are
 	// ignored; the buffers are dropped with rw.
 	_ = rw
+	// bw keeps the first write error and returns it from Flush, below.
 	bw := bufio.NewWriterSize(conn, 512+len(body))
-	bw.WriteString("HTTP/1.1 200 OK\r\n")
+	_, _ = bw.WriteString("HTTP/1.1 200 OK\r\n")
 	hdr.Set("Transfer-Encoding", "chunked")
 	hdr.Set("Connection", "keep-alive")
-	hdr.Write(bw)
+	_ = hdr.Write(bw)
 	fmt.Fprintf(bw, "\r\n%x\r\n", len(body))
-	bw.Write(body)
-	bw.WriteString("\r\n")
+	_, _ = bw.Write(body)
+	_, _ = bw.WriteString("\r\n")
 	conn.SetWriteDeadline(time.Now().Add(timeout))
 	if err := bw.Flush(); err != nil {
 		conn.Close()
@@ -633,7 +634,11 @@ func (h *Hub) serveInHandler(w http.ResponseWriter, r *http.Request, c *client, 
 	h.follow(c, o.Private)
 	rc := http.NewResponseController(w)
 	write := func(b []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+		// A writer without deadlines is written to as net/http would;
+		// any other error is the stream broken.
+		if err := rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
 		if _, err := w.Write(b); err != nil {
 			return false
 		}

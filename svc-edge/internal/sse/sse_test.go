@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/poll"
 )
 
 func testHub(t *testing.T, opts Options) (*Hub, *httptest.Server) {
@@ -82,16 +84,9 @@ func connect(t *testing.T, url string) (*http.Response, <-chan string) {
 
 func waitClients(t *testing.T, h *Hub, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if c, _ := h.Stats(); c == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			c, _ := h.Stats()
-			t.Fatalf("%d clients, want %d", c, n)
-		}
-		time.Sleep(2 * time.Millisecond)
+	c := 0
+	if !poll.Within(5*time.Second, func() bool { c, _ = h.Stats(); return c == n }) {
+		t.Fatalf("%d clients, want %d", c, n)
 	}
 }
 
@@ -367,13 +362,10 @@ func TestOnCloseOnce(t *testing.T) {
 			}
 			resp.Body.Close()
 			waitClients(t, h, 0)
-			deadline := time.Now().Add(5 * time.Second)
-			for closes.Load() != 2 {
-				if time.Now().After(deadline) {
-					t.Fatalf("OnClose ran %d times for 2 clients", closes.Load())
-				}
-				time.Sleep(5 * time.Millisecond)
+			if !poll.Within(5*time.Second, func() bool { return closes.Load() == 2 }) {
+				t.Fatalf("OnClose ran %d times for 2 clients", closes.Load())
 			}
+			//nolint:forbidigo // no condition to poll: a third OnClose would be one arriving late
 			time.Sleep(20 * time.Millisecond)
 			if n := closes.Load(); n != 2 {
 				t.Fatalf("OnClose ran %d times for 2 clients", n)
@@ -531,7 +523,8 @@ func TestNonReaderDropped(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the reading client stalled")
 		}
-		time.Sleep(20 * time.Millisecond) // a trickle, not a flood
+		//nolint:forbidigo // the publishing is the load: a trickle, not a flood
+		time.Sleep(20 * time.Millisecond)
 	}
 	if _, dropped := h.Stats(); dropped != 1 {
 		t.Fatalf("dropped %d", dropped)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"shindo.dev/devkit/poll"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/svc-edge/internal/sse"
 )
@@ -134,17 +135,6 @@ func events(t *testing.T, body io.Reader) <-chan map[string]any {
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestBothCoresOnceInOrder: chunks from both cores reach the client once
 // each, in time order; when one core dies the other carries on with no
 // gap; streams close after the last client left.
@@ -158,7 +148,7 @@ func TestBothCoresOnceInOrder(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	evs := events(t, resp.Body)
-	waitFor(t, "streams to both cores", func() bool { return a.lives.Load() == 1 && b.lives.Load() == 1 })
+	poll.Until(t, 5*time.Second, "streams to both cores", func() bool { return a.lives.Load() == 1 && b.lives.Load() == 1 })
 
 	a.feed <- chunk("S1", 500)
 	b.feed <- chunk("S1", 500) // the same chunk via the other core: dropped
@@ -187,8 +177,8 @@ func TestBothCoresOnceInOrder(t *testing.T) {
 	}
 
 	resp.Body.Close()
-	waitFor(t, "the station to be dropped after the linger", func() bool { return h.Watched() == 0 })
-	waitFor(t, "the core stream to close", func() bool { return b.lives.Load() == 0 })
+	poll.Until(t, 5*time.Second, "the station to be dropped after the linger", func() bool { return h.Watched() == 0 })
+	poll.Until(t, 5*time.Second, "the core stream to close", func() bool { return b.lives.Load() == 0 })
 }
 
 // TestResumeAndLimit: a client reconnecting within the linger resumes
@@ -202,7 +192,7 @@ func TestResumeAndLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := events(t, resp.Body)
-	waitFor(t, "the stream", func() bool { return a.lives.Load() == 1 })
+	poll.Until(t, 5*time.Second, "the stream", func() bool { return a.lives.Load() == 1 })
 	a.feed <- chunk("S1", 500)
 	<-evs
 	resp.Body.Close()

@@ -92,7 +92,8 @@ func runLoadClients(spec string) int {
 		})
 	}
 	wg.Wait()
-	fmt.Println("ready")
+	// Not a log line: the parent waits for it on the child's stdout.
+	fmt.Fprintln(os.Stdout, "ready")
 
 	lat := make([][]float64, len(conns))
 	for i, r := range conns {
@@ -223,6 +224,7 @@ func benchClients(b *testing.B, mode string, n, ticks int) {
 
 	for seq := range ticks {
 		h.Publish(sse.NewEventID("rts", sse.ID(int64(seq)*500, 0), "", fmt.Appendf(nil, `{"seq":%d,"t":%d}`, seq, time.Now().UnixNano())))
+		//nolint:forbidigo // ticks at the live rate, two a second: the pacing is the load under test
 		time.Sleep(500 * time.Millisecond)
 	}
 	body, _ := io.ReadAll(r)

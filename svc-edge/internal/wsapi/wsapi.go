@@ -396,7 +396,9 @@ func (s *Server) session(conn net.Conn, br *bufio.Reader, addr string) {
 	fail := func(reason string, code uint16) {
 		s.disconnects.WithLabelValues(reason).Inc()
 		conn.SetWriteDeadline(time.Now().Add(time.Second))
-		conn.Write(append(disconnectFrame(reason), closeFrame(code, "")...))
+		// The connection is closed next either way; a client that does
+		// not take the reason within the second loses only the reason.
+		_, _ = conn.Write(append(disconnectFrame(reason), closeFrame(code, "")...))
 		conn.Close()
 		release()
 	}
@@ -489,7 +491,9 @@ func (s *Server) firstMessage(conn net.Conn, br *bufio.Reader) ([]byte, error) {
 		}
 		switch f.op {
 		case opPing:
-			conn.Write(serverFrame(opPong, f.payload))
+			if _, err := conn.Write(serverFrame(opPong, f.payload)); err != nil {
+				return nil, err // gone
+			}
 			continue
 		case opPong:
 			continue
