@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"shindo.dev/devkit/poll"
 )
 
 // receivedSpan is a span as the collector received it.
@@ -108,23 +110,20 @@ func (s *otlpSink) find(match func(receivedSpan) bool) (receivedSpan, bool) {
 // (spans are exported in batches, every few seconds) and returns its spans.
 func (s *otlpSink) waitTrace(t *testing.T, id string, within time.Duration, want ...string) []receivedSpan {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		spans := s.trace(id)
-		var missing []string
+	var spans []receivedSpan
+	var missing []string
+	if !poll.Within(within, func() bool {
+		spans, missing = s.trace(id), nil
 		for _, svc := range want {
 			if !slices.ContainsFunc(spans, func(sp receivedSpan) bool { return sp.service == svc }) {
 				missing = append(missing, svc)
 			}
 		}
-		if len(missing) == 0 {
-			return spans
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s lacks spans of %v after %s; it has %s", id, missing, within, describeSpans(spans))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(missing) == 0
+	}) {
+		t.Fatalf("trace %s lacks spans of %v after %s; it has %s", id, missing, within, describeSpans(spans))
 	}
+	return spans
 }
 
 func describeSpans(spans []receivedSpan) string {
@@ -153,21 +152,14 @@ func TestTraceAcrossServices(t *testing.T) {
 		t.Fatalf("ack from %s", ack.GetSite())
 	}
 	var ingest receivedSpan
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the ingest span of the packet", func() bool {
 		var ok bool
 		ingest, ok = sink.find(func(sp receivedSpan) bool {
 			return sp.service == "shindo-ingest" && sp.name == "ingest packet" &&
 				sp.attrs["shindo.station"] == d.stations[0].ID && sp.attrs["shindo.seq"] == int64(p.seq)
 		})
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no ingest span of the packet received in 30s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ok
+	})
 	spans := sink.waitTrace(t, ingest.traceID, 30*time.Second, "shindo-ingest", "shindo-rts", "shindo-edge")
 	// The record reaches TYO-1 too, through the sync between the cores,
 	// with its trace context: each core's tick that took the packet is a

@@ -21,6 +21,6 @@ func Recorder(tb testing.TB) (tp *sdktrace.TracerProvider, rec *tracetest.SpanRe
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	rec = tracetest.NewSpanRecorder()
 	tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	tb.Cleanup(func() { tp.Shutdown(context.Background()) })
+	tb.Cleanup(func() { _ = tp.Shutdown(context.Background()) }) // recorded spans need no flushing
 	return tp, rec
 }

@@ -6,6 +6,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"shindo.dev/devkit/poll"
 	"shindo.dev/lib/telemetry/telemetrytest"
 )
 
@@ -20,8 +21,7 @@ func TestExchangeIsOneTrace(t *testing.T) {
 	run(t, a, b)
 	waitConverged(t, a, b, map[string]int{"S1": 3})
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, "an answer span under an ask span", func() bool {
 		asks := map[string]sdktrace.ReadOnlySpan{}
 		for _, s := range rec.Ended() {
 			if s.Name() == "peersync ask" {
@@ -34,12 +34,9 @@ func TestExchangeIsOneTrace(t *testing.T) {
 			}
 			ask, ok := asks[s.Parent().SpanID().String()]
 			if ok && ask.SpanContext().TraceID() == s.SpanContext().TraceID() && s.Parent().IsRemote() {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer span under an ask span among %d spans", len(rec.Ended()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 }
