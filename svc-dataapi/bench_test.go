@@ -19,7 +19,7 @@ import (
 
 	"shindo.dev/devkit/pgtest"
 	"shindo.dev/devkit/poll"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/svc-dataapi/internal/httpapi"
 )
 
@@ -51,9 +51,9 @@ func BenchmarkReportList(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	store := stationdb.NewStore(pool)
+	store := metadb.NewStore(pool)
 	for i := range 2000 {
-		r := stationdb.Report{ID: fmt.Sprintf("113000-2024-%06d", i), TimeMs: 1_700_000_000_000 + int64(i)*60_000,
+		r := metadb.Report{ID: fmt.Sprintf("113000-2024-%06d", i), TimeMs: 1_700_000_000_000 + int64(i)*60_000,
 			Lat: 22 + float64(i%300)/100, Lon: 120 + float64(i%200)/100, DepthKm: float64(i % 50), Magnitude: float64(i%70) / 10,
 			Location: "花蓮縣政府南南東方 25.0 公里", MaxLevel: i % 10}
 		if _, _, err := store.CreateReport(ctx, r); err != nil {
@@ -166,7 +166,7 @@ func load(b *testing.B, u string, cached bool) {
 
 // bareHandler is the baseline: the same list with pgx and encoding/json,
 // tagged the same way, without the gateway, the guard or protojson.
-func bareHandler(store *stationdb.Store) http.Handler {
+func bareHandler(store *metadb.Store) http.Handler {
 	type report struct {
 		ID        string  `json:"id"`
 		TimeMs    string  `json:"time_ms"`
@@ -196,7 +196,7 @@ func bareHandler(store *stationdb.Store) http.Handler {
 			return
 		}
 		mag := 1.0
-		list, err := store.ListReports(ctx, stationdb.ReportFilter{MinMagnitude: &mag, Limit: 51})
+		list, err := store.ListReports(ctx, metadb.ReportFilter{MinMagnitude: &mag, Limit: 51})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"shindo.dev/devkit/pgtest"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden/")
@@ -34,7 +34,7 @@ func TestCompatGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := stationdb.NewStore(pool)
+	store := metadb.NewStore(pool)
 
 	for _, st := range []map[string]any{
 		{"id": "HUA01", "net": "MS-Net", "lat": 23.991, "lon": 121.611, "code": 970},
@@ -67,9 +67,9 @@ func TestCompatGolden(t *testing.T) {
 	if a := do(t, "POST", base+"/v1/reports", adminToken, quiet); a.code != 200 {
 		t.Fatalf("report: %d %s", a.code, a.body)
 	}
-	if _, _, err := store.MergeDetectionReport(ctx, stationdb.Report{
+	if _, _, err := store.MergeDetectionReport(ctx, metadb.Report{
 		ID: "113000-2024-0405-120000-18", TimeMs: 1712289598000, Lat: 24.12, Lon: 121.55, DepthKm: 10, Magnitude: 5.4,
-		Location: "花蓮縣秀林鄉", MaxLevel: 5, Areas: []stationdb.AreaLevel{{Code: 972, Level: 5}},
+		Location: "花蓮縣秀林鄉", MaxLevel: 5, Areas: []metadb.AreaLevel{{Code: 972, Level: 5}},
 		SourceDetectionID: "1712289600000-18", TremMs: 1712289600000,
 	}); err != nil {
 		t.Fatal(err)

@@ -41,10 +41,10 @@ import (
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/apierror"
 	"shindo.dev/lib/cors"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/ratelimit"
 	"shindo.dev/lib/service"
-	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/stationsource"
 	"shindo.dev/lib/timesync"
 	"shindo.dev/svc-dataapi/internal/auth"
@@ -251,7 +251,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		versions    func(context.Context) (httpapi.Versions, error)
 	)
 	if reg.Pool != nil {
-		store := stationdb.NewStore(reg.Pool)
+		store := metadb.NewStore(reg.Pool)
 		if cfg.ReadDBURL != "" {
 			// Connects on first use: a local member that is down at start
 			// only sends the reads to the primary.
@@ -260,7 +260,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 				return nil, fmt.Errorf("read-database-url: %w", err)
 			}
 			svc.OnShutdown("local database member", func(context.Context) error { local.Close(); return nil })
-			store = stationdb.NewReplicatedStore(reg.Pool, local)
+			store = metadb.NewReplicatedStore(reg.Pool, local)
 		}
 		admin, keys, reportStore, clientStore, compatStore = store, store, store, store, store
 		versions = func(ctx context.Context) (httpapi.Versions, error) {

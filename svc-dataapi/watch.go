@@ -6,8 +6,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/service"
-	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/stationsource"
 	"shindo.dev/svc-dataapi/internal/stations"
 	"shindo.dev/svc-dataapi/internal/watch"
@@ -28,7 +28,7 @@ func watcher(svc *service.Service, reg *stationsource.Opened, cfg Config) *watch
 		connCfg.RuntimeParams = map[string]string{}
 	}
 	connCfg.RuntimeParams["application_name"] = "shindo-dataapi-watch"
-	w := watch.New(stationdb.NewStore(reg.Pool), connCfg, stations.Proto, o, svc.Stopping(), svc.Logger())
+	w := watch.New(metadb.NewStore(reg.Pool), connCfg, stations.Proto, o, svc.Stopping(), svc.Logger())
 	svc.Metrics().MustRegister(w.Collectors()...)
 	svc.Go("report and station watches", w)
 	return w

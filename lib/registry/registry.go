@@ -41,7 +41,7 @@ type Station struct {
 	// (firmware reflashed, counter lost) would have every new packet taken
 	// for a replay: ingest forgets the station's replay window at this
 	// moment, and the journal records it received before it. Each reset
-	// is later than the one before (stationdb.Store.ResetStationSeq), so a
+	// is later than the one before (metadb.Store.ResetStationSeq), so a
 	// changed value is a new reset.
 	SeqResetMs int64 `json:"seq_reset_ms,omitempty"`
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
-	"shindo.dev/lib/stationdb"
 )
 
 // Config chooses the registry; exactly one of Registry and DatabaseURL.
@@ -72,13 +72,13 @@ func Open(ctx context.Context, c Config, wait time.Duration, log *slog.Logger) (
 		o.Close()
 		return nil, fmt.Errorf("metadata database not reachable within %s: %w", wait, err)
 	}
-	if applied, err := stationdb.Migrate(ctx, pool); err != nil {
+	if applied, err := metadb.Migrate(ctx, pool); err != nil {
 		o.Close()
 		return nil, fmt.Errorf("metadata database schema: %w", err)
 	} else if len(applied) > 0 {
 		log.InfoContext(ctx, "schema migrated", slog.Any("versions", applied))
 	}
-	src, err := stationdb.NewSource(ctx, pool, log)
+	src, err := metadb.NewSource(ctx, pool, log)
 	if err != nil {
 		o.Close()
 		return nil, fmt.Errorf("load station registry: %w", err)

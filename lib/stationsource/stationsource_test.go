@@ -12,7 +12,7 @@ import (
 
 	"shindo.dev/devkit/pgtest"
 	"shindo.dev/devkit/poll"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/stationsource"
 )
 
@@ -47,8 +47,8 @@ func TestDatabaseRegistryLearnsSeqReset(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	o := open(t, stationsource.Config{DatabaseURL: pgtest.Shared(t).NewDatabase(t), RegistryInterval: time.Hour})
-	store := stationdb.NewStore(o.Pool) // migrated by Open
-	if _, err := store.CreateStation(ctx, stationdb.NewStation{ID: "HL-01", Lat: 23.97, Lon: 121.6}); err != nil {
+	store := metadb.NewStore(o.Pool) // migrated by Open
+	if _, err := store.CreateStation(ctx, metadb.NewStation{ID: "HL-01", Lat: 23.97, Lon: 121.6}); err != nil {
 		t.Fatal(err)
 	}
 	// Seeing the new station proves the listener is up, so what follows

@@ -1,5 +1,5 @@
 // Package migratecmd implements `shindo migrate`: it brings the metadata
-// database's schema up to the version this build knows (stationdb.Migrate)
+// database's schema up to the version this build knows (metadb.Migrate)
 // and says what it did. Services migrate at start too; the command is for
 // operators who migrate ahead of a rollout, or check that nothing is left
 // to do.
@@ -21,8 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"shindo.dev/lib/conf"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/service"
-	"shindo.dev/lib/stationdb"
 )
 
 const name = "shindo migrate"
@@ -72,7 +72,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err := pool.Ping(ctx); err != nil {
 		return fmt.Errorf("connect to the metadata database: %w", err)
 	}
-	applied, err := stationdb.Migrate(ctx, pool)
+	applied, err := metadb.Migrate(ctx, pool)
 	if len(applied) > 0 {
 		// Those versions are committed even if a later one failed.
 		fmt.Fprintf(stdout, "applied schema versions %s\n", join(applied))
@@ -80,7 +80,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "schema up to date at version %d\n", stationdb.LatestVersion())
+	fmt.Fprintf(stdout, "schema up to date at version %d\n", metadb.LatestVersion())
 	return nil
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"shindo.dev/devkit/pgtest"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -25,7 +25,7 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestMigrateThenUpToDate(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	latest := stationdb.LatestVersion()
+	latest := metadb.LatestVersion()
 
 	code, stdout, stderr := runCmd(t, "-database-url", dsn)
 	if code != 0 || stderr != "" {

@@ -1,7 +1,7 @@
 // Package auth identifies the callers of the data API from their
 // `authorization: Bearer <credential>` header: one of the service's admin
 // tokens (the bootstrap credential of the operator, given by flag) or an
-// API client's key (stationdb: created by an admin, stored hashed,
+// API client's key (metadb: created by an admin, stored hashed,
 // revocable). It also decides whether a caller holds the role a call
 // needs.
 //
@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 // CacheTTL is how long an identified key is trusted without a new lookup.
@@ -53,13 +53,13 @@ type Principal struct {
 	Token bool
 	// KeyID names the client of a key.
 	KeyID string
-	// Role is stationdb.RoleAdmin, stationdb.RoleWriter or
-	// stationdb.RoleSubscriber.
+	// Role is metadb.RoleAdmin, metadb.RoleWriter or
+	// metadb.RoleSubscriber.
 	Role string
 	// RateLimit and RateBurst are the key's own limits; 0 for defaults.
 	RateLimit float64
 	RateBurst int
-	// Topics are those the key may subscribe to (stationdb.Client.Topics);
+	// Topics are those the key may subscribe to (metadb.Client.Topics);
 	// an admin may subscribe to every topic whatever they say.
 	Topics []string
 }
@@ -68,20 +68,20 @@ type Principal struct {
 // do everything, a writer what needs a writer (a subscriber holds no call
 // of the data API that needs a credential).
 func (p *Principal) Allows(role string) bool {
-	return p.Role == stationdb.RoleAdmin || p.Role == role
+	return p.Role == metadb.RoleAdmin || p.Role == role
 }
 
 // MaySubscribe reports whether p may subscribe to topic
-// (stationdb.MaySubscribe): an admin to every topic, anyone else to its
+// (metadb.MaySubscribe): an admin to every topic, anyone else to its
 // topics.
 func (p *Principal) MaySubscribe(topic string) bool {
-	return stationdb.MaySubscribe(p.Role, p.Topics, topic)
+	return metadb.MaySubscribe(p.Role, p.Topics, topic)
 }
 
 // Keys is what Authenticator needs of the metadata database
-// (stationdb.Store).
+// (metadb.Store).
 type Keys interface {
-	ClientByKey(ctx context.Context, key string) (*stationdb.Client, error)
+	ClientByKey(ctx context.Context, key string) (*metadb.Client, error)
 }
 
 type cached struct {
@@ -132,7 +132,7 @@ func Credential(header string) (string, error) {
 func (a *Authenticator) Cached(cred string) (Principal, bool) {
 	for _, t := range a.tokens {
 		if subtle.ConstantTimeCompare([]byte(cred), t) == 1 {
-			return Principal{Token: true, Role: stationdb.RoleAdmin}, true
+			return Principal{Token: true, Role: metadb.RoleAdmin}, true
 		}
 	}
 	a.mu.Lock()
@@ -156,12 +156,12 @@ func (a *Authenticator) Identify(ctx context.Context, cred string) (Principal, e
 	if a.keys == nil {
 		return Principal{}, ErrInvalid
 	}
-	if _, _, ok := stationdb.ParseKey(cred); !ok {
+	if _, _, ok := metadb.ParseKey(cred); !ok {
 		return Principal{}, ErrInvalid
 	}
 	c, err := a.keys.ClientByKey(ctx, cred)
 	switch {
-	case errors.Is(err, stationdb.ErrNotFound):
+	case errors.Is(err, metadb.ErrNotFound):
 		return Principal{}, ErrInvalid
 	case err != nil:
 		return Principal{}, fmt.Errorf("%w: %w", ErrUnavailable, err)

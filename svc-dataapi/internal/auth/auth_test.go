@@ -11,24 +11,24 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 type keys struct {
-	clients map[string]*stationdb.Client
+	clients map[string]*metadb.Client
 	lookups int
 	down    bool
 }
 
-func (k *keys) ClientByKey(_ context.Context, key string) (*stationdb.Client, error) {
+func (k *keys) ClientByKey(_ context.Context, key string) (*metadb.Client, error) {
 	k.lookups++
 	if k.down {
-		return nil, fmt.Errorf("%w: connection refused", stationdb.ErrUnavailable)
+		return nil, fmt.Errorf("%w: connection refused", metadb.ErrUnavailable)
 	}
 	if c, ok := k.clients[key]; ok {
 		return c, nil
 	}
-	return nil, stationdb.ErrNotFound
+	return nil, metadb.ErrNotFound
 }
 
 const (
@@ -41,11 +41,11 @@ const (
 // subscribe to them only, and holds no role-bound call.
 func TestSubscriber(t *testing.T) {
 	t.Parallel()
-	k := &keys{clients: map[string]*stationdb.Client{subscriberKey: {KeyID: "shk_1123456789abcdef", Role: stationdb.RoleSubscriber,
+	k := &keys{clients: map[string]*metadb.Client{subscriberKey: {KeyID: "shk_1123456789abcdef", Role: metadb.RoleSubscriber,
 		Topics: []string{"eew", "rts"}}}}
 	a := New([]string{token}, k)
 	p, err := a.Identify(context.Background(), subscriberKey)
-	if err != nil || p.Role != stationdb.RoleSubscriber || len(p.Topics) != 2 {
+	if err != nil || p.Role != metadb.RoleSubscriber || len(p.Topics) != 2 {
 		t.Fatalf("subscriber: %+v %v", p, err)
 	}
 	for _, tc := range []struct {
@@ -56,11 +56,11 @@ func TestSubscriber(t *testing.T) {
 			t.Errorf("subscribe to %q: %v, want %v", tc.topic, got, tc.want)
 		}
 	}
-	if p.Allows(stationdb.RoleWriter) || p.Allows(stationdb.RoleAdmin) {
+	if p.Allows(metadb.RoleWriter) || p.Allows(metadb.RoleAdmin) {
 		t.Error("a subscriber holds a writer's or an admin's calls")
 	}
 	admin, _ := a.Identify(context.Background(), token)
-	if !admin.MaySubscribe("intensity") || !admin.Allows(stationdb.RoleSubscriber) {
+	if !admin.MaySubscribe("intensity") || !admin.Allows(metadb.RoleSubscriber) {
 		t.Error("an admin token may not subscribe to every topic")
 	}
 }
@@ -68,16 +68,16 @@ func TestSubscriber(t *testing.T) {
 func TestIdentify(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(0, 0)
-	k := &keys{clients: map[string]*stationdb.Client{writerKey: {KeyID: "shk_0123456789abcdef", Role: stationdb.RoleWriter, RateLimit: 3}}}
+	k := &keys{clients: map[string]*metadb.Client{writerKey: {KeyID: "shk_0123456789abcdef", Role: metadb.RoleWriter, RateLimit: 3}}}
 	a := New([]string{token}, k)
 	a.now = func() time.Time { return now }
 	ctx := context.Background()
 
-	if p, err := a.Identify(ctx, token); err != nil || !p.Token || p.Role != stationdb.RoleAdmin {
+	if p, err := a.Identify(ctx, token); err != nil || !p.Token || p.Role != metadb.RoleAdmin {
 		t.Fatalf("token: %+v %v", p, err)
 	}
 	for range 3 {
-		if p, err := a.Identify(ctx, writerKey); err != nil || p.Role != stationdb.RoleWriter || p.RateLimit != 3 {
+		if p, err := a.Identify(ctx, writerKey); err != nil || p.Role != metadb.RoleWriter || p.RateLimit != 3 {
 			t.Fatalf("key: %+v %v", p, err)
 		}
 	}
@@ -113,7 +113,7 @@ func TestIdentify(t *testing.T) {
 
 func TestRequire(t *testing.T) {
 	t.Parallel()
-	k := &keys{clients: map[string]*stationdb.Client{writerKey: {KeyID: "shk_0123456789abcdef", Role: stationdb.RoleWriter}}}
+	k := &keys{clients: map[string]*metadb.Client{writerKey: {KeyID: "shk_0123456789abcdef", Role: metadb.RoleWriter}}}
 	a := New([]string{token}, k)
 	call := func(header, role string) codes.Code {
 		ctx := context.Background()
@@ -127,14 +127,14 @@ func TestRequire(t *testing.T) {
 		header, role string
 		want         codes.Code
 	}{
-		{"", stationdb.RoleWriter, codes.Unauthenticated},
-		{"Bearer " + token, stationdb.RoleAdmin, codes.OK},
-		{"bearer " + token, stationdb.RoleAdmin, codes.OK},
-		{"Bearer " + writerKey, stationdb.RoleWriter, codes.OK},
-		{"Bearer " + writerKey, stationdb.RoleAdmin, codes.PermissionDenied},
-		{"Basic " + token, stationdb.RoleAdmin, codes.Unauthenticated},
-		{"Bearer ", stationdb.RoleAdmin, codes.Unauthenticated},
-		{"Bearer wrong-token-0123456789", stationdb.RoleAdmin, codes.Unauthenticated},
+		{"", metadb.RoleWriter, codes.Unauthenticated},
+		{"Bearer " + token, metadb.RoleAdmin, codes.OK},
+		{"bearer " + token, metadb.RoleAdmin, codes.OK},
+		{"Bearer " + writerKey, metadb.RoleWriter, codes.OK},
+		{"Bearer " + writerKey, metadb.RoleAdmin, codes.PermissionDenied},
+		{"Basic " + token, metadb.RoleAdmin, codes.Unauthenticated},
+		{"Bearer ", metadb.RoleAdmin, codes.Unauthenticated},
+		{"Bearer wrong-token-0123456789", metadb.RoleAdmin, codes.Unauthenticated},
 	} {
 		if got := call(tc.header, tc.role); got != tc.want {
 			t.Errorf("%q for %s: %s, want %s", tc.header, tc.role, got, tc.want)

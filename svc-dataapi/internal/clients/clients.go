@@ -19,18 +19,18 @@ import (
 	"google.golang.org/grpc/status"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/svc-dataapi/internal/auth"
 	"shindo.dev/svc-dataapi/internal/storeerr"
 )
 
 // Store is what the server needs of the metadata database
-// (stationdb.Store).
+// (metadb.Store).
 type Store interface {
-	CreateClient(ctx context.Context, nc stationdb.NewClient) (*stationdb.Client, string, error)
-	ListClients(ctx context.Context) ([]stationdb.Client, error)
-	RevokeClient(ctx context.Context, keyID string) (*stationdb.Client, error)
-	ClientsByKeys(ctx context.Context, keys []string) ([]*stationdb.Client, error)
+	CreateClient(ctx context.Context, nc metadb.NewClient) (*metadb.Client, string, error)
+	ListClients(ctx context.Context) ([]metadb.Client, error)
+	RevokeClient(ctx context.Context, keyID string) (*metadb.Client, error)
+	ClientsByKeys(ctx context.Context, keys []string) ([]*metadb.Client, error)
 }
 
 // MaxCheckKeys is the most keys one CheckKeys call checks.
@@ -63,7 +63,7 @@ func (s *Server) admit(ctx context.Context) (context.Context, context.CancelFunc
 	if s.store == nil {
 		return ctx, func() {}, status.Error(codes.Unimplemented, "API clients need the metadata database (-database-url)")
 	}
-	if _, err := s.authn.Require(ctx, stationdb.RoleAdmin); err != nil {
+	if _, err := s.authn.Require(ctx, metadb.RoleAdmin); err != nil {
 		return ctx, func() {}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -80,7 +80,7 @@ func (s *Server) CreateClient(ctx context.Context, req *datav1.CreateClientReque
 	if err := checkCreate(req); err != nil {
 		return nil, err
 	}
-	c, key, err := s.store.CreateClient(ctx, stationdb.NewClient{
+	c, key, err := s.store.CreateClient(ctx, metadb.NewClient{
 		Name: req.GetName(), Role: req.GetRole(), RateLimit: req.GetRateLimit(), RateBurst: int(req.GetRateBurst()),
 		Topics: req.GetTopics(),
 	})
@@ -94,7 +94,7 @@ func (s *Server) CreateClient(ctx context.Context, req *datav1.CreateClientReque
 // the request's own terms (the store checks again, as the backstop).
 func checkCreate(req *datav1.CreateClientRequest) error {
 	switch role := req.GetRole(); {
-	case role != stationdb.RoleWriter && role != stationdb.RoleSubscriber && role != stationdb.RoleAdmin:
+	case role != metadb.RoleWriter && role != metadb.RoleSubscriber && role != metadb.RoleAdmin:
 		return status.Error(codes.InvalidArgument, `role: "writer", "subscriber" or "admin"`)
 	case math.IsNaN(req.GetRateLimit()) || req.GetRateLimit() < 0 || req.GetRateLimit() > 100000:
 		return status.Error(codes.InvalidArgument, "rate_limit: 0 to 100000 requests per second")
@@ -102,13 +102,13 @@ func checkCreate(req *datav1.CreateClientRequest) error {
 		return status.Error(codes.InvalidArgument, "rate_burst: 0 to 1000000")
 	}
 	for _, t := range req.GetTopics() {
-		if !stationdb.ValidTopic(t) {
+		if !metadb.ValidTopic(t) {
 			return status.Errorf(codes.InvalidArgument, `topics: %q is not a topic: 1 to 64 of a–z, 0–9, '.', '_' and '-', or "*" for every topic`, t)
 		}
 	}
 	// Every topic is valid here, so only their number can be wrong.
-	if _, err := stationdb.NormalizeTopics(req.GetTopics()); err != nil {
-		return status.Errorf(codes.InvalidArgument, "topics: at most %d different topics", stationdb.MaxTopics)
+	if _, err := metadb.NormalizeTopics(req.GetTopics()); err != nil {
+		return status.Errorf(codes.InvalidArgument, "topics: at most %d different topics", metadb.MaxTopics)
 	}
 	return nil
 }
@@ -190,7 +190,7 @@ func (s *Server) unavailable(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "request canceled")
-	case !errors.Is(err, stationdb.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded):
+	case !errors.Is(err, metadb.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded):
 		s.log.ErrorContext(ctx, "key check failed", slog.Any("error", err))
 	}
 	return status.Error(codes.Unavailable, "metadata database unavailable, retry")
@@ -200,7 +200,7 @@ func (s *Server) fail(ctx context.Context, err error) error {
 	return storeerr.Status(ctx, s.log, err, "client")
 }
 
-func clientProto(c *stationdb.Client) *datav1.Client {
+func clientProto(c *metadb.Client) *datav1.Client {
 	p := &datav1.Client{
 		KeyId: c.KeyID, Name: c.Name, Role: c.Role, RateLimit: c.RateLimit, RateBurst: uint32(c.RateBurst),
 		CreatedMs: c.CreatedAt.UnixMilli(), Topics: c.Topics,

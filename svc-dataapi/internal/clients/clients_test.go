@@ -14,40 +14,40 @@ import (
 	"google.golang.org/grpc/status"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/svc-dataapi/internal/auth"
 )
 
 // store is an in-memory Store.
 type store struct {
-	created []stationdb.NewClient
-	clients map[string]*stationdb.Client // by key
-	err     error                        // of ClientsByKeys
+	created []metadb.NewClient
+	clients map[string]*metadb.Client // by key
+	err     error                     // of ClientsByKeys
 	asked   [][]string
 }
 
-func (s *store) CreateClient(_ context.Context, nc stationdb.NewClient) (*stationdb.Client, string, error) {
+func (s *store) CreateClient(_ context.Context, nc metadb.NewClient) (*metadb.Client, string, error) {
 	s.created = append(s.created, nc)
-	topics, err := stationdb.NormalizeTopics(nc.Topics)
+	topics, err := metadb.NormalizeTopics(nc.Topics)
 	if err != nil {
 		return nil, "", err
 	}
-	return &stationdb.Client{KeyID: "shk_0123456789abcdef", Role: nc.Role, Topics: topics, CreatedAt: time.UnixMilli(1000)},
+	return &metadb.Client{KeyID: "shk_0123456789abcdef", Role: nc.Role, Topics: topics, CreatedAt: time.UnixMilli(1000)},
 		"shk_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", nil
 }
 
-func (s *store) ListClients(context.Context) ([]stationdb.Client, error) { return nil, nil }
+func (s *store) ListClients(context.Context) ([]metadb.Client, error) { return nil, nil }
 
-func (s *store) RevokeClient(context.Context, string) (*stationdb.Client, error) {
-	return nil, stationdb.ErrNotFound
+func (s *store) RevokeClient(context.Context, string) (*metadb.Client, error) {
+	return nil, metadb.ErrNotFound
 }
 
-func (s *store) ClientsByKeys(_ context.Context, keys []string) ([]*stationdb.Client, error) {
+func (s *store) ClientsByKeys(_ context.Context, keys []string) ([]*metadb.Client, error) {
 	s.asked = append(s.asked, keys)
 	if s.err != nil {
 		return nil, s.err
 	}
-	out := make([]*stationdb.Client, len(keys))
+	out := make([]*metadb.Client, len(keys))
 	for i, k := range keys {
 		out[i] = s.clients[k]
 	}
@@ -58,7 +58,7 @@ func (s *store) ClientsByKeys(_ context.Context, keys []string) ([]*stationdb.Cl
 type admins struct{}
 
 func (admins) Require(context.Context, string) (auth.Principal, error) {
-	return auth.Principal{Token: true, Role: stationdb.RoleAdmin}, nil
+	return auth.Principal{Token: true, Role: metadb.RoleAdmin}, nil
 }
 
 func (admins) Forget(string) {}
@@ -126,9 +126,9 @@ func TestCheckKeys(t *testing.T) {
 		revokedKey = "shk_1123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 	)
 	revoked := time.UnixMilli(5000)
-	st := &store{clients: map[string]*stationdb.Client{
-		subKey:     {KeyID: "shk_0123456789abcdef", Role: stationdb.RoleSubscriber, Topics: []string{"rts"}, CreatedAt: time.UnixMilli(1000)},
-		revokedKey: {KeyID: "shk_1123456789abcdef", Role: stationdb.RoleSubscriber, CreatedAt: time.UnixMilli(1000), RevokedAt: &revoked},
+	st := &store{clients: map[string]*metadb.Client{
+		subKey:     {KeyID: "shk_0123456789abcdef", Role: metadb.RoleSubscriber, Topics: []string{"rts"}, CreatedAt: time.UnixMilli(1000)},
+		revokedKey: {KeyID: "shk_1123456789abcdef", Role: metadb.RoleSubscriber, CreatedAt: time.UnixMilli(1000), RevokedAt: &revoked},
 	}}
 	s := newServer(st)
 	ctx := context.Background()
@@ -155,8 +155,8 @@ func TestCheckKeys(t *testing.T) {
 		{"no keys", nil, nil, codes.InvalidArgument},
 		{"501 keys", tooMany, nil, codes.InvalidArgument},
 		{"500 keys", tooMany[:MaxCheckKeys], nil, codes.OK},
-		{"database away", []string{subKey}, fmt.Errorf("clients by keys: %w: connection refused", stationdb.ErrUnavailable), codes.Unavailable},
-		{"database error", []string{subKey}, fmt.Errorf("clients by keys: %w: relation missing", stationdb.ErrDatabase), codes.Unavailable},
+		{"database away", []string{subKey}, fmt.Errorf("clients by keys: %w: connection refused", metadb.ErrUnavailable), codes.Unavailable},
+		{"database error", []string{subKey}, fmt.Errorf("clients by keys: %w: relation missing", metadb.ErrDatabase), codes.Unavailable},
 		{"timed out", []string{subKey}, context.DeadlineExceeded, codes.Unavailable},
 		{"caller left", []string{subKey}, context.Canceled, codes.Canceled},
 	} {

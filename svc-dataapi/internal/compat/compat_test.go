@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 func TestParseReportQuery(t *testing.T) {
@@ -13,12 +13,12 @@ func TestParseReportQuery(t *testing.T) {
 	for _, tc := range []struct {
 		query string
 		ok    bool
-		check func(stationdb.ReportFilter) bool
+		check func(metadb.ReportFilter) bool
 	}{
-		{"", true, func(f stationdb.ReportFilter) bool { return f.Limit == 50 && f.Offset == 0 && f.MinLevel == nil }},
-		{"limit=50&page=3&key=", true, func(f stationdb.ReportFilter) bool { return f.Limit == 50 && f.Offset == 100 }},
+		{"", true, func(f metadb.ReportFilter) bool { return f.Limit == 50 && f.Offset == 0 && f.MinLevel == nil }},
+		{"limit=50&page=3&key=", true, func(f metadb.ReportFilter) bool { return f.Limit == 50 && f.Offset == 100 }},
 		{"minIntensity=4&maxIntensity=9&minMagnitude=5.5&maxMagnitude=8&minDepth=0&maxDepth=700&startTime=0&endTime=1712102289000&loc=花蓮&city=x", true,
-			func(f stationdb.ReportFilter) bool {
+			func(f metadb.ReportFilter) bool {
 				return *f.MinLevel == 4 && *f.MaxLevel == 9 && *f.MinMagnitude == 5.5 && *f.MaxDepthKm == 700 && *f.ToMs == 1712102289000
 			}},
 		{"limit=500", true, nil},
@@ -44,13 +44,13 @@ func TestParseReportQuery(t *testing.T) {
 		// at 194d28f): days in Taiwan time, inclusive; magnitudes and depths
 		// as Dart doubles; sort and order.
 		{"limit=30&minIntensity=3&maxIntensity=9&minMagnitude=4.0&maxMagnitude=8.0&minDepth=10.0&maxDepth=100.0&startTime=2026-01-01&endTime=2026-01-31&sort=magnitude&order=asc", true,
-			func(f stationdb.ReportFilter) bool {
+			func(f metadb.ReportFilter) bool {
 				return *f.FromMs == 1767196800000 && *f.ToMs == 1769875199999 && *f.MinMagnitude == 4 && *f.MinDepthKm == 10 &&
-					f.Sort == stationdb.SortMagnitude && f.Ascending && f.Limit == 30
+					f.Sort == metadb.SortMagnitude && f.Ascending && f.Limit == 30
 			}},
-		{"startTime=2026-03-05&endTime=2026-03-05", true, func(f stationdb.ReportFilter) bool { return *f.ToMs-*f.FromMs == 86_400_000-1 }},
-		{"sort=intensity", true, func(f stationdb.ReportFilter) bool { return f.Sort == stationdb.SortLevel && !f.Ascending }},
-		{"sort=depth&order=desc", true, func(f stationdb.ReportFilter) bool { return f.Sort == stationdb.SortDepth && !f.Ascending }},
+		{"startTime=2026-03-05&endTime=2026-03-05", true, func(f metadb.ReportFilter) bool { return *f.ToMs-*f.FromMs == 86_400_000-1 }},
+		{"sort=intensity", true, func(f metadb.ReportFilter) bool { return f.Sort == metadb.SortLevel && !f.Ascending }},
+		{"sort=depth&order=desc", true, func(f metadb.ReportFilter) bool { return f.Sort == metadb.SortDepth && !f.Ascending }},
 		{"startTime=2026-02-30", false, nil},
 		{"startTime=2026-1-01", false, nil},
 		{"startTime=1969-12-31", false, nil}, // before 1970 in Taiwan time
@@ -84,7 +84,7 @@ func FuzzParseReportQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if fl.Limit < 1 || fl.Limit > MaxLimit || fl.Offset < 0 || fl.Offset > stationdb.MaxOffset {
+		if fl.Limit < 1 || fl.Limit > MaxLimit || fl.Offset < 0 || fl.Offset > metadb.MaxOffset {
 			t.Fatalf("%q: limit %d offset %d", raw, fl.Limit, fl.Offset)
 		}
 		if fl.MinLevel != nil && (*fl.MinLevel < 0 || *fl.MinLevel > 9) || fl.MaxLevel != nil && (*fl.MaxLevel < 0 || *fl.MaxLevel > 9) {
@@ -100,8 +100,8 @@ func FuzzParseReportQuery(f *testing.F) {
 
 func TestRenderEscapesAndNames(t *testing.T) {
 	t.Parallel()
-	r := stationdb.Report{ID: "X", Location: "\"</script>\u2028", Lat: 23.5, Areas: []stationdb.AreaLevel{{Code: 999, Level: 2}}}
-	got := string(AppendReport(nil, &r, []stationdb.StationInfo{{Code: 999, Lat: 1, Lon: 2}, {Code: 999, Lat: 2, Lon: 3}}))
+	r := metadb.Report{ID: "X", Location: "\"</script>\u2028", Lat: 23.5, Areas: []metadb.AreaLevel{{Code: 999, Level: 2}}}
+	got := string(AppendReport(nil, &r, []metadb.StationInfo{{Code: 999, Lat: 1, Lon: 2}, {Code: 999, Lat: 2, Lon: 3}}))
 	want := `{"id":"X","lat":23.5,"lon":0,"loc":"\"\u003c/script\u003e\u2028","depth":0,"mag":0,"int":0,"time":0,"trem":0,"md5":"","list":{"其他":{"int":2,"town":{"999":{"lat":1.5,"lon":2.5,"int":2}}}}}`
 	if got != want {
 		t.Fatalf("\n got %s\nwant %s", got, want)
@@ -112,7 +112,7 @@ func TestRenderEscapesAndNames(t *testing.T) {
 	if s := string(AppendStations(nil, nil)); s != "{}" {
 		t.Fatal(s)
 	}
-	if !strings.Contains(string(AppendReportList(nil, []stationdb.Report{{ID: "a"}, {ID: "b"}})), `"md5":""},{"id":"b"`) {
+	if !strings.Contains(string(AppendReportList(nil, []metadb.Report{{ID: "a"}, {ID: "b"}})), `"md5":""},{"id":"b"`) {
 		t.Fatal("list items not separated")
 	}
 }

@@ -7,20 +7,20 @@ import (
 	"strconv"
 	"time"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 // Report list defaults and bounds.
 const (
 	DefaultLimit = 50
-	MaxLimit     = stationdb.MaxPage
+	MaxLimit     = metadb.MaxPage
 )
 
 // reportSorts are the values of sort=, as DPIP names them
 // (lib/features/earthquake/presentation/widgets/report_filter_sheet.dart:111-116).
-var reportSorts = map[string]stationdb.ReportSort{
-	"time": stationdb.SortTime, "intensity": stationdb.SortLevel,
-	"magnitude": stationdb.SortMagnitude, "depth": stationdb.SortDepth,
+var reportSorts = map[string]metadb.ReportSort{
+	"time": metadb.SortTime, "intensity": metadb.SortLevel,
+	"magnitude": metadb.SortMagnitude, "depth": metadb.SortDepth,
 }
 
 // ParseReportQuery turns the query of GET /api/v2/eq/report into a
@@ -41,8 +41,8 @@ var reportSorts = map[string]stationdb.ReportSort{
 //
 // A known parameter given twice, empty, malformed or out of range is an
 // error, as is a range whose minimum exceeds its maximum.
-func ParseReportQuery(q url.Values) (stationdb.ReportFilter, error) {
-	f := stationdb.ReportFilter{Limit: DefaultLimit}
+func ParseReportQuery(q url.Values) (metadb.ReportFilter, error) {
+	f := metadb.ReportFilter{Limit: DefaultLimit}
 	var errs error
 	one := func(name string) (string, bool) {
 		vs, ok := q[name]
@@ -83,7 +83,7 @@ func ParseReportQuery(q url.Values) (stationdb.ReportFilter, error) {
 		return &v
 	}
 	level := func(name string) *int {
-		v := integer(name, 0, stationdb.MaxLevel)
+		v := integer(name, 0, metadb.MaxLevel)
 		if v == nil {
 			return nil
 		}
@@ -113,13 +113,13 @@ func ParseReportQuery(q url.Values) (stationdb.ReportFilter, error) {
 				day = day.AddDate(0, 0, 1).Add(-time.Millisecond)
 			}
 			ms := day.UnixMilli()
-			if ms < 0 || ms > stationdb.MaxTimeMs {
+			if ms < 0 || ms > metadb.MaxTimeMs {
 				errs = fmt.Errorf("%s: a day from 1970-01-01 to 9999-12-31", name)
 				return nil
 			}
 			return &ms
 		}
-		return integer(name, 0, stationdb.MaxTimeMs)
+		return integer(name, 0, metadb.MaxTimeMs)
 	}
 	f.FromMs, f.ToMs = timeOrDay("startTime", false), timeOrDay("endTime", true)
 	if v, ok := one("sort"); ok && errs == nil {
@@ -139,24 +139,24 @@ func ParseReportQuery(q url.Values) (stationdb.ReportFilter, error) {
 		}
 	}
 	if errs != nil {
-		return stationdb.ReportFilter{}, errs
+		return metadb.ReportFilter{}, errs
 	}
 	if page != nil {
 		offset := (*page - 1) * int64(f.Limit)
-		if offset > stationdb.MaxOffset {
-			return stationdb.ReportFilter{}, fmt.Errorf("page: at most %d reports deep", stationdb.MaxOffset)
+		if offset > metadb.MaxOffset {
+			return metadb.ReportFilter{}, fmt.Errorf("page: at most %d reports deep", metadb.MaxOffset)
 		}
 		f.Offset = int(offset)
 	}
 	switch {
 	case f.MinLevel != nil && f.MaxLevel != nil && *f.MinLevel > *f.MaxLevel:
-		return stationdb.ReportFilter{}, fmt.Errorf("minIntensity above maxIntensity")
+		return metadb.ReportFilter{}, fmt.Errorf("minIntensity above maxIntensity")
 	case f.MinMagnitude != nil && f.MaxMagnitude != nil && *f.MinMagnitude > *f.MaxMagnitude:
-		return stationdb.ReportFilter{}, fmt.Errorf("minMagnitude above maxMagnitude")
+		return metadb.ReportFilter{}, fmt.Errorf("minMagnitude above maxMagnitude")
 	case f.MinDepthKm != nil && f.MaxDepthKm != nil && *f.MinDepthKm > *f.MaxDepthKm:
-		return stationdb.ReportFilter{}, fmt.Errorf("minDepth above maxDepth")
+		return metadb.ReportFilter{}, fmt.Errorf("minDepth above maxDepth")
 	case f.FromMs != nil && f.ToMs != nil && *f.FromMs > *f.ToMs:
-		return stationdb.ReportFilter{}, fmt.Errorf("startTime after endTime")
+		return metadb.ReportFilter{}, fmt.Errorf("startTime after endTime")
 	}
 	return f, nil
 }

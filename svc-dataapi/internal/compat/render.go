@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/township"
 )
 
 // AppendReportList appends the body of GET /api/v2/eq/report.
-func AppendReportList(b []byte, list []stationdb.Report) []byte {
+func AppendReportList(b []byte, list []metadb.Report) []byte {
 	b = append(b, '[')
 	for i := range list {
 		if i > 0 {
@@ -25,7 +25,7 @@ func AppendReportList(b []byte, list []stationdb.Report) []byte {
 }
 
 // appendSummary appends a report's fields, leaving its object open.
-func appendSummary(b []byte, r *stationdb.Report) []byte {
+func appendSummary(b []byte, r *metadb.Report) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, r.ID)
 	b = append(b, `,"lat":`...)
@@ -52,7 +52,7 @@ func appendSummary(b []byte, r *stationdb.Report) []byte {
 // summary fields and "list", the areas grouped by county (in order of
 // their lowest code) and township (by code). stations place townships
 // lib/township has no seat for.
-func AppendReport(b []byte, r *stationdb.Report, stations []stationdb.StationInfo) []byte {
+func AppendReport(b []byte, r *metadb.Report, stations []metadb.StationInfo) []byte {
 	b = appendSummary(b, r)
 	b = append(b, `,"list":{`...)
 	type town struct {
@@ -110,7 +110,7 @@ var taiwan = time.FixedZone("Asia/Taipei", 8*3600)
 
 // AppendStations appends the body of GET /api/v1/trem/station, stations
 // in the order given (by ID).
-func AppendStations(b []byte, list []stationdb.StationInfo) []byte {
+func AppendStations(b []byte, list []metadb.StationInfo) []byte {
 	b = append(b, '{')
 	for i := range list {
 		st := &list[i]
@@ -145,7 +145,7 @@ func AppendStations(b []byte, list []stationdb.StationInfo) []byte {
 // provisioned (Taiwan time), work 1 while in service. Fields are never
 // quoted (the app splits on commas): a comma or line break in an ID or
 // network, which provisioning refuses anyway, is replaced by a space.
-func AppendStationCSV(b []byte, list []stationdb.StationInfo) []byte {
+func AppendStationCSV(b []byte, list []metadb.StationInfo) []byte {
 	b = append(b, "loc_code,id,lat,lon,floor,code,net,time,work\n"...)
 	for i := range list {
 		st := &list[i]
@@ -182,7 +182,7 @@ func csvField(s string) string {
 
 // Place returns a township's position: its seat if lib/township knows it,
 // else the mean position of the stations with its code, else 0, 0.
-func Place(code uint32, stations []stationdb.StationInfo) (lat, lon float64) {
+func Place(code uint32, stations []metadb.StationInfo) (lat, lon float64) {
 	if t, ok := township.Lookup(code); ok {
 		return t.Lat, t.Lon
 	}
@@ -199,7 +199,7 @@ func Place(code uint32, stations []stationdb.StationInfo) (lat, lon float64) {
 }
 
 // needStations reports whether some area has no seat in lib/township.
-func needStations(areas []stationdb.AreaLevel) bool {
+func needStations(areas []metadb.AreaLevel) bool {
 	for _, a := range areas {
 		if _, ok := township.Lookup(a.Code); !ok {
 			return true

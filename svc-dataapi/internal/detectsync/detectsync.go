@@ -7,7 +7,7 @@
 // Both cores' data APIs do this against the one database, each from its
 // own core's stream, in any order and any number of times: a report's ID
 // is derived from its detection's ID alone, detections are upserted by
-// serial, and reports are merged (stationdb.MergeDetectionReport), so the
+// serial, and reports are merged (metadb.MergeDetectionReport), so the
 // result is the same whoever writes first.
 //
 // A detection does not carry per-area intensities; the reports get them
@@ -39,8 +39,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/natsbus"
-	"shindo.dev/lib/stationdb"
 	"shindo.dev/lib/telemetry"
 	"shindo.dev/lib/township"
 )
@@ -54,10 +54,10 @@ const Durable = "shindo-dataapi"
 const areaHistory = 15 * time.Minute
 
 // Store is what the consumer needs of the metadata database
-// (stationdb.Store).
+// (metadb.Store).
 type Store interface {
-	UpsertDetection(ctx context.Context, d stationdb.Detection) (bool, error)
-	MergeDetectionReport(ctx context.Context, r stationdb.Report) (*stationdb.Report, bool, error)
+	UpsertDetection(ctx context.Context, d metadb.Detection) (bool, error)
+	MergeDetectionReport(ctx context.Context, r metadb.Report) (*metadb.Report, bool, error)
 }
 
 // Syncer consumes detections into the database.
@@ -175,11 +175,11 @@ func (s *Syncer) handle(ctx context.Context, msg jetstream.Msg) {
 	span.SetAttributes(attribute.String("shindo.detection", d.ID), attribute.Int("shindo.serial", int(d.Serial)))
 	result, err := s.apply(ctx, d)
 	switch {
-	case errors.Is(err, stationdb.ErrInvalid):
+	case errors.Is(err, metadb.ErrInvalid):
 		s.handled.WithLabelValues("malformed").Inc()
 		s.log.WarnContext(ctx, "invalid detection dropped", slog.String("id", d.ID), slog.Any("error", err))
 		s.settled("term", msg.Term())
-	case errors.Is(err, stationdb.ErrConflict):
+	case errors.Is(err, metadb.ErrConflict):
 		s.handled.WithLabelValues("conflict").Inc()
 		s.log.ErrorContext(ctx, "report of detection conflicts with another report", slog.String("id", d.ID), slog.Any("error", err))
 		s.settled("ack", msg.Ack())
@@ -210,7 +210,7 @@ func (s *Syncer) settled(how string, err error) {
 	}
 }
 
-func (s *Syncer) apply(ctx context.Context, d stationdb.Detection) (string, error) {
+func (s *Syncer) apply(ctx context.Context, d metadb.Detection) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	applied, err := s.store.UpsertDetection(ctx, d)
@@ -248,18 +248,18 @@ func (s *Syncer) snapshot(m *nats.Msg) {
 	if len(snap.GetAreas()) == 0 {
 		return
 	}
-	areas := make([]stationdb.AreaLevel, 0, len(snap.GetAreas()))
+	areas := make([]metadb.AreaLevel, 0, len(snap.GetAreas()))
 	for _, a := range snap.GetAreas() {
-		if a.GetLevel() <= stationdb.MaxLevel {
-			areas = append(areas, stationdb.AreaLevel{Code: a.GetCode(), Level: int(a.GetLevel())})
+		if a.GetLevel() <= metadb.MaxLevel {
+			areas = append(areas, metadb.AreaLevel{Code: a.GetCode(), Level: int(a.GetLevel())})
 		}
 	}
 	s.areas.add(snap.GetTimeMs(), areas)
 }
 
 // FromProto converts a published detection.
-func FromProto(p *rtsv1.Detection) stationdb.Detection {
-	return stationdb.Detection{
+func FromProto(p *rtsv1.Detection) metadb.Detection {
+	return metadb.Detection{
 		ID: p.GetId(), Serial: p.GetSerial(), Final: p.GetFinal(), OriginTimeMs: p.GetOriginTimeMs(),
 		Lat: p.GetLat(), Lon: p.GetLon(), DepthKm: p.GetDepthKm(), Magnitude: p.GetMagnitude(),
 		Location: p.GetLocation(), LocationCode: p.GetLocationCode(), MaxLevel: int(p.GetMaxLevel()),
@@ -280,16 +280,16 @@ var taiwan = time.FixedZone("Asia/Taipei", 8*3600)
 func ReportID(detectionID string) string {
 	ms, box, ok := strings.Cut(detectionID, "-")
 	t, err := strconv.ParseInt(ms, 10, 64)
-	if ok && err == nil && t >= 0 && t <= stationdb.MaxTimeMs && box != "" {
+	if ok && err == nil && t >= 0 && t <= metadb.MaxTimeMs && box != "" {
 		id := time.UnixMilli(t).In(taiwan).Format("2006-0102-150405")
 		roc := time.UnixMilli(t).In(taiwan).Year() - 1911
 		id = fmt.Sprintf("%03d000-%s-%s", max(roc, 0), id, box)
-		if stationdb.CheckReportID(id) == nil {
+		if metadb.CheckReportID(id) == nil {
 			return id
 		}
 	}
 	id := "det-" + detectionID
-	if stationdb.CheckReportID(id) == nil {
+	if metadb.CheckReportID(id) == nil {
 		return id
 	}
 	return fmt.Sprintf("det-%x", detectionID)[:min(64, 4+2*len(detectionID))]
@@ -303,9 +303,9 @@ func ReportID(detectionID string) string {
 // closing parenthesis, TREM-Lite's report speech throws without it,
 // src/js/index/core/audio.js:303 of ExpTechTW/TREM-Lite at 9bbaccf), and
 // its first trigger as "trem".
-func ReportOf(d stationdb.Detection, areas []stationdb.AreaLevel) stationdb.Report {
+func ReportOf(d metadb.Detection, areas []metadb.AreaLevel) metadb.Report {
 	lat, lon := round(d.Lat, 2), round(d.Lon, 2)
-	r := stationdb.Report{
+	r := metadb.Report{
 		ID: ReportID(d.ID), TimeMs: d.OriginTimeMs, Lat: lat, Lon: lon,
 		DepthKm: math.Max(0, round(d.DepthKm, 1)), Magnitude: round(d.Magnitude, 1), Location: township.ReportLocation(lat, lon),
 		MaxLevel: d.MaxLevel, Areas: areas, SourceDetectionID: d.ID, TremMs: max(d.FirstTriggerMs, 0),
@@ -330,10 +330,10 @@ type areaLog struct {
 
 type tickAreas struct {
 	timeMs int64
-	areas  []stationdb.AreaLevel
+	areas  []metadb.AreaLevel
 }
 
-func (l *areaLog) add(timeMs int64, areas []stationdb.AreaLevel) {
+func (l *areaLog) add(timeMs int64, areas []metadb.AreaLevel) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.latest = max(l.latest, timeMs)
@@ -349,7 +349,7 @@ func (l *areaLog) add(timeMs int64, areas []stationdb.AreaLevel) {
 
 // max returns the highest level of each township over [from, to], ordered
 // by code.
-func (l *areaLog) max(from, to int64) []stationdb.AreaLevel {
+func (l *areaLog) max(from, to int64) []metadb.AreaLevel {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	levels := map[uint32]int{}
@@ -363,10 +363,10 @@ func (l *areaLog) max(from, to int64) []stationdb.AreaLevel {
 			}
 		}
 	}
-	out := make([]stationdb.AreaLevel, 0, len(levels))
+	out := make([]metadb.AreaLevel, 0, len(levels))
 	for code, level := range levels {
-		out = append(out, stationdb.AreaLevel{Code: code, Level: level})
+		out = append(out, metadb.AreaLevel{Code: code, Level: level})
 	}
-	slices.SortFunc(out, func(a, b stationdb.AreaLevel) int { return int(a.Code) - int(b.Code) })
+	slices.SortFunc(out, func(a, b metadb.AreaLevel) int { return int(a.Code) - int(b.Code) })
 	return out
 }

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"testing"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 func TestReportID(t *testing.T) {
@@ -18,7 +18,7 @@ func TestReportID(t *testing.T) {
 		"12-a b":           "det-" + fmt.Sprintf("%x", "12-a b"),
 	} {
 		got := ReportID(id)
-		if got != want || stationdb.CheckReportID(got) != nil {
+		if got != want || metadb.CheckReportID(got) != nil {
 			t.Errorf("ReportID(%q) = %q, want %q", id, got, want)
 		}
 	}
@@ -27,14 +27,14 @@ func TestReportID(t *testing.T) {
 func TestReportOfAndAreas(t *testing.T) {
 	t.Parallel()
 	var l areaLog
-	l.add(1000, []stationdb.AreaLevel{{Code: 970, Level: 3}})
-	l.add(1500, []stationdb.AreaLevel{{Code: 970, Level: 5}, {Code: 100, Level: 2}})
-	l.add(9000, []stationdb.AreaLevel{{Code: 260, Level: 9}})
+	l.add(1000, []metadb.AreaLevel{{Code: 970, Level: 3}})
+	l.add(1500, []metadb.AreaLevel{{Code: 970, Level: 5}, {Code: 100, Level: 2}})
+	l.add(9000, []metadb.AreaLevel{{Code: 260, Level: 9}})
 	areas := l.max(1000, 2000)
 	if fmt.Sprint(areas) != "[{100 2} {970 5}]" {
 		t.Fatalf("areas %v", areas)
 	}
-	r := ReportOf(stationdb.Detection{ID: "1712102289000-18", OriginTimeMs: 1712102281000, Lat: 23.7749, Lon: 121.6651,
+	r := ReportOf(metadb.Detection{ID: "1712102289000-18", OriginTimeMs: 1712102281000, Lat: 23.7749, Lon: 121.6651,
 		DepthKm: 10.04, Magnitude: 6.25, Location: "Hualien City", LocationCode: 970, MaxLevel: 4, FirstTriggerMs: 1712102289000}, areas)
 	// The 2024-04-03 Hualien earthquake's epicentre: CWA printed 花蓮縣政府南南東方
 	// 25.0 公里; the location is in that form, measured from the rounded
@@ -45,7 +45,7 @@ func TestReportOfAndAreas(t *testing.T) {
 	}
 	// On land, the township; the place is what TREM-Lite's report speech
 	// extracts (audio.js:303: /位於(.+?)(?=\))/).
-	r = ReportOf(stationdb.Detection{ID: "1-2", Lat: 23.897, Lon: 121.577, Location: "x"}, nil)
+	r = ReportOf(metadb.Detection{ID: "1-2", Lat: 23.897, Lon: 121.577, Location: "x"}, nil)
 	if r.Location != "花蓮縣政府南南西方 10.9 公里 (位於花蓮縣壽豐鄉)" {
 		t.Fatalf("on land: %q", r.Location)
 	}

@@ -32,7 +32,7 @@ const (
 	NoTag Data = 0x80
 )
 
-// Versions are the version counters of the tables (stationdb.Versions).
+// Versions are the version counters of the tables (metadb.Versions).
 type Versions struct {
 	Reports, Detections, Stations int64
 }

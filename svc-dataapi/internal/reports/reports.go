@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/svc-dataapi/internal/auth"
 	"shindo.dev/svc-dataapi/internal/storeerr"
 )
@@ -22,17 +22,17 @@ import (
 // Page sizes.
 const (
 	DefaultPageSize = 50
-	MaxPageSize     = stationdb.MaxPage
+	MaxPageSize     = metadb.MaxPage
 )
 
 // Store is what the server needs of the metadata database
-// (stationdb.Store).
+// (metadb.Store).
 type Store interface {
-	ListReports(ctx context.Context, f stationdb.ReportFilter) ([]stationdb.Report, error)
-	GetReport(ctx context.Context, id string) (*stationdb.Report, error)
-	CreateReport(ctx context.Context, r stationdb.Report) (*stationdb.Report, bool, error)
-	ListDetections(ctx context.Context, f stationdb.DetectionFilter) ([]stationdb.Detection, error)
-	GetDetection(ctx context.Context, id string) (*stationdb.Detection, error)
+	ListReports(ctx context.Context, f metadb.ReportFilter) ([]metadb.Report, error)
+	GetReport(ctx context.Context, id string) (*metadb.Report, error)
+	CreateReport(ctx context.Context, r metadb.Report) (*metadb.Report, bool, error)
+	ListDetections(ctx context.Context, f metadb.DetectionFilter) ([]metadb.Detection, error)
+	GetDetection(ctx context.Context, id string) (*metadb.Detection, error)
 }
 
 // Authorizer checks that the caller holds a role (auth.Authenticator).
@@ -94,16 +94,16 @@ func (s *Server) ListReports(ctx context.Context, req *datav1.ListReportsRequest
 
 // ReportFilter checks a list request and turns it into a store filter
 // (with the page size as Limit); errors are InvalidArgument statuses.
-func ReportFilter(req *datav1.ListReportsRequest) (stationdb.ReportFilter, error) {
-	f := stationdb.ReportFilter{
+func ReportFilter(req *datav1.ListReportsRequest) (metadb.ReportFilter, error) {
+	f := metadb.ReportFilter{
 		FromMs: req.StartTimeMs, ToMs: req.EndTimeMs, MinMagnitude: req.MinMagnitude,
 		MinLat: req.MinLat, MaxLat: req.MaxLat, MinLon: req.MinLon, MaxLon: req.MaxLon,
 	}
-	bad := func(msg string) (stationdb.ReportFilter, error) {
-		return stationdb.ReportFilter{}, status.Error(codes.InvalidArgument, msg)
+	bad := func(msg string) (metadb.ReportFilter, error) {
+		return metadb.ReportFilter{}, status.Error(codes.InvalidArgument, msg)
 	}
 	for _, t := range []*int64{req.StartTimeMs, req.EndTimeMs} {
-		if t != nil && (*t < 0 || *t > stationdb.MaxTimeMs) {
+		if t != nil && (*t < 0 || *t > metadb.MaxTimeMs) {
 			return bad("start_time_ms, end_time_ms: Unix ms from 0 to 253402300799999")
 		}
 	}
@@ -114,7 +114,7 @@ func ReportFilter(req *datav1.ListReportsRequest) (stationdb.ReportFilter, error
 		return bad("min_magnitude: −5 to 12")
 	}
 	if l := req.MinLevel; l != nil {
-		if *l > stationdb.MaxLevel {
+		if *l > metadb.MaxLevel {
 			return bad("min_level: 0 to 9")
 		}
 		v := int(*l)
@@ -138,15 +138,15 @@ func ReportFilter(req *datav1.ListReportsRequest) (stationdb.ReportFilter, error
 	}
 	size, err := pageSize(req.GetPageSize())
 	if err != nil {
-		return stationdb.ReportFilter{}, err
+		return metadb.ReportFilter{}, err
 	}
 	f.Limit = size
 	if tok := req.GetPageToken(); tok != "" {
 		t, id, err := DecodeToken(KindReports, tok)
-		if err != nil || stationdb.CheckReportID(id) != nil {
+		if err != nil || metadb.CheckReportID(id) != nil {
 			return bad(ErrToken.Error())
 		}
-		f.After = &stationdb.ReportCursor{TimeMs: t, ID: id}
+		f.After = &metadb.ReportCursor{TimeMs: t, ID: id}
 	}
 	return f, nil
 }
@@ -163,7 +163,7 @@ func pageSize(n uint32) (int, error) {
 
 // GetReport returns one report with its areas.
 func (s *Server) GetReport(ctx context.Context, req *datav1.GetReportRequest) (*datav1.GetReportResponse, error) {
-	if err := stationdb.CheckReportID(req.GetId()); err != nil {
+	if err := metadb.CheckReportID(req.GetId()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, "id: 1 to 64 letters, digits and . _ : -")
 	}
 	ctx, cancel, err := s.ready(ctx)
@@ -185,25 +185,25 @@ func (s *Server) CreateReport(ctx context.Context, req *datav1.CreateReportReque
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.authz.Require(ctx, stationdb.RoleWriter); err != nil {
+	if _, err := s.authz.Require(ctx, metadb.RoleWriter); err != nil {
 		return nil, err
 	}
-	r := stationdb.Report{
+	r := metadb.Report{
 		ID: req.GetId(), TimeMs: req.GetTimeMs(), Lat: req.GetLat(), Lon: req.GetLon(), DepthKm: req.GetDepthKm(),
 		Magnitude: req.GetMagnitude(), Location: req.GetLocation(),
 	}
-	if req.GetMaxLevel() > stationdb.MaxLevel {
+	if req.GetMaxLevel() > metadb.MaxLevel {
 		return nil, status.Error(codes.InvalidArgument, "max_level: 0 to 9")
 	}
 	r.MaxLevel = int(req.GetMaxLevel())
-	if len(req.GetAreas()) > stationdb.MaxAreas {
-		return nil, status.Errorf(codes.InvalidArgument, "areas: at most %d", stationdb.MaxAreas)
+	if len(req.GetAreas()) > metadb.MaxAreas {
+		return nil, status.Errorf(codes.InvalidArgument, "areas: at most %d", metadb.MaxAreas)
 	}
 	for _, a := range req.GetAreas() {
-		if a.GetLevel() > stationdb.MaxLevel {
+		if a.GetLevel() > metadb.MaxLevel {
 			return nil, status.Error(codes.InvalidArgument, "areas: level 0 to 9")
 		}
-		r.Areas = append(r.Areas, stationdb.AreaLevel{Code: a.GetCode(), Level: int(a.GetLevel())})
+		r.Areas = append(r.Areas, metadb.AreaLevel{Code: a.GetCode(), Level: int(a.GetLevel())})
 	}
 	stored, created, err := s.store.CreateReport(ctx, r)
 	if err != nil {
@@ -214,8 +214,8 @@ func (s *Server) CreateReport(ctx context.Context, req *datav1.CreateReportReque
 
 // ListDetections lists detections, newest first trigger first.
 func (s *Server) ListDetections(ctx context.Context, req *datav1.ListDetectionsRequest) (*datav1.ListDetectionsResponse, error) {
-	f := stationdb.DetectionFilter{ActiveOnly: req.GetActiveOnly(), SinceMs: req.SinceMs}
-	if t := req.SinceMs; t != nil && (*t < 0 || *t > stationdb.MaxTimeMs) {
+	f := metadb.DetectionFilter{ActiveOnly: req.GetActiveOnly(), SinceMs: req.SinceMs}
+	if t := req.SinceMs; t != nil && (*t < 0 || *t > metadb.MaxTimeMs) {
 		return nil, status.Error(codes.InvalidArgument, "since_ms: Unix ms from 0 to 253402300799999")
 	}
 	size, err := pageSize(req.GetPageSize())
@@ -228,7 +228,7 @@ func (s *Server) ListDetections(ctx context.Context, req *datav1.ListDetectionsR
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, ErrToken.Error())
 		}
-		f.After = &stationdb.DetectionCursor{FirstTriggerMs: t, ID: id}
+		f.After = &metadb.DetectionCursor{FirstTriggerMs: t, ID: id}
 	}
 	ctx, cancel, err := s.ready(ctx)
 	defer cancel()
@@ -273,7 +273,7 @@ func (s *Server) fail(ctx context.Context, err error, what string) error {
 }
 
 // ReportProto converts a stored report.
-func ReportProto(r *stationdb.Report) *datav1.Report {
+func ReportProto(r *metadb.Report) *datav1.Report {
 	p := &datav1.Report{
 		Id: r.ID, TimeMs: r.TimeMs, Lat: r.Lat, Lon: r.Lon, DepthKm: r.DepthKm, Magnitude: r.Magnitude,
 		Location: r.Location, MaxLevel: uint32(r.MaxLevel), Md5: r.MD5, SourceDetectionId: r.SourceDetectionID,
@@ -286,7 +286,7 @@ func ReportProto(r *stationdb.Report) *datav1.Report {
 }
 
 // DetectionProto converts a stored detection.
-func DetectionProto(d *stationdb.Detection) *datav1.Detection {
+func DetectionProto(d *metadb.Detection) *datav1.Detection {
 	return &datav1.Detection{
 		Id: d.ID, Serial: d.Serial, Final: d.Final, OriginTimeMs: d.OriginTimeMs, Lat: finite(d.Lat), Lon: finite(d.Lon),
 		DepthKm: finite(d.DepthKm), Magnitude: finite(d.Magnitude), Location: d.Location, LocationCode: d.LocationCode,

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/registry"
-	"shindo.dev/lib/stationdb"
 	"shindo.dev/svc-dataapi/internal/auth"
 	"shindo.dev/svc-dataapi/internal/storeerr"
 )
@@ -27,10 +27,10 @@ import (
 type Source func() *registry.Set
 
 // Admin is what provisioning needs from the metadata database
-// (stationdb.Store).
+// (metadb.Store).
 type Admin interface {
-	CreateStation(ctx context.Context, ns stationdb.NewStation) (*registry.Station, error)
-	UpdateStation(ctx context.Context, id string, u stationdb.Update) (*registry.Station, error)
+	CreateStation(ctx context.Context, ns metadb.NewStation) (*registry.Station, error)
+	UpdateStation(ctx context.Context, id string, u metadb.Update) (*registry.Station, error)
 	RetireStation(ctx context.Context, id string) error
 	RotateKey(ctx context.Context, id string, overlap time.Duration) (keyID uint32, key []byte, err error)
 	GetStation(ctx context.Context, id string) (*registry.Station, error)
@@ -109,7 +109,7 @@ func (s *Server) CreateStation(ctx context.Context, req *datav1.CreateStationReq
 		}
 		key = k
 	}
-	st, err := s.admin.CreateStation(ctx, stationdb.NewStation{
+	st, err := s.admin.CreateStation(ctx, metadb.NewStation{
 		ID: req.GetId(), Name: req.GetName(), Net: req.GetNet(), Lat: req.GetLat(), Lon: req.GetLon(), Code: req.GetCode(), Key: key,
 	})
 	if err != nil {
@@ -129,7 +129,7 @@ func (s *Server) UpdateStation(ctx context.Context, req *datav1.UpdateStationReq
 	if err := checkPlace(req.GetName(), req.GetNet(), req.GetLat(), req.GetLon()); err != nil {
 		return nil, err
 	}
-	st, err := s.admin.UpdateStation(ctx, req.GetId(), stationdb.Update{
+	st, err := s.admin.UpdateStation(ctx, req.GetId(), metadb.Update{
 		Name: req.GetName(), Net: req.GetNet(), Lat: req.GetLat(), Lon: req.GetLon(), Code: req.GetCode(),
 	})
 	if err != nil {
@@ -193,9 +193,9 @@ func (s *Server) ResetStationSeq(ctx context.Context, req *datav1.ResetStationSe
 	}
 	st, err := s.admin.ResetStationSeq(ctx, id, time.Now())
 	switch {
-	case errors.Is(err, stationdb.ErrRetired):
+	case errors.Is(err, metadb.ErrRetired):
 		return nil, status.Errorf(codes.NotFound, "station %q is retired", id)
-	case errors.Is(err, stationdb.ErrNotFound):
+	case errors.Is(err, metadb.ErrNotFound):
 		return nil, status.Errorf(codes.NotFound, "station %q not found", id)
 	case err != nil:
 		return nil, s.fail(ctx, err)
@@ -212,7 +212,7 @@ func (s *Server) authorize(ctx context.Context) (auth.Principal, error) {
 	if s.admin == nil {
 		return auth.Principal{}, status.Error(codes.FailedPrecondition, "stations come from a registry file here; provisioning needs the metadata database (-database-url)")
 	}
-	return s.authz.Require(ctx, stationdb.RoleAdmin)
+	return s.authz.Require(ctx, metadb.RoleAdmin)
 }
 
 // checkID checks a station ID given in field.

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 // TestStatusNamesTheRecord: a client reads the kind of record it asked
@@ -23,11 +23,11 @@ func TestStatusNamesTheRecord(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{fmt.Errorf("%w: empty report id", stationdb.ErrInvalid), "report", codes.InvalidArgument, "invalid report: empty report id"},
-		{stationdb.ErrNotFound, "detection", codes.NotFound, "detection not found"},
-		{fmt.Errorf("%w: key abc", stationdb.ErrExists), "client", codes.AlreadyExists, "client already exists"},
-		{fmt.Errorf("%w: dial tcp: refused", stationdb.ErrUnavailable), "station", codes.Unavailable, "metadata database unavailable, retry"},
-		{fmt.Errorf("%w: relation x does not exist", stationdb.ErrDatabase), "report", codes.Internal, "internal error"},
+		{fmt.Errorf("%w: empty report id", metadb.ErrInvalid), "report", codes.InvalidArgument, "invalid report: empty report id"},
+		{metadb.ErrNotFound, "detection", codes.NotFound, "detection not found"},
+		{fmt.Errorf("%w: key abc", metadb.ErrExists), "client", codes.AlreadyExists, "client already exists"},
+		{fmt.Errorf("%w: dial tcp: refused", metadb.ErrUnavailable), "station", codes.Unavailable, "metadata database unavailable, retry"},
+		{fmt.Errorf("%w: relation x does not exist", metadb.ErrDatabase), "report", codes.Internal, "internal error"},
 	} {
 		st := status.Convert(Status(context.Background(), log, c.err, c.what))
 		if st.Code() != c.code || st.Message() != c.msg {

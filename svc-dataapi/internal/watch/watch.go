@@ -1,7 +1,7 @@
 // Package watch serves DataService.WatchReports and WatchStations: the
 // metadata database's reports and stations pushed to the edges as they
 // change. One connection listens for the schema's change notifications
-// (stationdb.ReportsChannel, stationdb.Channel) — whichever core wrote, the
+// (metadb.ReportsChannel, metadb.Channel) — whichever core wrote, the
 // database notifies every core's listener at commit — and the changed rows
 // are read from the primary and sent to every watcher. A watcher first
 // gets the state (the newest page of reports, every station), so an edge
@@ -21,17 +21,17 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
-	"shindo.dev/lib/stationdb"
 	"shindo.dev/svc-dataapi/internal/reports"
 )
 
-// Store is what the watches read (stationdb.Store on the primary: a
+// Store is what the watches read (metadb.Store on the primary: a
 // notified change is visible there at once, not yet perhaps on a standby).
 type Store interface {
-	ListReports(ctx context.Context, f stationdb.ReportFilter) ([]stationdb.Report, error)
-	GetReport(ctx context.Context, id string) (*stationdb.Report, error)
+	ListReports(ctx context.Context, f metadb.ReportFilter) ([]metadb.Report, error)
+	GetReport(ctx context.Context, id string) (*metadb.Report, error)
 	Snapshot(ctx context.Context) (*registry.Set, error)
 }
 
@@ -147,7 +147,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 	s.markAll()
 	wg.Go(func() {
-		stationdb.Listen(ctx, s.connCfg, []string{stationdb.ReportsChannel, stationdb.Channel}, s.log, s.markAll, s.notified)
+		metadb.Listen(ctx, s.connCfg, []string{metadb.ReportsChannel, metadb.Channel}, s.log, s.markAll, s.notified)
 	})
 
 	every := time.NewTicker(s.opts.Interval)
@@ -196,7 +196,7 @@ func (s *Server) notified(channel, payload string) {
 	s.received.Inc()
 	s.mu.Lock()
 	switch {
-	case channel == stationdb.Channel:
+	case channel == metadb.Channel:
 		s.pending.stations = true
 	case payload == "" || len(s.pending.reportIDs) >= maxNotified:
 		s.pending.allReports = true
@@ -253,7 +253,7 @@ func (s *Server) read(ctx context.Context) error {
 func (s *Server) readReports(ctx context.Context, ids map[string]bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	list, err := s.store.ListReports(ctx, stationdb.ReportFilter{Limit: ReportPage})
+	list, err := s.store.ListReports(ctx, metadb.ReportFilter{Limit: ReportPage})
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (s *Server) readReports(ctx context.Context, ids map[string]bool) error {
 			continue
 		}
 		r, err := s.store.GetReport(ctx, id)
-		if errors.Is(err, stationdb.ErrNotFound) {
+		if errors.Is(err, metadb.ErrNotFound) {
 			continue // deleted since, or the ID of a failed write
 		}
 		if err != nil {
@@ -301,7 +301,7 @@ func (s *Server) readReports(ctx context.Context, ids map[string]bool) error {
 }
 
 // listed is a report as ListReports gives it: without its areas.
-func listed(r *stationdb.Report) *datav1.Report {
+func listed(r *metadb.Report) *datav1.Report {
 	p := reports.ReportProto(r)
 	p.Areas = nil
 	return p

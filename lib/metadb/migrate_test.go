@@ -1,4 +1,4 @@
-package stationdb_test
+package metadb_test
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"shindo.dev/devkit/pgtest"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 func allVersions() []int {
 	var vs []int
-	for v := 1; v <= stationdb.LatestVersion(); v++ {
+	for v := 1; v <= metadb.LatestVersion(); v++ {
 		vs = append(vs, v)
 	}
 	return vs
@@ -26,11 +26,11 @@ func TestMigrateFreshThenIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t)
-	if stationdb.LatestVersion() < 2 {
-		t.Fatalf("LatestVersion = %d, want at least the 2 shipped migrations", stationdb.LatestVersion())
+	if metadb.LatestVersion() < 2 {
+		t.Fatalf("LatestVersion = %d, want at least the 2 shipped migrations", metadb.LatestVersion())
 	}
 
-	applied, err := stationdb.Migrate(ctx, pool)
+	applied, err := metadb.Migrate(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestMigrateFreshThenIdempotent(t *testing.T) {
 		t.Fatalf("tables = %d, %v; want 3", tables, err)
 	}
 
-	applied, err = stationdb.Migrate(ctx, pool)
+	applied, err = metadb.Migrate(ctx, pool)
 	if err != nil || len(applied) != 0 {
 		t.Fatalf("second run: applied %v, err %v; want nothing", applied, err)
 	}
@@ -52,8 +52,8 @@ func TestMigrateFreshThenIdempotent(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*), max(version) FROM schema_migrations").Scan(&rows, &maxVersion); err != nil {
 		t.Fatal(err)
 	}
-	if rows != stationdb.LatestVersion() || maxVersion != stationdb.LatestVersion() {
-		t.Fatalf("schema_migrations has %d rows up to %d, want %d", rows, maxVersion, stationdb.LatestVersion())
+	if rows != metadb.LatestVersion() || maxVersion != metadb.LatestVersion() {
+		t.Fatalf("schema_migrations has %d rows up to %d, want %d", rows, maxVersion, metadb.LatestVersion())
 	}
 }
 
@@ -71,7 +71,7 @@ func TestMigrateConcurrentStarters(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range pools {
 		wg.Go(func() {
-			results[i], errs[i] = stationdb.Migrate(ctx, pools[i])
+			results[i], errs[i] = metadb.Migrate(ctx, pools[i])
 		})
 	}
 	wg.Wait()
@@ -92,19 +92,19 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := newStore(t)
-	future := stationdb.LatestVersion() + 1
+	future := metadb.LatestVersion() + 1
 	if _, err := pool.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", future); err != nil {
 		t.Fatal(err)
 	}
-	applied, err := stationdb.Migrate(ctx, pool)
-	if !errors.Is(err, stationdb.ErrSchemaTooNew) || len(applied) != 0 {
+	applied, err := metadb.Migrate(ctx, pool)
+	if !errors.Is(err, metadb.ErrSchemaTooNew) || len(applied) != 0 {
 		t.Fatalf("applied %v, err %v; want ErrSchemaTooNew", applied, err)
 	}
 	if !strings.Contains(err.Error(), "newer shindo") {
 		t.Errorf("error does not say what to do: %v", err)
 	}
 	// The lock was released: another run gets as far as the same refusal.
-	if _, err := stationdb.Migrate(ctx, pool); !errors.Is(err, stationdb.ErrSchemaTooNew) {
+	if _, err := metadb.Migrate(ctx, pool); !errors.Is(err, metadb.ErrSchemaTooNew) {
 		t.Fatalf("second run: %v", err)
 	}
 }
@@ -112,8 +112,8 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 func TestMigrateUnreachable(t *testing.T) {
 	t.Parallel()
 	pool := poolOn(t, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=5")
-	_, err := stationdb.Migrate(context.Background(), pool)
-	if !errors.Is(err, stationdb.ErrUnavailable) {
+	_, err := metadb.Migrate(context.Background(), pool)
+	if !errors.Is(err, metadb.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 }

@@ -1,4 +1,4 @@
-// Package stationdb keeps the metadata database (SPEC §3, §5): the station
+// Package metadb keeps the metadata database (SPEC §3, §5): the station
 // registry — which stations exist, where they are, whether they are in
 // service, and the keys their packets are signed with — and, beside it,
 // earthquake reports, detections and the data API's clients.
@@ -88,4 +88,4 @@
 // Errors wrap the sentinels ErrNotFound, ErrExists, ErrRetired, ErrInvalid,
 // ErrConflict, ErrUnavailable and ErrDatabase, with detail; database driver
 // errors never escape this package.
-package stationdb
+package metadb

@@ -1,4 +1,4 @@
-package stationdb_test
+package metadb_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 // FuzzParseKey: any text is refused or splits into a key ID and a secret
@@ -20,7 +20,7 @@ func FuzzParseKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
-		id, secret, ok := stationdb.ParseKey(key)
+		id, secret, ok := metadb.ParseKey(key)
 		if !ok {
 			return
 		}
@@ -58,9 +58,9 @@ func TestNormalizeTopics(t *testing.T) {
 		{"control", []string{"rts\x00"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := stationdb.NormalizeTopics(tc.topics)
+			got, err := metadb.NormalizeTopics(tc.topics)
 			if tc.want == nil {
-				if !errors.Is(err, stationdb.ErrInvalid) || !strings.Contains(err.Error(), "topic") {
+				if !errors.Is(err, metadb.ErrInvalid) || !strings.Contains(err.Error(), "topic") {
 					t.Fatalf("%q: %v, want ErrInvalid about topics", tc.topics, err)
 				}
 				return
@@ -80,24 +80,24 @@ func TestMaySubscribe(t *testing.T) {
 		topic  string
 		want   bool
 	}{
-		{stationdb.RoleSubscriber, []string{"eew", "rts"}, "rts", true},
-		{stationdb.RoleSubscriber, []string{"eew", "rts"}, "intensity", false},
-		{stationdb.RoleSubscriber, nil, "rts", false},
-		{stationdb.RoleSubscriber, []string{"*"}, "intensity", true},
-		{stationdb.RoleSubscriber, []string{"*"}, "*", false}, // a subscription names one topic
-		{stationdb.RoleSubscriber, []string{"*"}, "", false},
-		{stationdb.RoleSubscriber, []string{"*"}, "RTS", false},
-		{stationdb.RoleWriter, nil, "rts", false},
-		{stationdb.RoleWriter, []string{"rts"}, "rts", true},
-		{stationdb.RoleAdmin, nil, "rts", true},
-		{stationdb.RoleAdmin, []string{"eew"}, "rts", true},
+		{metadb.RoleSubscriber, []string{"eew", "rts"}, "rts", true},
+		{metadb.RoleSubscriber, []string{"eew", "rts"}, "intensity", false},
+		{metadb.RoleSubscriber, nil, "rts", false},
+		{metadb.RoleSubscriber, []string{"*"}, "intensity", true},
+		{metadb.RoleSubscriber, []string{"*"}, "*", false}, // a subscription names one topic
+		{metadb.RoleSubscriber, []string{"*"}, "", false},
+		{metadb.RoleSubscriber, []string{"*"}, "RTS", false},
+		{metadb.RoleWriter, nil, "rts", false},
+		{metadb.RoleWriter, []string{"rts"}, "rts", true},
+		{metadb.RoleAdmin, nil, "rts", true},
+		{metadb.RoleAdmin, []string{"eew"}, "rts", true},
 	} {
-		if got := stationdb.MaySubscribe(tc.role, tc.topics, tc.topic); got != tc.want {
+		if got := metadb.MaySubscribe(tc.role, tc.topics, tc.topic); got != tc.want {
 			t.Errorf("%s with %q subscribing to %q: %v, want %v", tc.role, tc.topics, tc.topic, got, tc.want)
 		}
 	}
 	revoked := time.Now()
-	c := stationdb.Client{Role: stationdb.RoleAdmin, RevokedAt: &revoked}
+	c := metadb.Client{Role: metadb.RoleAdmin, RevokedAt: &revoked}
 	if c.MaySubscribe("rts") {
 		t.Error("a revoked admin key may subscribe")
 	}
@@ -107,7 +107,7 @@ func TestClientsByKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t)
-	sub, subKey, err := s.CreateClient(ctx, stationdb.NewClient{Name: "app", Role: stationdb.RoleSubscriber,
+	sub, subKey, err := s.CreateClient(ctx, metadb.NewClient{Name: "app", Role: metadb.RoleSubscriber,
 		Topics: []string{"rts", "eew", "rts"}})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestClientsByKeys(t *testing.T) {
 	if !slices.Equal(sub.Topics, []string{"eew", "rts"}) {
 		t.Fatalf("created with topics %q", sub.Topics)
 	}
-	_, writerKey, err := s.CreateClient(ctx, stationdb.NewClient{Role: stationdb.RoleWriter})
+	_, writerKey, err := s.CreateClient(ctx, metadb.NewClient{Role: metadb.RoleWriter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,9 +133,9 @@ func TestClientsByKeys(t *testing.T) {
 		case want == "":
 		case c == nil:
 			t.Errorf("key %d (%q): no client", i, keys[i])
-		case want == "writer" && (c.Role != stationdb.RoleWriter || len(c.Topics) != 0):
+		case want == "writer" && (c.Role != metadb.RoleWriter || len(c.Topics) != 0):
 			t.Errorf("writer: %+v", c)
-		case want != "writer" && (c.KeyID != want || c.Role != stationdb.RoleSubscriber || !slices.Equal(c.Topics, sub.Topics) || c.Revoked()):
+		case want != "writer" && (c.KeyID != want || c.Role != metadb.RoleSubscriber || !slices.Equal(c.Topics, sub.Topics) || c.Revoked()):
 			t.Errorf("subscriber: %+v", c)
 		}
 	}
@@ -160,12 +160,12 @@ func TestClientsByKeys(t *testing.T) {
 		t.Fatalf("no keys: %v %v", got, err)
 	}
 
-	for _, nc := range []stationdb.NewClient{
+	for _, nc := range []metadb.NewClient{
 		{Role: "root"},
-		{Role: stationdb.RoleSubscriber, Topics: []string{"Bad Topic"}},
-		{Role: stationdb.RoleSubscriber, Topics: []string{""}},
+		{Role: metadb.RoleSubscriber, Topics: []string{"Bad Topic"}},
+		{Role: metadb.RoleSubscriber, Topics: []string{""}},
 	} {
-		if _, _, err := s.CreateClient(ctx, nc); !errors.Is(err, stationdb.ErrInvalid) || strings.Contains(err.Error(), "api_clients") {
+		if _, _, err := s.CreateClient(ctx, nc); !errors.Is(err, metadb.ErrInvalid) || strings.Contains(err.Error(), "api_clients") {
 			t.Errorf("%+v: %v, want ErrInvalid in the domain's words", nc, err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestClientsByKeysMalformedStayOut(t *testing.T) {
 	if err != nil || len(got) != 3 || got[0] != nil || got[1] != nil || got[2] != nil {
 		t.Fatalf("malformed keys: %v %v", got, err)
 	}
-	if _, err := s.ClientsByKeys(ctx, []string{"shk_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}); !errors.Is(err, stationdb.ErrUnavailable) {
+	if _, err := s.ClientsByKeys(ctx, []string{"shk_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}); !errors.Is(err, metadb.ErrUnavailable) {
 		t.Fatalf("closed pool: %v, want ErrUnavailable", err)
 	}
 }
@@ -193,7 +193,7 @@ func TestClientSchemaConstraints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t)
-	c, _, err := s.CreateClient(ctx, stationdb.NewClient{Role: stationdb.RoleSubscriber, Topics: []string{"rts"}})
+	c, _, err := s.CreateClient(ctx, metadb.NewClient{Role: metadb.RoleSubscriber, Topics: []string{"rts"}})
 	if err != nil {
 		t.Fatal(err)
 	}

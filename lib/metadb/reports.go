@@ -1,4 +1,4 @@
-package stationdb
+package metadb
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package stationdb_test
+package metadb_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
-func hualienReport(id string) stationdb.Report {
-	return stationdb.Report{
+func hualienReport(id string) metadb.Report {
+	return metadb.Report{
 		ID: id, TimeMs: 1712102029000, Lat: 23.77, Lon: 121.67, DepthKm: 15.5, Magnitude: 7.2,
 		Location: "花蓮縣政府南南東方 25.0 公里", MaxLevel: 7,
-		Areas: []stationdb.AreaLevel{{Code: 970, Level: 7}, {Code: 100, Level: 5}},
+		Areas: []metadb.AreaLevel{{Code: 970, Level: 7}, {Code: 100, Level: 5}},
 	}
 }
 
@@ -43,15 +43,15 @@ func TestCreateReportIsIdempotentByID(t *testing.T) {
 
 	changed := hualienReport(r.ID)
 	changed.Magnitude = 7.3
-	if _, _, err := s.CreateReport(ctx, changed); !errors.Is(err, stationdb.ErrConflict) {
+	if _, _, err := s.CreateReport(ctx, changed); !errors.Is(err, metadb.ErrConflict) {
 		t.Fatalf("different content: err = %v, want ErrConflict", err)
 	}
 
 	read, err := s.GetReport(ctx, r.ID)
-	if err != nil || read.Magnitude != 7.2 || len(read.Areas) != 2 || read.Areas[1] != (stationdb.AreaLevel{Code: 970, Level: 7}) {
+	if err != nil || read.Magnitude != 7.2 || len(read.Areas) != 2 || read.Areas[1] != (metadb.AreaLevel{Code: 970, Level: 7}) {
 		t.Fatalf("get: %+v %v", read, err)
 	}
-	if _, err := s.GetReport(ctx, "nope"); !errors.Is(err, stationdb.ErrNotFound) {
+	if _, err := s.GetReport(ctx, "nope"); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatalf("unknown report: %v", err)
 	}
 }
@@ -59,25 +59,25 @@ func TestCreateReportIsIdempotentByID(t *testing.T) {
 func TestCreateReportRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	for name, edit := range map[string]func(*stationdb.Report){
-		"empty id":        func(r *stationdb.Report) { r.ID = "" },
-		"injection in id": func(r *stationdb.Report) { r.ID = "x'); DROP TABLE reports;--" },
-		"long id":         func(r *stationdb.Report) { r.ID = strings.Repeat("a", 65) },
-		"latitude":        func(r *stationdb.Report) { r.Lat = 91 },
-		"NaN longitude":   func(r *stationdb.Report) { r.Lon = math.NaN() },
-		"depth":           func(r *stationdb.Report) { r.DepthKm = -1 },
-		"magnitude":       func(r *stationdb.Report) { r.Magnitude = math.Inf(1) },
-		"level":           func(r *stationdb.Report) { r.MaxLevel = 10 },
-		"time":            func(r *stationdb.Report) { r.TimeMs = -1 },
-		"area level":      func(r *stationdb.Report) { r.Areas[0].Level = 10 },
-		"area twice":      func(r *stationdb.Report) { r.Areas[1].Code = r.Areas[0].Code },
-		"control char":    func(r *stationdb.Report) { r.Location = "a\x00b" },
-		"invalid utf-8":   func(r *stationdb.Report) { r.Location = "\xff" },
-		"long location":   func(r *stationdb.Report) { r.Location = strings.Repeat("震", 201) },
+	for name, edit := range map[string]func(*metadb.Report){
+		"empty id":        func(r *metadb.Report) { r.ID = "" },
+		"injection in id": func(r *metadb.Report) { r.ID = "x'); DROP TABLE reports;--" },
+		"long id":         func(r *metadb.Report) { r.ID = strings.Repeat("a", 65) },
+		"latitude":        func(r *metadb.Report) { r.Lat = 91 },
+		"NaN longitude":   func(r *metadb.Report) { r.Lon = math.NaN() },
+		"depth":           func(r *metadb.Report) { r.DepthKm = -1 },
+		"magnitude":       func(r *metadb.Report) { r.Magnitude = math.Inf(1) },
+		"level":           func(r *metadb.Report) { r.MaxLevel = 10 },
+		"time":            func(r *metadb.Report) { r.TimeMs = -1 },
+		"area level":      func(r *metadb.Report) { r.Areas[0].Level = 10 },
+		"area twice":      func(r *metadb.Report) { r.Areas[1].Code = r.Areas[0].Code },
+		"control char":    func(r *metadb.Report) { r.Location = "a\x00b" },
+		"invalid utf-8":   func(r *metadb.Report) { r.Location = "\xff" },
+		"long location":   func(r *metadb.Report) { r.Location = strings.Repeat("震", 201) },
 	} {
 		r := hualienReport("R1")
 		edit(&r)
-		if _, _, err := s.CreateReport(context.Background(), r); !errors.Is(err, stationdb.ErrInvalid) {
+		if _, _, err := s.CreateReport(context.Background(), r); !errors.Is(err, metadb.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -100,8 +100,8 @@ func TestMergeDetectionReportConverges(t *testing.T) {
 	base := hualienReport("113000-2024-0403-075809-18")
 	base.SourceDetectionID, base.TremMs = "1712102289000-18", 1712102289000
 	tnn, tyo := base, base
-	tnn.Areas = []stationdb.AreaLevel{{Code: 970, Level: 6}, {Code: 260, Level: 4}}
-	tyo.Areas = []stationdb.AreaLevel{{Code: 970, Level: 7}, {Code: 100, Level: 5}}
+	tnn.Areas = []metadb.AreaLevel{{Code: 970, Level: 6}, {Code: 260, Level: 4}}
+	tyo.Areas = []metadb.AreaLevel{{Code: 970, Level: 7}, {Code: 100, Level: 5}}
 
 	if _, changed, err := s.MergeDetectionReport(ctx, tnn); err != nil || !changed {
 		t.Fatalf("first: %v %v", changed, err)
@@ -110,11 +110,11 @@ func TestMergeDetectionReportConverges(t *testing.T) {
 	if err != nil || !changed {
 		t.Fatalf("second: %v %v", changed, err)
 	}
-	want := []stationdb.AreaLevel{{Code: 100, Level: 5}, {Code: 260, Level: 4}, {Code: 970, Level: 7}}
+	want := []metadb.AreaLevel{{Code: 100, Level: 5}, {Code: 260, Level: 4}, {Code: 970, Level: 7}}
 	if fmt.Sprint(got.Areas) != fmt.Sprint(want) {
 		t.Fatalf("merged areas %v, want %v", got.Areas, want)
 	}
-	for _, r := range []stationdb.Report{tnn, tyo} {
+	for _, r := range []metadb.Report{tnn, tyo} {
 		if again, changed, err := s.MergeDetectionReport(ctx, r); err != nil || changed || again.MD5 != got.MD5 {
 			t.Fatalf("merging again: %v %v %+v", changed, err, again)
 		}
@@ -130,7 +130,7 @@ func TestMergeDetectionReportConverges(t *testing.T) {
 	}
 	clash := base
 	clash.ID = "P1"
-	if _, _, err := s.MergeDetectionReport(ctx, clash); !errors.Is(err, stationdb.ErrConflict) {
+	if _, _, err := s.MergeDetectionReport(ctx, clash); !errors.Is(err, metadb.ErrConflict) {
 		t.Fatalf("merge onto a posted report: %v", err)
 	}
 }
@@ -150,23 +150,23 @@ func TestListReportsFiltersAndPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ids := func(list []stationdb.Report) string {
+	ids := func(list []metadb.Report) string {
 		var b strings.Builder
 		for _, r := range list {
 			b.WriteString(r.ID[1:] + " ")
 		}
 		return b.String()
 	}
-	list, err := s.ListReports(ctx, stationdb.ReportFilter{Limit: 5})
+	list, err := s.ListReports(ctx, metadb.ReportFilter{Limit: 5})
 	if err != nil || ids(list) != "11 10 09 08 07 " || list[0].Areas != nil {
 		t.Fatalf("first page: %q %v", ids(list), err)
 	}
 	last := list[len(list)-1]
-	list, _ = s.ListReports(ctx, stationdb.ReportFilter{Limit: 5, After: &stationdb.ReportCursor{TimeMs: last.TimeMs, ID: last.ID}})
+	list, _ = s.ListReports(ctx, metadb.ReportFilter{Limit: 5, After: &metadb.ReportCursor{TimeMs: last.TimeMs, ID: last.ID}})
 	if ids(list) != "06 05 04 03 02 " {
 		t.Fatalf("second page: %q", ids(list))
 	}
-	list, _ = s.ListReports(ctx, stationdb.ReportFilter{Limit: 5, Offset: 10})
+	list, _ = s.ListReports(ctx, metadb.ReportFilter{Limit: 5, Offset: 10})
 	if ids(list) != "01 00 " {
 		t.Fatalf("offset page: %q", ids(list))
 	}
@@ -174,23 +174,23 @@ func TestListReportsFiltersAndPages(t *testing.T) {
 	i64 := func(i int64) *int64 { return &i }
 	in := func(i int) *int { return &i }
 	for name, tc := range map[string]struct {
-		f    stationdb.ReportFilter
+		f    metadb.ReportFilter
 		want string
 	}{
-		"magnitude": {stationdb.ReportFilter{MinMagnitude: f64(4), MaxMagnitude: f64(5)}, "10 09 08 "},
-		"level":     {stationdb.ReportFilter{MinLevel: in(8)}, "09 08 "},
-		"max level": {stationdb.ReportFilter{MaxLevel: in(0)}, "10 00 "},
-		"depth":     {stationdb.ReportFilter{MinDepthKm: f64(95), MaxDepthKm: f64(100)}, "10 "},
-		"time":      {stationdb.ReportFilter{FromMs: i64(1_700_000_001_000), ToMs: i64(1_700_000_001_999)}, "03 02 "},
-		"box":       {stationdb.ReportFilter{MinLat: f64(22.1), MaxLat: f64(22.7), MinLon: f64(120), MaxLon: f64(120.25)}, "02 01 "},
+		"magnitude": {metadb.ReportFilter{MinMagnitude: f64(4), MaxMagnitude: f64(5)}, "10 09 08 "},
+		"level":     {metadb.ReportFilter{MinLevel: in(8)}, "09 08 "},
+		"max level": {metadb.ReportFilter{MaxLevel: in(0)}, "10 00 "},
+		"depth":     {metadb.ReportFilter{MinDepthKm: f64(95), MaxDepthKm: f64(100)}, "10 "},
+		"time":      {metadb.ReportFilter{FromMs: i64(1_700_000_001_000), ToMs: i64(1_700_000_001_999)}, "03 02 "},
+		"box":       {metadb.ReportFilter{MinLat: f64(22.1), MaxLat: f64(22.7), MinLon: f64(120), MaxLon: f64(120.25)}, "02 01 "},
 		// Orders; ties in the key stay newest first.
-		"oldest first":     {stationdb.ReportFilter{Ascending: true, Limit: 4}, "00 01 02 03 "},
-		"strongest first":  {stationdb.ReportFilter{Sort: stationdb.SortLevel, Limit: 4}, "09 08 07 06 "},
-		"weakest first":    {stationdb.ReportFilter{Sort: stationdb.SortLevel, Ascending: true, Limit: 4}, "10 00 11 01 "},
-		"largest first":    {stationdb.ReportFilter{Sort: stationdb.SortMagnitude, Limit: 3}, "11 10 09 "},
-		"smallest first":   {stationdb.ReportFilter{Sort: stationdb.SortMagnitude, Ascending: true, Limit: 3}, "00 01 02 "},
-		"shallowest first": {stationdb.ReportFilter{Sort: stationdb.SortDepth, Ascending: true, MinDepthKm: f64(20), Limit: 3}, "02 03 04 "},
-		"deepest first":    {stationdb.ReportFilter{Sort: stationdb.SortDepth, Limit: 2}, "11 10 "},
+		"oldest first":     {metadb.ReportFilter{Ascending: true, Limit: 4}, "00 01 02 03 "},
+		"strongest first":  {metadb.ReportFilter{Sort: metadb.SortLevel, Limit: 4}, "09 08 07 06 "},
+		"weakest first":    {metadb.ReportFilter{Sort: metadb.SortLevel, Ascending: true, Limit: 4}, "10 00 11 01 "},
+		"largest first":    {metadb.ReportFilter{Sort: metadb.SortMagnitude, Limit: 3}, "11 10 09 "},
+		"smallest first":   {metadb.ReportFilter{Sort: metadb.SortMagnitude, Ascending: true, Limit: 3}, "00 01 02 "},
+		"shallowest first": {metadb.ReportFilter{Sort: metadb.SortDepth, Ascending: true, MinDepthKm: f64(20), Limit: 3}, "02 03 04 "},
+		"deepest first":    {metadb.ReportFilter{Sort: metadb.SortDepth, Limit: 2}, "11 10 "},
 	} {
 		if tc.f.Limit == 0 {
 			tc.f.Limit = 500
@@ -200,10 +200,10 @@ func TestListReportsFiltersAndPages(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q", name, ids(list), err, tc.want)
 		}
 	}
-	for _, f := range []stationdb.ReportFilter{{Limit: 0}, {Limit: 501}, {Limit: 1, Offset: -1}, {Limit: 1, MinLat: f64(math.NaN())},
-		{Limit: 1, Sort: 99}, {Limit: 1, Sort: stationdb.SortDepth, After: &stationdb.ReportCursor{TimeMs: 1}},
-		{Limit: 1, Ascending: true, After: &stationdb.ReportCursor{TimeMs: 1}}} {
-		if _, err := s.ListReports(ctx, f); !errors.Is(err, stationdb.ErrInvalid) {
+	for _, f := range []metadb.ReportFilter{{Limit: 0}, {Limit: 501}, {Limit: 1, Offset: -1}, {Limit: 1, MinLat: f64(math.NaN())},
+		{Limit: 1, Sort: 99}, {Limit: 1, Sort: metadb.SortDepth, After: &metadb.ReportCursor{TimeMs: 1}},
+		{Limit: 1, Ascending: true, After: &metadb.ReportCursor{TimeMs: 1}}} {
+		if _, err := s.ListReports(ctx, f); !errors.Is(err, metadb.ErrInvalid) {
 			t.Errorf("filter %+v: %v, want ErrInvalid", f, err)
 		}
 	}
@@ -213,7 +213,7 @@ func TestUpsertDetectionKeepsNewestSerial(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t)
-	d := stationdb.Detection{ID: "1712102289000-18", Serial: 2, OriginTimeMs: 1712102280000, Lat: 23.8, Lon: 121.6,
+	d := metadb.Detection{ID: "1712102289000-18", Serial: 2, OriginTimeMs: 1712102280000, Lat: 23.8, Lon: 121.6,
 		DepthKm: 10, Magnitude: 6.1, Location: "Hualien City", LocationCode: 970, MaxLevel: 5,
 		FirstTriggerMs: 1712102289000, UpdatedMs: 1712102291000, Stations: 5}
 	v0, _ := s.DataVersions(ctx)
@@ -244,24 +244,24 @@ func TestUpsertDetectionKeepsNewestSerial(t *testing.T) {
 	other := d
 	other.ID, other.FirstTriggerMs = "1712102300000-3", 1712102300000
 	s.UpsertDetection(ctx, other)
-	list, _ := s.ListDetections(ctx, stationdb.DetectionFilter{Limit: 10})
+	list, _ := s.ListDetections(ctx, metadb.DetectionFilter{Limit: 10})
 	if len(list) != 2 || list[0].ID != other.ID {
 		t.Fatalf("list %+v", list)
 	}
-	list, _ = s.ListDetections(ctx, stationdb.DetectionFilter{Limit: 10, ActiveOnly: true})
+	list, _ = s.ListDetections(ctx, metadb.DetectionFilter{Limit: 10, ActiveOnly: true})
 	if len(list) != 1 || list[0].ID != other.ID {
 		t.Fatalf("active %+v", list)
 	}
-	list, _ = s.ListDetections(ctx, stationdb.DetectionFilter{Limit: 10, After: &stationdb.DetectionCursor{FirstTriggerMs: other.FirstTriggerMs, ID: other.ID}})
+	list, _ = s.ListDetections(ctx, metadb.DetectionFilter{Limit: 10, After: &metadb.DetectionCursor{FirstTriggerMs: other.FirstTriggerMs, ID: other.ID}})
 	if len(list) != 1 || list[0].ID != d.ID {
 		t.Fatalf("after cursor %+v", list)
 	}
-	if _, err := s.GetDetection(ctx, "nope"); !errors.Is(err, stationdb.ErrNotFound) {
+	if _, err := s.GetDetection(ctx, "nope"); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatal(err)
 	}
 	bad := d
 	bad.Lat = 100
-	if _, err := s.UpsertDetection(ctx, bad); !errors.Is(err, stationdb.ErrInvalid) {
+	if _, err := s.UpsertDetection(ctx, bad); !errors.Is(err, metadb.ErrInvalid) {
 		t.Fatal(err)
 	}
 }
@@ -270,15 +270,15 @@ func TestClientKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t)
-	c, key, err := s.CreateClient(ctx, stationdb.NewClient{Name: "CWA mirror", Role: stationdb.RoleWriter, RateLimit: 5, RateBurst: 10})
+	c, key, err := s.CreateClient(ctx, metadb.NewClient{Name: "CWA mirror", Role: metadb.RoleWriter, RateLimit: 5, RateBurst: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, _, ok := stationdb.ParseKey(key); !ok || id != c.KeyID {
+	if id, _, ok := metadb.ParseKey(key); !ok || id != c.KeyID {
 		t.Fatalf("key %q does not parse to %q", key, c.KeyID)
 	}
 	got, err := s.ClientByKey(ctx, key)
-	if err != nil || got.Role != stationdb.RoleWriter || got.RateLimit != 5 || got.RateBurst != 10 || got.Revoked() {
+	if err != nil || got.Role != metadb.RoleWriter || got.RateLimit != 5 || got.RateBurst != 10 || got.Revoked() {
 		t.Fatalf("by key: %+v %v", got, err)
 	}
 	// The table never holds the key or its secret.
@@ -294,11 +294,11 @@ func TestClientKeys(t *testing.T) {
 	}
 	wrong := key[:mid] + string(flip) + key[mid+1:]
 	for _, k := range []string{wrong, "", "shk_x", key + "x", "shk_0000000000000000." + key[len(key)-43:], "' OR 1=1 --"} {
-		if _, err := s.ClientByKey(ctx, k); !errors.Is(err, stationdb.ErrNotFound) {
+		if _, err := s.ClientByKey(ctx, k); !errors.Is(err, metadb.ErrNotFound) {
 			t.Errorf("key %q: %v, want ErrNotFound", k, err)
 		}
 	}
-	if _, _, err := s.CreateClient(ctx, stationdb.NewClient{Role: "root"}); !errors.Is(err, stationdb.ErrInvalid) {
+	if _, _, err := s.CreateClient(ctx, metadb.NewClient{Role: "root"}); !errors.Is(err, metadb.ErrInvalid) {
 		t.Fatalf("bad role: %v", err)
 	}
 	rev, err := s.RevokeClient(ctx, c.KeyID)
@@ -308,7 +308,7 @@ func TestClientKeys(t *testing.T) {
 	if got, err := s.ClientByKey(ctx, key); err != nil || !got.Revoked() {
 		t.Fatalf("revoked key: %+v %v", got, err)
 	}
-	if _, err := s.RevokeClient(ctx, "shk_nope0000"); !errors.Is(err, stationdb.ErrNotFound) {
+	if _, err := s.RevokeClient(ctx, "shk_nope0000"); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatal(err)
 	}
 	list, _ := s.ListClients(ctx)

@@ -1,4 +1,4 @@
-package stationdb_test
+package metadb_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"shindo.dev/devkit/pgtest"
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -41,13 +41,13 @@ func poolOn(t testing.TB, dsn string) *pgxpool.Pool {
 }
 
 // newStore returns a store on a fresh, migrated database, and its pool.
-func newStore(t testing.TB) (*stationdb.Store, *pgxpool.Pool) {
+func newStore(t testing.TB) (*metadb.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := newPool(t)
-	if _, err := stationdb.Migrate(context.Background(), pool); err != nil {
+	if _, err := metadb.Migrate(context.Background(), pool); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	return stationdb.NewStore(pool), pool
+	return metadb.NewStore(pool), pool
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

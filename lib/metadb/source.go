@@ -1,4 +1,4 @@
-package stationdb
+package metadb
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const ReportsChannel = "shindo_reports"
 
 // ListenerApplicationName is the application_name of a Source's listening
 // connection, so operators can tell it apart in pg_stat_activity.
-const ListenerApplicationName = "shindo-stationdb-listen"
+const ListenerApplicationName = "shindo-metadb-listen"
 
 const (
 	// debounce gathers a burst of notifications (a batch of stations

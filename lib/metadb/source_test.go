@@ -1,4 +1,4 @@
-package stationdb_test
+package metadb_test
 
 import (
 	"bytes"
@@ -13,15 +13,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"shindo.dev/devkit/poll"
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/registry"
-	"shindo.dev/lib/stationdb"
 )
 
 // runSource starts a Source on pool, running with interval until the test
 // ends.
-func runSource(t *testing.T, pool *pgxpool.Pool, interval time.Duration, log *slog.Logger) *stationdb.Source {
+func runSource(t *testing.T, pool *pgxpool.Pool, interval time.Duration, log *slog.Logger) *metadb.Source {
 	t.Helper()
-	src, err := stationdb.NewSource(context.Background(), pool, log)
+	src, err := metadb.NewSource(context.Background(), pool, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestSourceFollowsNotifications(t *testing.T) {
 		t.Fatal("A's old key refused during its overlap")
 	}
 
-	if _, err := s.UpdateStation(ctx, "B", stationdb.Update{Name: "moved", Lat: 22, Lon: 120}); err != nil {
+	if _, err := s.UpdateStation(ctx, "B", metadb.Update{Name: "moved", Lat: 22, Lon: 120}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, waitFor, "B moved", func() bool { return station(src, "B").Name == "moved" })
@@ -128,7 +128,7 @@ func TestSourceReconnectsListener(t *testing.T) {
 
 	listener := func() (pid int) {
 		err := pool.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = $1`, stationdb.ListenerApplicationName).Scan(&pid)
+			WHERE datname = current_database() AND application_name = $1`, metadb.ListenerApplicationName).Scan(&pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,8 +177,8 @@ func TestSourceKeepsSetWhenReloadFails(t *testing.T) {
 
 func TestNewSourceNeedsItsFirstSnapshot(t *testing.T) {
 	t.Parallel()
-	_, err := stationdb.NewSource(context.Background(), newPool(t), discardLog()) // not migrated
-	if !errors.Is(err, stationdb.ErrDatabase) {
+	_, err := metadb.NewSource(context.Background(), newPool(t), discardLog()) // not migrated
+	if !errors.Is(err, metadb.ErrDatabase) {
 		t.Fatalf("err = %v, want ErrDatabase", err)
 	}
 }
@@ -186,7 +186,7 @@ func TestNewSourceNeedsItsFirstSnapshot(t *testing.T) {
 func TestSourceRunRefusesZeroInterval(t *testing.T) {
 	t.Parallel()
 	_, pool := newStore(t)
-	src, err := stationdb.NewSource(context.Background(), pool, discardLog())
+	src, err := metadb.NewSource(context.Background(), pool, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package stationdb_test
+package metadb_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"shindo.dev/lib/stationdb"
+	"shindo.dev/lib/metadb"
 )
 
 // TestReplicatedStore: writes go to the primary and reads to the local
@@ -24,7 +24,7 @@ func TestReplicatedStore(t *testing.T) {
 	}
 	mustCreate(t, local, hualien("LOC01"))
 
-	s := stationdb.NewReplicatedStore(primaryPool, localPool)
+	s := metadb.NewReplicatedStore(primaryPool, localPool)
 	if _, _, err := s.CreateReport(ctx, hualienReport("written")); err != nil {
 		t.Fatal(err)
 	}
@@ -34,10 +34,10 @@ func TestReplicatedStore(t *testing.T) {
 	if _, err := s.GetReport(ctx, "on-local"); err != nil {
 		t.Fatalf("read of the local member's report: %v", err)
 	}
-	if _, err := s.GetReport(ctx, "written"); !errors.Is(err, stationdb.ErrNotFound) {
+	if _, err := s.GetReport(ctx, "written"); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatalf("read went to the primary: err = %v", err)
 	}
-	list, err := s.ListReports(ctx, stationdb.ReportFilter{Limit: 10})
+	list, err := s.ListReports(ctx, metadb.ReportFilter{Limit: 10})
 	if err != nil || len(list) != 1 || list[0].ID != "on-local" {
 		t.Fatalf("list: %v, %v", list, err)
 	}
@@ -60,17 +60,17 @@ func TestReplicatedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(dead.Close)
-	s = stationdb.NewReplicatedStore(primaryPool, dead)
+	s = metadb.NewReplicatedStore(primaryPool, dead)
 	if r, err := s.GetReport(ctx, "written"); err != nil || len(r.Areas) == 0 {
 		t.Fatalf("read with the local member down: %v, %v", r, err)
 	}
-	if list, err := s.ListReports(ctx, stationdb.ReportFilter{Limit: 10}); err != nil || len(list) != 1 || list[0].ID != "written" {
+	if list, err := s.ListReports(ctx, metadb.ReportFilter{Limit: 10}); err != nil || len(list) != 1 || list[0].ID != "written" {
 		t.Fatalf("list with the local member down: %v, %v", list, err)
 	}
 	if v, err := s.DataVersions(ctx); err != nil || v != pv {
 		t.Fatalf("versions with the local member down: %+v, %v (primary %+v)", v, err, pv)
 	}
-	if _, err := s.ListStations(ctx, stationdb.Filter{}); err != nil {
+	if _, err := s.ListStations(ctx, metadb.Filter{}); err != nil {
 		t.Fatalf("stations with the local member down: %v", err)
 	}
 

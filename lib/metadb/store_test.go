@@ -1,4 +1,4 @@
-package stationdb_test
+package metadb_test
 
 import (
 	"bytes"
@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/registry"
-	"shindo.dev/lib/stationdb"
 )
 
-func hualien(id string) stationdb.NewStation {
-	return stationdb.NewStation{ID: id, Name: "Hualien City", Net: "MS", Lat: 23.97, Lon: 121.6, Code: 970}
+func hualien(id string) metadb.NewStation {
+	return metadb.NewStation{ID: id, Name: "Hualien City", Net: "MS", Lat: 23.97, Lon: 121.6, Code: 970}
 }
 
-func mustCreate(t *testing.T, s *stationdb.Store, ns stationdb.NewStation) *registry.Station {
+func mustCreate(t *testing.T, s *metadb.Store, ns metadb.NewStation) *registry.Station {
 	t.Helper()
 	st, err := s.CreateStation(context.Background(), ns)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestCreateAndGetStation(t *testing.T) {
 	}
 
 	generated := mustCreate(t, s, hualien("HL-02"))
-	if len(generated.CurrentKey()) != stationdb.GeneratedKeyBytes {
+	if len(generated.CurrentKey()) != metadb.GeneratedKeyBytes {
 		t.Fatalf("generated key of %d bytes", len(generated.CurrentKey()))
 	}
 	other := mustCreate(t, s, hualien("HL-03"))
@@ -65,7 +65,7 @@ func TestCreateAndGetStation(t *testing.T) {
 		t.Fatal("two generated keys are equal")
 	}
 
-	if _, err := s.GetStation(ctx, "nope"); !errors.Is(err, stationdb.ErrNotFound) {
+	if _, err := s.GetStation(ctx, "nope"); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatalf("unknown station: err = %v, want ErrNotFound", err)
 	}
 }
@@ -76,24 +76,24 @@ func TestCreateStationRefusesBadInput(t *testing.T) {
 	mustCreate(t, s, hualien("taken"))
 	tests := []struct {
 		name string
-		edit func(*stationdb.NewStation)
+		edit func(*metadb.NewStation)
 		want error
 	}{
-		{"latitude above 90", func(n *stationdb.NewStation) { n.Lat = 91 }, stationdb.ErrInvalid},
-		{"latitude NaN", func(n *stationdb.NewStation) { n.Lat = math.NaN() }, stationdb.ErrInvalid},
-		{"longitude below -180", func(n *stationdb.NewStation) { n.Lon = -180.5 }, stationdb.ErrInvalid},
-		{"longitude infinite", func(n *stationdb.NewStation) { n.Lon = math.Inf(1) }, stationdb.ErrInvalid},
-		{"key of 15 bytes", func(n *stationdb.NewStation) { n.Key = key(0, 15) }, stationdb.ErrInvalid},
-		{"empty key", func(n *stationdb.NewStation) { n.Key = []byte{} }, stationdb.ErrInvalid},
-		{"key of 65 bytes", func(n *stationdb.NewStation) { n.Key = key(0, 65) }, stationdb.ErrInvalid},
-		{"empty id", func(n *stationdb.NewStation) { n.ID = "" }, stationdb.ErrInvalid},
-		{"id of 65 bytes", func(n *stationdb.NewStation) { n.ID = strings.Repeat("x", 65) }, stationdb.ErrInvalid},
-		{"id with newline", func(n *stationdb.NewStation) { n.ID = "a\nb" }, stationdb.ErrInvalid},
-		{"id with NUL", func(n *stationdb.NewStation) { n.ID = "a\x00b" }, stationdb.ErrInvalid},
-		{"id not UTF-8", func(n *stationdb.NewStation) { n.ID = "a\xffb" }, stationdb.ErrInvalid},
-		{"name too long", func(n *stationdb.NewStation) { n.Name = strings.Repeat("名", 201) }, stationdb.ErrInvalid},
-		{"code beyond int32", func(n *stationdb.NewStation) { n.Code = math.MaxUint32 }, stationdb.ErrInvalid},
-		{"duplicate id", func(n *stationdb.NewStation) { n.ID = "taken" }, stationdb.ErrExists},
+		{"latitude above 90", func(n *metadb.NewStation) { n.Lat = 91 }, metadb.ErrInvalid},
+		{"latitude NaN", func(n *metadb.NewStation) { n.Lat = math.NaN() }, metadb.ErrInvalid},
+		{"longitude below -180", func(n *metadb.NewStation) { n.Lon = -180.5 }, metadb.ErrInvalid},
+		{"longitude infinite", func(n *metadb.NewStation) { n.Lon = math.Inf(1) }, metadb.ErrInvalid},
+		{"key of 15 bytes", func(n *metadb.NewStation) { n.Key = key(0, 15) }, metadb.ErrInvalid},
+		{"empty key", func(n *metadb.NewStation) { n.Key = []byte{} }, metadb.ErrInvalid},
+		{"key of 65 bytes", func(n *metadb.NewStation) { n.Key = key(0, 65) }, metadb.ErrInvalid},
+		{"empty id", func(n *metadb.NewStation) { n.ID = "" }, metadb.ErrInvalid},
+		{"id of 65 bytes", func(n *metadb.NewStation) { n.ID = strings.Repeat("x", 65) }, metadb.ErrInvalid},
+		{"id with newline", func(n *metadb.NewStation) { n.ID = "a\nb" }, metadb.ErrInvalid},
+		{"id with NUL", func(n *metadb.NewStation) { n.ID = "a\x00b" }, metadb.ErrInvalid},
+		{"id not UTF-8", func(n *metadb.NewStation) { n.ID = "a\xffb" }, metadb.ErrInvalid},
+		{"name too long", func(n *metadb.NewStation) { n.Name = strings.Repeat("名", 201) }, metadb.ErrInvalid},
+		{"code beyond int32", func(n *metadb.NewStation) { n.Code = math.MaxUint32 }, metadb.ErrInvalid},
+		{"duplicate id", func(n *metadb.NewStation) { n.ID = "taken" }, metadb.ErrExists},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,7 +152,7 @@ func TestUpdateStation(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
 	mustCreate(t, s, hualien("A"))
-	u := stationdb.Update{Name: "Taitung", Net: "SE", Lat: 22.75, Lon: 121.15, Code: 950}
+	u := metadb.Update{Name: "Taitung", Net: "SE", Lat: 22.75, Lon: 121.15, Code: 950}
 	updated, err := s.UpdateStation(ctx, "A", u)
 	if err != nil {
 		t.Fatal(err)
@@ -166,10 +166,10 @@ func TestUpdateStation(t *testing.T) {
 			t.Fatalf("after update: %+v", st)
 		}
 	}
-	if _, err := s.UpdateStation(ctx, "A", stationdb.Update{Lat: -91}); !errors.Is(err, stationdb.ErrInvalid) {
+	if _, err := s.UpdateStation(ctx, "A", metadb.Update{Lat: -91}); !errors.Is(err, metadb.ErrInvalid) {
 		t.Fatalf("bad latitude: err = %v, want ErrInvalid", err)
 	}
-	if _, err := s.UpdateStation(ctx, "nope", u); !errors.Is(err, stationdb.ErrNotFound) {
+	if _, err := s.UpdateStation(ctx, "nope", u); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatalf("unknown station: err = %v, want ErrNotFound", err)
 	}
 }
@@ -195,17 +195,17 @@ func TestRetireStation(t *testing.T) {
 	}
 	for name, err := range map[string]error{
 		"retire again": s.RetireStation(ctx, "A"),
-		"update":       second(s.UpdateStation(ctx, "A", stationdb.Update{})),
+		"update":       second(s.UpdateStation(ctx, "A", metadb.Update{})),
 		"rotate":       third(s.RotateKey(ctx, "A", time.Hour)),
 	} {
-		if !errors.Is(err, stationdb.ErrRetired) {
+		if !errors.Is(err, metadb.ErrRetired) {
 			t.Errorf("%s: err = %v, want ErrRetired", name, err)
 		}
 	}
-	if _, err := s.CreateStation(ctx, hualien("A")); !errors.Is(err, stationdb.ErrExists) {
+	if _, err := s.CreateStation(ctx, hualien("A")); !errors.Is(err, metadb.ErrExists) {
 		t.Fatalf("reusing a retired ID: err = %v, want ErrExists", err)
 	}
-	if err := s.RetireStation(ctx, "nope"); !errors.Is(err, stationdb.ErrNotFound) {
+	if err := s.RetireStation(ctx, "nope"); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatalf("unknown station: err = %v, want ErrNotFound", err)
 	}
 }
@@ -235,7 +235,7 @@ func TestResetStationSeq(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.ID != "A" || st.SeqResetMs != want || st.KeyID != 1 || len(st.CurrentKey()) != stationdb.GeneratedKeyBytes || !st.InService() {
+	if st.ID != "A" || st.SeqResetMs != want || st.KeyID != 1 || len(st.CurrentKey()) != metadb.GeneratedKeyBytes || !st.InService() {
 		t.Fatalf("reset: %+v, want seq_reset_ms %d", st, want)
 	}
 	var stored time.Time
@@ -277,18 +277,18 @@ func TestResetStationSeq(t *testing.T) {
 	}
 
 	for _, bad := range []time.Time{{}, time.Date(2019, 12, 31, 23, 59, 59, 0, time.UTC), time.Now().Add(25 * time.Hour)} {
-		if _, err := s.ResetStationSeq(ctx, "B", bad); !errors.Is(err, stationdb.ErrInvalid) {
+		if _, err := s.ResetStationSeq(ctx, "B", bad); !errors.Is(err, metadb.ErrInvalid) {
 			t.Errorf("reset at %v: err = %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := s.ResetStationSeq(ctx, "nope", time.Now()); !errors.Is(err, stationdb.ErrNotFound) {
+	if _, err := s.ResetStationSeq(ctx, "nope", time.Now()); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatalf("unknown station: err = %v, want ErrNotFound", err)
 	}
 	if err := s.RetireStation(ctx, "B"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.ResetStationSeq(ctx, "B", time.Now())
-	if !errors.Is(err, stationdb.ErrNotFound) || !errors.Is(err, stationdb.ErrRetired) {
+	if !errors.Is(err, metadb.ErrNotFound) || !errors.Is(err, metadb.ErrRetired) {
 		t.Fatalf("retired station: err = %v, want ErrNotFound and ErrRetired", err)
 	}
 	if b, err := s.GetStation(ctx, "B"); err != nil || b.SeqResetMs != 0 {
@@ -319,14 +319,14 @@ func TestListStations(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		filter stationdb.Filter
+		filter metadb.Filter
 		want   []string
 	}{
-		{stationdb.Filter{}, []string{"A", "B", "C"}},
-		{stationdb.Filter{IncludeRetired: true}, []string{"A", "B", "C", "D"}},
-		{stationdb.Filter{Net: "MS"}, []string{"A", "C"}},
-		{stationdb.Filter{Net: "MS", IncludeRetired: true}, []string{"A", "C", "D"}},
-		{stationdb.Filter{Net: "XX"}, nil},
+		{metadb.Filter{}, []string{"A", "B", "C"}},
+		{metadb.Filter{IncludeRetired: true}, []string{"A", "B", "C", "D"}},
+		{metadb.Filter{Net: "MS"}, []string{"A", "C"}},
+		{metadb.Filter{Net: "MS", IncludeRetired: true}, []string{"A", "C", "D"}},
+		{metadb.Filter{Net: "XX"}, nil},
 	}
 	for _, tt := range tests {
 		list, err := s.ListStations(ctx, tt.filter)
@@ -336,7 +336,7 @@ func TestListStations(t *testing.T) {
 		var ids []string
 		for _, st := range list {
 			ids = append(ids, st.ID)
-			if len(st.CurrentKey()) != stationdb.GeneratedKeyBytes {
+			if len(st.CurrentKey()) != metadb.GeneratedKeyBytes {
 				t.Errorf("%s listed without its key", st.ID)
 			}
 		}
@@ -359,7 +359,7 @@ func TestRotateKeyWithOverlap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id2 != 2 || len(key2) != stationdb.GeneratedKeyBytes {
+	if id2 != 2 || len(key2) != metadb.GeneratedKeyBytes {
 		t.Fatalf("rotation gave key %d of %d bytes", id2, len(key2))
 	}
 	st, err := s.GetStation(ctx, "A")
@@ -427,10 +427,10 @@ func TestRotateKeyWithOverlap(t *testing.T) {
 		t.Fatalf("station_keys keeps %d rows (%v), want all 4", kept, err)
 	}
 
-	if _, _, err := s.RotateKey(ctx, "A", -time.Second); !errors.Is(err, stationdb.ErrInvalid) {
+	if _, _, err := s.RotateKey(ctx, "A", -time.Second); !errors.Is(err, metadb.ErrInvalid) {
 		t.Fatalf("negative overlap: err = %v, want ErrInvalid", err)
 	}
-	if _, _, err := s.RotateKey(ctx, "nope", time.Hour); !errors.Is(err, stationdb.ErrNotFound) {
+	if _, _, err := s.RotateKey(ctx, "nope", time.Hour); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatalf("unknown station: err = %v, want ErrNotFound", err)
 	}
 }
@@ -535,7 +535,7 @@ func TestInjectionLookingIDsAreStoredLiterally(t *testing.T) {
 		if err != nil || st.ID != id {
 			t.Fatalf("get %q: %+v, %v", id, st, err)
 		}
-		list, err := s.ListStations(ctx, stationdb.Filter{Net: id})
+		list, err := s.ListStations(ctx, metadb.Filter{Net: id})
 		if err != nil || len(list) != 1 || list[0].ID != id {
 			t.Fatalf("list net %q: %d stations, %v", id, len(list), err)
 		}
@@ -557,7 +557,7 @@ func TestStoreReportsUnavailableDatabase(t *testing.T) {
 	ctx := context.Background()
 	s, pool := newStore(t)
 	pool.Close()
-	if _, err := s.GetStation(ctx, "A"); !errors.Is(err, stationdb.ErrUnavailable) {
+	if _, err := s.GetStation(ctx, "A"); !errors.Is(err, metadb.ErrUnavailable) {
 		t.Fatalf("closed pool: err = %v, want ErrUnavailable", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
