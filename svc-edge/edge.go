@@ -34,7 +34,9 @@ import (
 	"shindo.dev/lib/compatjson"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/timesync"
+	"shindo.dev/svc-edge/internal/corewatch"
 	"shindo.dev/svc-edge/internal/eew"
+	"shindo.dev/svc-edge/internal/keycheck"
 	"shindo.dev/svc-edge/internal/notify"
 	"shindo.dev/svc-edge/internal/route"
 	"shindo.dev/svc-edge/internal/source"
@@ -238,7 +240,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		// The WebSocket API of subscribed apps: its tokens are the data
 		// API's keys.
 		wo := wsapi.Defaults()
-		wo.Hub, wo.Keys, wo.Log = st.hub, newAPIKeys(bal), svc.Logger()
+		wo.Hub, wo.Keys, wo.Log = st.hub, keycheck.New(bal), svc.Logger()
 		wo.Addr, wo.Acquire, wo.Release = clientAddr, st.perAddr.acquire, st.perAddr.release
 		wo.MaxClients = cfg.MaxClients
 		ws := wsapi.New(wo)
@@ -254,11 +256,11 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		watch := newCoreWatch(cfg.DataGRPC, conns, newReportFeed(cfg.ReportDelay, cfg.History/2, st.queueReports, svc.Logger()), svc.Logger())
-		svc.Metrics().MustRegister(watch.collectors()...)
+		watch := corewatch.New(cfg.DataGRPC, conns, corewatch.NewFeed(cfg.ReportDelay, cfg.History/2, st.queueReports, svc.Logger()), svc.Logger())
+		svc.Metrics().MustRegister(watch.Collectors()...)
 		svc.Go("core watches", watch)
 		st.reports = true
-		stationExists = watch.stations.exists
+		stationExists = watch.Exists
 	}
 	if len(cfg.Waveform) > 0 {
 		ws, err := waveforms(ctx, svc, cfg, st, stationExists)
@@ -376,7 +378,7 @@ var topicIndex = map[string]int{topicRTS: 0, topicEEW: 1, topicReport: 2, topicI
 // list sent once may be lost to it. The intensity and LPGM topics get one
 // event per change of the flashes and long-period stations of the served
 // detections. The report topic gets one event per batch of new or revised
-// earthquake reports, at a tick chosen from their data (reportFeed). The
+// earthquake reports, at a tick chosen from their data (corewatch.Feed). The
 // compatible routes and /v1/stream serve from it.
 type streams struct {
 	hub    *sse.Hub
@@ -396,7 +398,7 @@ type streams struct {
 	// publishing guards the reports waiting for their tick, queued by the
 	// report feed's goroutine and published by the source's.
 	publishing     sync.Mutex
-	pendingReports map[string]pendingReport
+	pendingReports map[string]corewatch.Pending
 
 	latestTick   atomic.Int64
 	ticks        prometheus.Counter
@@ -420,7 +422,7 @@ func newStreams(site, author string, opts sse.Options, maxPerAddr int) (*streams
 		alerts:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_eew_updates_total", Help: "Changes of the EEW alert list served."}),
 		reportEvents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shindo_edge_report_events_total", Help: "Events of the report topic served."}),
-		pendingReports: map[string]pendingReport{},
+		pendingReports: map[string]corewatch.Pending{},
 		sentXML:        map[string]flashVersion{},
 	}, nil
 }
@@ -506,13 +508,13 @@ func (s *streams) publishV1Locked(t int64, snap *rtsv1.Snapshot, alerts []*rtsv1
 	}
 }
 
-// queueReports holds reports for their ticks (reportFeed); a report
+// queueReports holds reports for their ticks (corewatch.Feed); a report
 // queued again before its tick is replaced by the newer version.
-func (s *streams) queueReports(rs []pendingReport) {
+func (s *streams) queueReports(rs []corewatch.Pending) {
 	s.publishing.Lock()
 	defer s.publishing.Unlock()
 	for _, r := range rs {
-		s.pendingReports[r.id] = r
+		s.pendingReports[r.ID] = r
 	}
 }
 
@@ -521,9 +523,9 @@ func (s *streams) queueReports(rs []pendingReport) {
 // with the ID of tick t: after the tick's snapshot and alerts, before its
 // intensity flash and the later topics. s.publishing is held.
 func (s *streams) publishReportsLocked(t int64) {
-	var due []pendingReport
+	var due []corewatch.Pending
 	for id, r := range s.pendingReports {
-		if r.due <= t {
+		if r.Due <= t {
 			due = append(due, r)
 			delete(s.pendingReports, id)
 		}
@@ -531,15 +533,15 @@ func (s *streams) publishReportsLocked(t int64) {
 	if len(due) == 0 {
 		return
 	}
-	slices.SortFunc(due, func(a, b pendingReport) int {
-		return cmp.Or(cmp.Compare(a.due, b.due), strings.Compare(a.id, b.id))
+	slices.SortFunc(due, func(a, b corewatch.Pending) int {
+		return cmp.Or(cmp.Compare(a.Due, b.Due), strings.Compare(a.ID, b.ID))
 	})
 	data := []byte{'['}
 	for i, r := range due {
 		if i > 0 {
 			data = append(data, ',')
 		}
-		data = append(data, r.data...)
+		data = append(data, r.Data...)
 	}
 	data = append(data, ']')
 	s.hub.Publish(sse.NewEventID(topicReport, sse.ID(t, topicIndex[topicReport]), "", data))

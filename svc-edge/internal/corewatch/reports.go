@@ -1,4 +1,4 @@
-package edge
+package corewatch
 
 import (
 	"bytes"
@@ -20,11 +20,11 @@ import (
 // (the data API's watch.ReportPage).
 const reportPage = 50
 
-// reportFeed announces earthquake reports on the report topic. Reports are
+// Feed announces earthquake reports on the report topic. Reports are
 // written at the cores (posted by an operator's system, or derived from a
 // final detection) minutes after the shaking; every core's data API
 // pushes each report created or changed, as the database notifies it, on
-// its WatchReports stream (coreWatch), which starts with the newest page.
+// its WatchReports stream (Watch), which starts with the newest page.
 // The edge watches every core and the feed takes each report once: both
 // cores read the one replicated database, so they push the same reports,
 // and a report is queued only when it is new or its md5 changed.
@@ -36,9 +36,9 @@ const reportPage = 50
 // resumes there without missing or repeating it. A report received only
 // after its tick (no core reachable for longer than delay) goes out at the
 // next one.
-type reportFeed struct {
+type Feed struct {
 	delay time.Duration
-	queue func([]pendingReport)
+	queue func([]Pending)
 	log   *slog.Logger
 
 	mu   sync.Mutex            // receive is called by every core's watch
@@ -59,15 +59,15 @@ type seenReport struct {
 	timeMs, updated int64
 }
 
-// pendingReport is a report waiting for its tick.
-type pendingReport struct {
-	due  int64 // tick, Unix ms
-	id   string
-	data json.RawMessage // the report as the REST list gives it
+// Pending is a report waiting for its tick.
+type Pending struct {
+	Due  int64 // tick, Unix ms
+	ID   string
+	Data json.RawMessage // the report as the REST list gives it
 }
 
-func newReportFeed(delay, recent time.Duration, queue func([]pendingReport), log *slog.Logger) *reportFeed {
-	return &reportFeed{
+func NewFeed(delay, recent time.Duration, queue func([]Pending), log *slog.Logger) *Feed {
+	return &Feed{
 		delay:  delay,
 		recent: recent,
 		queue:  queue,
@@ -80,7 +80,7 @@ func newReportFeed(delay, recent time.Duration, queue func([]pendingReport), log
 	}
 }
 
-func (f *reportFeed) collectors() []prometheus.Collector {
+func (f *Feed) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{f.received, f.announced}
 }
 
@@ -89,11 +89,11 @@ func (f *reportFeed) collectors() []prometheus.Collector {
 // since it last saw them and not older than what it saw: the other core
 // may push a version the edge already has, or, a moment late, an older
 // one. A report without an ID or with a negative updated_ms is skipped.
-func (f *reportFeed) receive(reports []*datav1.Report, initial bool, now time.Time) {
+func (f *Feed) receive(reports []*datav1.Report, initial bool, now time.Time) {
 	f.received.Add(float64(len(reports)))
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var changed []pendingReport
+	var changed []Pending
 	for _, r := range reports {
 		id, updated := r.GetId(), r.GetUpdatedMs()
 		if id == "" || updated < 0 {
@@ -112,7 +112,7 @@ func (f *reportFeed) receive(reports []*datav1.Report, initial bool, now time.Ti
 			f.log.Warn("report not rendered", slog.String("report", id), slog.Any("error", err))
 			continue
 		}
-		changed = append(changed, pendingReport{due: dueTick(updated, f.delay), id: id, data: data})
+		changed = append(changed, Pending{Due: dueTick(updated, f.delay), ID: id, Data: data})
 	}
 	if initial {
 		f.primed = true
@@ -129,7 +129,7 @@ func (f *reportFeed) receive(reports []*datav1.Report, initial bool, now time.Ti
 // is among them (a page is the newest by origin time), so a reconnecting
 // watch announces nothing again; an old report revised later is new to
 // the feed, and announced, as it should be.
-func (f *reportFeed) forgetOld() {
+func (f *Feed) forgetOld() {
 	if len(f.seen) <= 4*reportPage {
 		return
 	}

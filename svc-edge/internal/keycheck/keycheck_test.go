@@ -1,4 +1,4 @@
-package edge
+package keycheck
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestAPIKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := newAPIKeys(bal)
+	keys := New(bal)
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {

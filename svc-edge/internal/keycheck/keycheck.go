@@ -1,4 +1,6 @@
-package edge
+// Package keycheck checks, for an edge's WebSocket API, the API keys its
+// clients present, at the cores' data API.
+package keycheck
 
 import (
 	"bytes"
@@ -16,14 +18,14 @@ import (
 	"shindo.dev/svc-edge/internal/wsapi"
 )
 
-// apiKeys checks the WebSocket API's tokens — API keys of the data API —
+// Checker checks the WebSocket API's tokens — API keys of the data API —
 // through the data-API routing (DataService.CheckKeys, POST
 // /v1/keys:check), naming the client's address in X-Forwarded-For so the
 // core's per-address limits apply to whoever presents keys. A verdict is
 // kept for keyTTL: a thousand apps reconnecting with one key after a
 // restart of the edge cost one check, and the recheck of the connected
 // clients (every 3 s) still asks afresh.
-type apiKeys struct {
+type Checker struct {
 	client *http.Client
 
 	mu       sync.Mutex
@@ -51,20 +53,21 @@ const keyTTL = 2 * time.Second
 // maxKnownKeys bounds the verdicts kept; past it they are dropped.
 const maxKnownKeys = 100_000
 
-func newAPIKeys(bal *route.Balancer) *apiKeys {
-	return &apiKeys{client: &http.Client{Transport: bal, Timeout: 5 * time.Second}, known: map[string]checked{}, inFlight: map[string]*keyCall{}}
+// New returns a checker that asks the cores through bal.
+func New(bal *route.Balancer) *Checker {
+	return &Checker{client: &http.Client{Transport: bal, Timeout: 5 * time.Second}, known: map[string]checked{}, inFlight: map[string]*keyCall{}}
 }
 
 // Check answers from fresh verdicts where it can, and asks the data API
 // about the rest; concurrent checks of one key share one request.
-func (k *apiKeys) Check(ctx context.Context, addr string, keys []string) ([]wsapi.KeyState, error) {
+func (k *Checker) Check(ctx context.Context, addr string, keys []string) ([]wsapi.KeyState, error) {
 	if len(keys) == 1 {
 		return k.checkOne(ctx, addr, keys[0])
 	}
 	return k.check(ctx, addr, keys)
 }
 
-func (k *apiKeys) checkOne(ctx context.Context, addr, key string) ([]wsapi.KeyState, error) {
+func (k *Checker) checkOne(ctx context.Context, addr, key string) ([]wsapi.KeyState, error) {
 	k.mu.Lock()
 	if c, ok := k.known[key]; ok && time.Now().Before(c.expires) {
 		k.mu.Unlock()
@@ -94,7 +97,7 @@ func (k *apiKeys) checkOne(ctx context.Context, addr, key string) ([]wsapi.KeySt
 	return states, err
 }
 
-func (k *apiKeys) check(ctx context.Context, addr string, keys []string) ([]wsapi.KeyState, error) {
+func (k *Checker) check(ctx context.Context, addr string, keys []string) ([]wsapi.KeyState, error) {
 	out := make([]wsapi.KeyState, len(keys))
 	var ask []string
 	var at []int
@@ -131,7 +134,7 @@ func (k *apiKeys) check(ctx context.Context, addr string, keys []string) ([]wsap
 const maxCheckAnswer = 4 << 20
 
 // ask is one CheckKeys call.
-func (k *apiKeys) ask(ctx context.Context, addr string, keys []string) ([]wsapi.KeyState, error) {
+func (k *Checker) ask(ctx context.Context, addr string, keys []string) ([]wsapi.KeyState, error) {
 	body, err := protojson.Marshal(&datav1.CheckKeysRequest{Keys: keys})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,8 @@
-package edge
+// Package corewatch follows what the cores push to an edge on their data
+// API's watch streams: the earthquake reports the report topic announces
+// (Feed), each at a tick every edge chooses alike, and the station set
+// the edge's station checks read.
+package corewatch
 
 import (
 	"context"
@@ -27,16 +31,16 @@ const (
 	maxStationsMessage = 64 << 20
 )
 
-// coreWatch follows every core's WatchReports and WatchStations: the
+// Watch follows every core's WatchReports and WatchStations: the
 // reports go to the report feed, which takes each once whichever core
 // pushed it, and the stations to the station set. A watch that ends — the
 // core stopped, restarted or was cut off — is opened again with backoff;
 // its first message is the core's whole state again, so nothing is lost
 // meanwhile.
-type coreWatch struct {
+type Watch struct {
 	targets  []string
 	cores    []datav1.DataServiceClient
-	reports  *reportFeed
+	reports  *Feed
 	stations *stationSet
 	log      *slog.Logger
 	silence  time.Duration // watchSilence
@@ -44,8 +48,8 @@ type coreWatch struct {
 	reconnects *prometheus.CounterVec
 }
 
-func newCoreWatch(targets []string, conns []*grpc.ClientConn, reports *reportFeed, log *slog.Logger) *coreWatch {
-	w := &coreWatch{targets: targets, reports: reports, stations: newStationSet(len(conns)), log: log, silence: watchSilence,
+func New(targets []string, conns []*grpc.ClientConn, reports *Feed, log *slog.Logger) *Watch {
+	w := &Watch{targets: targets, reports: reports, stations: newStationSet(len(conns)), log: log, silence: watchSilence,
 		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_edge_core_watch_reconnects_total",
 			Help: "Watches of a core's reports or stations opened again after they ended."}, []string{"core", "watch"}),
 	}
@@ -55,12 +59,18 @@ func newCoreWatch(targets []string, conns []*grpc.ClientConn, reports *reportFee
 	return w
 }
 
-func (w *coreWatch) collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{w.reconnects}, w.reports.collectors()...)
+func (w *Watch) Collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{w.reconnects}, w.reports.Collectors()...)
+}
+
+// Exists tells whether a station exists, from the stations the cores
+// pushed: an error when no core's stations have come yet.
+func (w *Watch) Exists(ctx context.Context, id string) (bool, error) {
+	return w.stations.exists(ctx, id)
 }
 
 // Run follows every core's watches until ctx ends.
-func (w *coreWatch) Run(ctx context.Context) error {
+func (w *Watch) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, core := range w.cores {
 		wg.Go(func() {
@@ -77,7 +87,7 @@ func (w *coreWatch) Run(ctx context.Context) error {
 // follow runs watch again and again until ctx ends. watch calls got for
 // every message; one that ends without silence from the core is logged
 // once per run of failures.
-func (w *coreWatch) follow(ctx context.Context, target, kind string, watch func(context.Context, func()) error) {
+func (w *Watch) follow(ctx context.Context, target, kind string, watch func(context.Context, func()) error) {
 	backoff := watchMinBackoff
 	failing := false
 	for {
@@ -111,7 +121,7 @@ var errSilent = errors.New("no message from the core, not even a heartbeat")
 
 // silenced runs watch, cancelling it when it goes w.silence without
 // calling heard.
-func (w *coreWatch) silenced(ctx context.Context, watch func(context.Context, func()) error) error {
+func (w *Watch) silenced(ctx context.Context, watch func(context.Context, func()) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	timer := time.AfterFunc(w.silence, func() { cancel(errSilent) })
@@ -123,7 +133,7 @@ func (w *coreWatch) silenced(ctx context.Context, watch func(context.Context, fu
 	return err
 }
 
-func (w *coreWatch) watchReports(ctx context.Context, core datav1.DataServiceClient, got func()) error {
+func (w *Watch) watchReports(ctx context.Context, core datav1.DataServiceClient, got func()) error {
 	stream, err := core.WatchReports(ctx, &datav1.WatchReportsRequest{})
 	if err != nil {
 		return err
@@ -135,7 +145,7 @@ func (w *coreWatch) watchReports(ctx context.Context, core datav1.DataServiceCli
 	})
 }
 
-func (w *coreWatch) watchStations(ctx context.Context, i int, core datav1.DataServiceClient, got func()) error {
+func (w *Watch) watchStations(ctx context.Context, i int, core datav1.DataServiceClient, got func()) error {
 	stream, err := core.WatchStations(ctx, &datav1.WatchStationsRequest{}, grpc.MaxCallRecvMsgSize(maxStationsMessage))
 	if err != nil {
 		return err
