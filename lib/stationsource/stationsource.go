@@ -87,13 +87,25 @@ func Open(ctx context.Context, c Config, wait time.Duration, log *slog.Logger) (
 	return o, nil
 }
 
+// ping waits up to wait for the pool to reach the primary: the server
+// answers, and it is not a standby. Behind HAProxy a service that starts
+// with its site (a whole core restarted) can be led to a standby for a
+// moment — a freshly started HAProxy takes its members for up until their
+// first checks — and a migration there fails as a read-only transaction;
+// the pool's connections are dropped and made again until they reach the
+// primary.
 func ping(ctx context.Context, pool *pgxpool.Pool, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var last error
 	for {
-		if last = pool.Ping(ctx); last == nil {
-			return nil
+		var standby bool
+		if last = pool.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); last == nil {
+			if !standby {
+				return nil
+			}
+			last = errStandby
+			pool.Reset()
 		}
 		select {
 		case <-ctx.Done():
@@ -102,6 +114,9 @@ func ping(ctx context.Context, pool *pgxpool.Pool, wait time.Duration) error {
 		}
 	}
 }
+
+// errStandby: the server the pool reached is a standby.
+var errStandby = errors.New("reached a standby, not the primary")
 
 // Attach opens the registry for svc: the connection is closed at shutdown,
 // the registry is kept fresh as one of svc's components, and, for the
