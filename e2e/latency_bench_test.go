@@ -21,7 +21,7 @@ func BenchmarkSliceLatency(b *testing.B) {
 	for _, n := range []int{50, 1000} {
 		b.Run(fmt.Sprintf("stations=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				p50, p99, _ := sliceLatency(b, n, 120, false)
+				p50, p99, _ := sliceLatency(b, n, 120)
 				b.ReportMetric(p50, "p50-ms")
 				b.ReportMetric(p99, "p99-ms")
 			}
@@ -41,14 +41,21 @@ func BenchmarkSliceLatencyWAN(b *testing.B) {
 	if why := wanUnavailable(); why != "" {
 		b.Skip(why)
 	}
-	for _, wan := range []bool{false, true} {
-		name := "net=loopback"
-		if wan {
-			name = "net=wan"
-		}
-		b.Run("stations=1000/"+name, func(b *testing.B) {
+	// wan-clear is -wan with every link clear: the namespaces and the
+	// packet router that joins them, without the profile's delay, jitter
+	// and loss, so the router's share of wan's latency shows apart from
+	// the network's.
+	for _, net := range []string{"loopback", "wan-clear", "wan"} {
+		b.Run("stations=1000/net="+net, func(b *testing.B) {
+			var extra []string
+			switch net {
+			case "wan-clear":
+				extra = []string{"-wan", "-links", "clear"}
+			case "wan":
+				extra = []string{"-wan"}
+			}
 			for b.Loop() {
-				p50, p99, lost := sliceLatency(b, 1000, 120, wan)
+				p50, p99, lost := sliceLatency(b, 1000, 120, extra...)
 				b.ReportMetric(p50, "p50-ms")
 				b.ReportMetric(p99, "p99-ms")
 				b.ReportMetric(float64(lost), "probes-lost")
@@ -62,11 +69,9 @@ func BenchmarkSliceLatencyWAN(b *testing.B) {
 // probe sends each once, so one lost on the way (-wan's 0.1 % loss, on
 // both uplinks) or later than the tick's deadline is missing, as a
 // station's frame that misses its tick is.
-func sliceLatency(b *testing.B, n, ticks int, wan bool) (p50, p99 float64, lost int) {
-	args := []string{"-stations", fmt.Sprint(n + 1), "-simulate=false", "-log-level", "warn"}
-	if wan {
-		args = append(args, "-wan")
-	}
+func sliceLatency(b *testing.B, n, ticks int, devArgs ...string) (p50, p99 float64, lost int) {
+	args := append([]string{"-stations", fmt.Sprint(n + 1), "-simulate=false", "-log-level", "warn"}, devArgs...)
+	wan := slices.Contains(devArgs, "-wan")
 	d := startDev(b, args...)
 	ns := d.netns(b, "stations") // "" on loopback
 	udp := d.endpoints.get(b, "TNN-1", "ingest", "udp")
