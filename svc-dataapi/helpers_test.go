@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -43,29 +44,17 @@ func start(t *testing.T, cfg Config) string {
 		}
 	})
 	base := "http://" + cfg.HTTPAddr
-	var ended bool
-	var runErr error
-	ready := poll.Within(15*time.Second, func() bool {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return true
-			}
+	waitStarted(t, "the data API", done, func() error {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return err
 		}
-		select {
-		case runErr = <-done:
-			ended = true
-			return true // reported below
-		default:
-			return false
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
 		}
+		return nil
 	})
-	if ended {
-		t.Fatalf("Run ended: %v", runErr)
-	}
-	if !ready {
-		t.Fatal("data API never became ready")
-	}
 	return base
 }
 
@@ -133,4 +122,30 @@ func errorBody(t *testing.T, a answer) string {
 		t.Fatalf("status %d: error Content-Type %q", a.code, ct)
 	}
 	return e.Error
+}
+
+// waitStarted waits up to 15 s for ready to succeed, failing t if it never
+// does or if the server's Run ends first (done receives its result).
+func waitStarted(t *testing.T, what string, done <-chan error, ready func() error) {
+	t.Helper()
+	var last, runErr error
+	ended := false
+	ok := poll.Within(15*time.Second, func() bool {
+		if last = ready(); last == nil {
+			return true
+		}
+		select {
+		case runErr = <-done:
+			ended = true
+			return true
+		default:
+			return false
+		}
+	})
+	if ended {
+		t.Fatalf("%s: Run ended: %v", what, runErr)
+	}
+	if !ok {
+		t.Fatalf("%s never became ready: %v", what, last)
+	}
 }

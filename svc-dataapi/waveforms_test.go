@@ -67,30 +67,18 @@ func startArchive(t *testing.T, grpcAddr string) *archiveProcess {
 	}
 	t.Cleanup(func() { conn.Close() })
 	health := healthpb.NewHealthClient(conn)
-	var checkErr, runErr error
-	ended := false
-	serving := poll.Within(15*time.Second, func() bool {
+	waitStarted(t, "svc-waveform", done, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: waveformv1.WaveformService_ServiceDesc.ServiceName})
-		cancel()
-		checkErr = err
-		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return true
+		if err != nil {
+			return err
 		}
-		select {
-		case runErr = <-done:
-			ended = true
-			return true // reported below
-		default:
-			return false
+		if res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			return fmt.Errorf("health %s", res.GetStatus())
 		}
+		return nil
 	})
-	if ended {
-		t.Fatalf("svc-waveform Run ended: %v", runErr)
-	}
-	if !serving {
-		t.Fatalf("svc-waveform never served: %v", checkErr)
-	}
 	return &archiveProcess{client: waveformv1.NewWaveformServiceClient(conn), stop: stop}
 }
 
