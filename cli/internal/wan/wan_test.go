@@ -1,11 +1,13 @@
 package wan
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -192,18 +194,25 @@ func TestNamespaceName(t *testing.T) {
 	}
 }
 
+// buildTwoSites builds sites A-1 and B-1 on this machine, or skips the
+// test where it cannot.
+func buildTwoSites(t *testing.T) *Net {
+	t.Helper()
+	if err := Check(); err != nil {
+		t.Skip(err)
+	}
+	n, err := Build(map[string]byte{"A-1": 1, "B-1": 2}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestBuild builds a network of two sites on this machine, where it can:
 // a connection between them takes the round trip of the shapes set, one
 // from the root namespace none; Close leaves no namespace behind.
 func TestBuild(t *testing.T) {
-	if err := Check(); err != nil {
-		t.Skip(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := Build(map[string]byte{"A-1": 1, "B-1": 2}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := buildTwoSites(t)
 	closed := false
 	t.Cleanup(func() {
 		if !closed {
@@ -283,5 +292,54 @@ func TestBuild(t *testing.T) {
 	}
 	if _, err := net.InterfaceByName(n.Root); err == nil {
 		t.Errorf("root interface %s left behind", n.Root)
+	}
+}
+
+// TestBuildHoldsABurst sends from one site, as fast as a socket can, as
+// many datagrams as a thousand stations send in one tick: the site's
+// device must hold them for the router, dropping none (its TX dropped
+// counter), as a clear link would.
+func TestBuildHoldsABurst(t *testing.T) {
+	n := buildTwoSites(t)
+	defer n.Close()
+	a, _ := n.Site("A-1")
+	b, _ := n.Site("B-1")
+	const burst = 4000
+	err := inNetns(a.Netns, func() error {
+		// Unconnected, so that B-1's port unreachable does not fail a write.
+		c, err := net.ListenPacket("udp", net.JoinHostPort(a.Addr.String(), "0"))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		to := &net.UDPAddr{IP: b.Addr.AsSlice(), Port: 7001}
+		payload := make([]byte, 120) // about a station frame's size
+		for range burst {
+			if _, err := c.WriteTo(payload, to); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(n.ip, "-n", a.Netns, "-s", "-j", "link", "show", "dev", "wan0").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links []struct {
+		Stats struct {
+			TX struct {
+				Packets uint64 `json:"packets"`
+				Dropped uint64 `json:"dropped"`
+			} `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -j link show: %v: %s", err, out)
+	}
+	if tx := links[0].Stats.TX; tx.Dropped > 0 || tx.Packets < burst {
+		t.Errorf("A-1's device sent %d packets and dropped %d of a burst of %d, want none dropped", tx.Packets, tx.Dropped, burst)
 	}
 }
