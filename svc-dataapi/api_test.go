@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/freeaddr"
 	"shindo.dev/devkit/pgtest"
 	"shindo.dev/devkit/poll"
 )
@@ -373,7 +374,7 @@ func TestMultiHostDatabaseURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := freeAddr(t)
+	dead := freeaddr.TCP(t)
 	u.Host = dead + "," + u.Host
 	q := u.Query()
 	q.Set("target_session_attrs", "read-write")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"shindo.dev/devkit/freeaddr"
 	"shindo.dev/devkit/pgtest"
 	"shindo.dev/devkit/poll"
 	"shindo.dev/lib/metadb"
@@ -80,7 +81,7 @@ func benchConfig(b *testing.B, dsn string) Config {
 	cfg.Common.Site, cfg.Common.LogFormat, cfg.Common.LogLevel = "TNN-1", "json", "error"
 	cfg.Common.ShutdownTimeout, cfg.Common.DependencyWait = 3*time.Second, 5*time.Second
 	for _, a := range []*string{&cfg.GRPCAddr, &cfg.AdminAddr, &cfg.HTTPAddr} {
-		*a = freeAddr(b)
+		*a = freeaddr.TCP(b)
 	}
 	cfg.DatabaseURL, cfg.RegistryInterval, cfg.DBTimeout = dsn, 5*time.Second, 5*time.Second
 	cfg.RateLimitAddr, cfg.RateBurstAddr, cfg.RateLimitKey, cfg.RateBurstKey, cfg.RateBuckets = 0, 1, 0, 1, 1000

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/freeaddr"
 	"shindo.dev/devkit/poll"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/service"
@@ -20,9 +21,9 @@ import (
 func testConfig(t *testing.T, args ...string) Config {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Common = service.Common{Site: "TNN-1", GRPCAddr: freeAddr(t), AdminAddr: freeAddr(t), LogFormat: "json", LogLevel: "error",
+	cfg.Common = service.Common{Site: "TNN-1", GRPCAddr: freeaddr.TCP(t), AdminAddr: freeaddr.TCP(t), LogFormat: "json", LogLevel: "error",
 		ShutdownTimeout: 3 * time.Second, DependencyWait: 5 * time.Second}
-	cfg.HTTPAddr = freeAddr(t)
+	cfg.HTTPAddr = freeaddr.TCP(t)
 	noEnv := func(string) (string, bool) { return "", false }
 	if err := conf.Load(&cfg, "DATAAPI", args, conf.Options{Env: noEnv, Name: Name, Help: io.Discard, Warn: func(string) {}}); err != nil {
 		t.Fatal(err)

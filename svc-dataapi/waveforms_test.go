@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"shindo.dev/devkit/freeaddr"
 	"shindo.dev/devkit/poll"
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
@@ -43,7 +44,7 @@ func startArchive(t *testing.T, grpcAddr string) *archiveProcess {
 	t.Helper()
 	cfg := waveform.DefaultConfig()
 	noEnv := func(string) (string, bool) { return "", false }
-	args := []string{"-data-dir", t.TempDir(), "-grpc-addr", grpcAddr, "-admin-addr", freeAddr(t),
+	args := []string{"-data-dir", t.TempDir(), "-grpc-addr", grpcAddr, "-admin-addr", freeaddr.TCP(t),
 		"-site", "TNN-1", "-log-level", "error", "-shutdown-timeout", "3s"}
 	if err := conf.Load(&cfg, "WAVEFORM", args, conf.Options{Env: noEnv, Name: waveform.Name, Help: io.Discard, Warn: func(string) {}}); err != nil {
 		t.Fatal(err)
@@ -281,7 +282,7 @@ func (r *relay) cut() {
 // bad requests, and a 503 in the error shape while the archive is away.
 func TestWaveforms(t *testing.T) {
 	// Not parallel: see TestProvisioning.
-	archiveAddr := freeAddr(t)
+	archiveAddr := freeaddr.TCP(t)
 	via := startRelay(t, archiveAddr)
 	reg := filepath.Join(t.TempDir(), "stations.json")
 	doc := `[{"id":"HUA-01","name":"Hualien","net":"SIM","lat":23.99,"lon":121.61,"code":970,"key_id":1,"key_hex":"000102030405060708090a0b0c0d0e0f"}]`

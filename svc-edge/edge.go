@@ -52,6 +52,11 @@ const Name = "shindo-edge"
 type Config struct {
 	service.Common
 	HTTPAddr     string        `conf:"http-addr" help:"public HTTP listen address (SSE and compatible routes)"`
+	TLSCert      string        `conf:"tls-cert" help:"certificate (PEM, the leaf first, then intermediates) to serve HTTPS with on http-addr, reloaded when the file changes and on SIGHUP; empty: plain HTTP"`
+	TLSKey       string        `conf:"tls-key" help:"the certificate's private key (PEM)"`
+	PlainAddr    string        `conf:"http-plain-addr" help:"with tls-cert, a plain-HTTP listen address beside HTTPS, redirecting to it (empty: none)"`
+	PlainServe   bool          `conf:"http-plain-serve" help:"serve everything on http-plain-addr instead of redirecting to HTTPS"`
+	HSTS         time.Duration `conf:"hsts-max-age" help:"with tls-cert, the max-age of a Strict-Transport-Security header on every HTTPS response (0: none)"`
 	HTTPShared   bool          `conf:"http-reuse-port" help:"let several edge processes listen on http-addr together (SO_REUSEPORT), the kernel spreading connections across them: for more clients than one process may hold descriptors"`
 	RTS          []string      `conf:"rts" help:"svc-rts gRPC addresses of the cores, comma-separated, preferred first"`
 	Retry        time.Duration `conf:"sse-retry" default:"3s" help:"reconnect delay announced to SSE clients"`
@@ -117,6 +122,20 @@ func (c *Config) Validate() error {
 	errs := []error{c.ValidateCommon()}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("http-addr %q: want host:port", c.HTTPAddr))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("tls-cert and tls-key go together"))
+	}
+	if c.TLSCert == "" && (c.PlainAddr != "" || c.PlainServe || c.HSTS != 0) {
+		errs = append(errs, errors.New("http-plain-addr, http-plain-serve and hsts-max-age need tls-cert"))
+	}
+	if c.PlainAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PlainAddr); err != nil {
+			errs = append(errs, fmt.Errorf("http-plain-addr %q: want host:port", c.PlainAddr))
+		}
+	}
+	if c.HSTS < 0 {
+		errs = append(errs, errors.New("hsts-max-age must not be negative"))
 	}
 	if len(c.RTS) == 0 {
 		errs = append(errs, errors.New("rts needs at least one core address"))
@@ -289,14 +308,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	mux.HandleFunc("GET /v1/time", serveTime)
 	st.register(mux)
 	registerDashboard(mux, cfg.Site, cfg.Entrances)
-	listen := svc.Listen
-	if cfg.HTTPShared {
-		// Each process is a whole edge: it subscribes to the cores itself
-		// and, event IDs coming from the data, serves the same stream, so
-		// a client may reconnect to any of them and resume.
-		listen = svc.ListenShared
-	}
-	_, err = listen("edge http", cfg.HTTPAddr, allowCrossOrigin(mux))
+	err = listenPublic(svc, cfg, allowCrossOrigin(mux))
 	svc.AddReadiness("rts source", func(context.Context) error {
 		if st.hub.Latest(topicRTS) == nil {
 			return errors.New("no snapshot received yet")

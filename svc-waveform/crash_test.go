@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"shindo.dev/devkit/freeaddr"
 	"shindo.dev/devkit/poll"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/seismo/mseed"
@@ -43,16 +43,6 @@ func waveformBinary(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return p
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 type syncBuffer struct {
@@ -83,8 +73,8 @@ type child struct {
 
 func startChild(t *testing.T, bin, dataDir string) *child {
 	t.Helper()
-	c := &child{grpc: freeAddr(t), stderr: &syncBuffer{}, exited: make(chan struct{})}
-	admin := freeAddr(t)
+	c := &child{grpc: freeaddr.TCP(t), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	admin := freeaddr.TCP(t)
 	c.cmd = exec.Command(bin, "-data-dir", dataDir, "-grpc-addr", c.grpc, "-admin-addr", admin,
 		"-log-level", "warn", "-shutdown-timeout", "5s")
 	c.cmd.Stderr = c.stderr

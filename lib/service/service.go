@@ -23,6 +23,7 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -305,18 +306,37 @@ func (s *Service) SetServingStatus(svc string, serving bool) {
 	s.health.SetServingStatus(svc, st)
 }
 
-// Listen binds an extra HTTP listener (public API, SSE, WebSocket) that is
-// served by Run and shut down in order. The handler is wrapped in otelhttp.
-func (s *Service) Listen(name, addr string, h http.Handler) (net.Addr, error) {
-	return s.listen(name, addr, h, net.ListenConfig{})
+// ListenOption changes how Listen listens.
+type ListenOption func(*listenOptions)
+
+type listenOptions struct {
+	lc  net.ListenConfig
+	tls *tls.Config
 }
 
-// ListenShared is Listen on an address several processes may listen on at
+// SharedPort listens on an address several processes may listen on at
 // once (SO_REUSEPORT): the kernel spreads new connections across them.
 // It is how one site runs more connections than one process may hold
 // descriptors.
-func (s *Service) ListenShared(name, addr string, h http.Handler) (net.Addr, error) {
-	return s.listen(name, addr, h, net.ListenConfig{Control: reusePort})
+func SharedPort() ListenOption {
+	return func(o *listenOptions) { o.lc.Control = reusePort }
+}
+
+// WithTLS serves HTTPS with cfg (its certificate, HTTP/2 by ALPN). A
+// handshake must finish within the header timeout like a request's
+// headers, so a stalled one holds its connection no longer.
+func WithTLS(cfg *tls.Config) ListenOption {
+	return func(o *listenOptions) { o.tls = cfg }
+}
+
+// Listen binds an extra HTTP listener (public API, SSE, WebSocket) that is
+// served by Run and shut down in order. The handler is wrapped in otelhttp.
+func (s *Service) Listen(name, addr string, h http.Handler, opts ...ListenOption) (net.Addr, error) {
+	var o listenOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return s.listen(name, addr, h, o)
 }
 
 func reusePort(_, _ string, c syscall.RawConn) error {
@@ -329,8 +349,8 @@ func reusePort(_, _ string, c syscall.RawConn) error {
 	return serr
 }
 
-func (s *Service) listen(name, addr string, h http.Handler, lc net.ListenConfig) (net.Addr, error) {
-	ln, err := lc.Listen(context.Background(), "tcp", addr)
+func (s *Service) listen(name, addr string, h http.Handler, o listenOptions) (net.Addr, error) {
+	ln, err := o.lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s %s: %w", name, addr, err)
 	}
@@ -344,6 +364,7 @@ func (s *Service) listen(name, addr string, h http.Handler, lc net.ListenConfig)
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		TLSConfig:         o.tls,
 	}
 	s.listeners = append(s.listeners, httpListener{name: name, ln: s.budget.listener(name, ln), srv: srv})
 	return ln.Addr(), nil
@@ -423,7 +444,12 @@ func (s *Service) Run(ctx context.Context) error {
 	serve("grpc server", func() error { return s.grpc.Serve(s.grpcLn) })
 	serve("admin server", func() error { return s.admin.Serve(s.adminLn) })
 	for _, l := range s.listeners {
-		serve(l.name+" server", func() error { return l.srv.Serve(l.ln) })
+		serve(l.name+" server", func() error {
+			if l.srv.TLSConfig != nil {
+				return l.srv.ServeTLS(l.ln, "", "") // the certificate is in TLSConfig
+			}
+			return l.srv.Serve(l.ln)
+		})
 	}
 	var compWG sync.WaitGroup
 	for _, c := range s.comps {

@@ -18,6 +18,8 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"shindo.dev/lib/conf"
+
+	"shindo.dev/devkit/freeaddr"
 )
 
 func testCommon() Common {
@@ -196,7 +198,7 @@ func TestBusyPort(t *testing.T) {
 func TestWireFailureReleasesPorts(t *testing.T) {
 	t.Parallel()
 	c := testCommon()
-	c.GRPCAddr = freeAddr(t)
+	c.GRPCAddr = freeaddr.TCP(t)
 	wantErr := errors.New("dependency missing")
 	closed := false
 	err := Serve(context.Background(), "shindo-test", c, &struct{}{}, func(_ context.Context, svc *Service) error {
@@ -215,7 +217,7 @@ func TestWireFailureReleasesPorts(t *testing.T) {
 
 func TestDialUnreachable(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := freeaddr.TCP(t)
 	_, err := Dial(context.Background(), "rts", addr, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "rts at "+addr+" not reachable within 300ms") {
 		t.Fatalf("err = %v", err)
@@ -235,16 +237,6 @@ func TestValidateCommon(t *testing.T) {
 			t.Errorf("error %v lacks %q", err, want)
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func TestExitCode(t *testing.T) {
@@ -281,12 +273,12 @@ func TestListenShared(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := svc.ListenShared("public", addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		a, err := svc.Listen("public", addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			mu.Lock()
 			served[i]++
 			mu.Unlock()
 			w.Header().Set("Connection", "close")
-		}))
+		}), SharedPort())
 		if err != nil {
 			t.Fatalf("service %d: %v", i, err)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,26 +17,17 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"shindo.dev/devkit/freeaddr"
 	"shindo.dev/devkit/poll"
 )
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestCompactionAndQuota: a member compacts its history on its own, and
 // one whose store reaches the quota raises NOSPACE, refuses writes and
 // says so on /metrics (shindo_etcd_alarm), where an operator's alerting
 // looks.
 func TestCompactionAndQuota(t *testing.T) {
-	client := "http://" + freePort(t)
-	cfg := config{Name: "TNN-1", DataDir: t.TempDir(), ClientURL: client, PeerURL: "http://" + freePort(t),
+	client := "http://" + freeaddr.TCP(t)
+	cfg := config{Name: "TNN-1", DataDir: t.TempDir(), ClientURL: client, PeerURL: "http://" + freeaddr.TCP(t),
 		ClusterState: "new", Token: "test", StartTimeout: 30 * time.Second,
 		Compaction: time.Second, QuotaBytes: 8 << 20}
 	if err := cfg.Validate(); err != nil {

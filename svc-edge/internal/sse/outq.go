@@ -9,9 +9,13 @@ import (
 
 // unread is how many bytes a connection's socket holds that the peer has
 // not acknowledged (SIOCOUTQ): they pile up when the client stops reading
-// and its receive window closes. false when the connection is not a TCP
-// socket this can be asked of.
+// and its receive window closes. Under TLS it is the socket's, records
+// and all. false when the connection is not a TCP socket this can be asked
+// of.
 func unread(conn net.Conn) (int, bool) {
+	if t, ok := conn.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+		conn = socket(t.NetConn())
+	}
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return 0, false

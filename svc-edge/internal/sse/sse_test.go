@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -22,6 +24,12 @@ import (
 )
 
 func testHub(t *testing.T, opts Options) (*Hub, *httptest.Server) {
+	return startHub(t, opts, false)
+}
+
+// startHub serves a hub over HTTP, or over HTTPS (HTTP/1.1) with
+// httptest's certificate.
+func startHub(t *testing.T, opts Options, https bool) (*Hub, *httptest.Server) {
 	if opts.Retry == 0 {
 		opts.Retry = 3 * time.Second
 	}
@@ -36,10 +44,15 @@ func testHub(t *testing.T, opts Options) (*Hub, *httptest.Server) {
 	}
 	h := NewHub(opts)
 	hello := NewEvent("info", []byte(`{"location":"TPE-1"}`))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.Serve(w, r, ServeOptions{Compressed: r.URL.Query().Get("compress") == "1", Hello: []*Event{hello},
 			Latest: true, LastID: r.Header.Get("Last-Event-ID")})
 	}))
+	if https {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	// Registered before any client's cleanup, so it runs after them: a
 	// server closes only once its streams have ended.
 	t.Cleanup(func() {
@@ -491,19 +504,44 @@ func TestConnectionSurge(t *testing.T) {
 // client is untouched.
 func TestNonReaderDropped(t *testing.T) {
 	t.Parallel()
-	h, srv := testHub(t, Options{Buffer: 10_000, WriteTimeout: time.Minute, MaxQueued: 16 << 10, MaxStall: 300 * time.Millisecond})
+	for _, https := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[https], func(t *testing.T) {
+			t.Parallel()
+			testNonReaderDropped(t, https)
+		})
+	}
+}
+
+func testNonReaderDropped(t *testing.T, https bool) {
+	h, srv := startHub(t, Options{Buffer: 10_000, WriteTimeout: time.Minute, MaxQueued: 16 << 10, MaxStall: 300 * time.Millisecond}, https)
 	// The non-reader: a small receive buffer, so its window closes soon
 	// and the bytes wait in the edge's socket.
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}
-	conn, err := d.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	var conn net.Conn
+	var err error
+	conn, err = d.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	if https {
+		roots := x509.NewCertPool()
+		roots.AddCert(srv.Certificate())
+		tc := tls.Client(conn, &tls.Config{RootCAs: roots, ServerName: "example.com"})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		conn = tc
+	}
 	conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-	_, reader := connect(t, srv.URL)
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	reader := readBlocks(t, resp.Body)
 	<-reader
 	<-reader
 	waitClients(t, h, 2)

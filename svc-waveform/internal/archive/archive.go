@@ -81,6 +81,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"shindo.dev/seismo/mseed"
+
+	"shindo.dev/lib/atomicfile"
 )
 
 // Domain errors.
@@ -999,7 +1001,7 @@ func (s *Store) checkpoint(final bool) error {
 	if err := syncAll(s.sds, s.fds); err != nil {
 		return fmt.Errorf("sync archive: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(s.opts.Dir, checkpointName), image); err != nil {
+	if err := atomicfile.Write(filepath.Join(s.opts.Dir, checkpointName), image, 0o644); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	segs, err := listSegments(s.walDir)

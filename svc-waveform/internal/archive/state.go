@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // The checkpoint file holds what recovery needs besides the WAL:
@@ -103,30 +102,6 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		cp.stored[id] = &sets
 	}
 	return cp, nil
-}
-
-// writeFileAtomic replaces path with b durably.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
 }
 
 // mapEntry is one line of stations.jsonl: the SEED names a station was

@@ -5,6 +5,8 @@ package archive
 import (
 	"os"
 	"path/filepath"
+
+	"shindo.dev/lib/atomicfile"
 )
 
 // syncAll syncs the day files open for writing and their directories
@@ -23,7 +25,7 @@ func syncAll(root string, open map[string]*os.File) error {
 		}
 	}
 	for d := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := atomicfile.SyncDir(d); err != nil {
 			return err
 		}
 	}

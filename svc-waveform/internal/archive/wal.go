@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"shindo.dev/lib/atomicfile"
 )
 
 // The write-ahead log is a sequence of segment files wal/<16 hex digits>.log,
@@ -292,18 +294,9 @@ func createSegment(dir string, seq uint64) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
