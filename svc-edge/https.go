@@ -1,22 +1,15 @@
 package edge
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"shindo.dev/lib/certfile"
 	"shindo.dev/lib/service"
 )
-
-// certCheckEvery is how often the certificate files are looked at for a
-// replacement (SIGHUP looks at once).
-const certCheckEvery = 5 * time.Second
 
 // listenPublic binds the public listener: HTTPS when a certificate is
 // configured, with a plain-HTTP listener beside it if asked for that
@@ -34,12 +27,10 @@ func listenPublic(svc *service.Service, cfg Config, h http.Handler) error {
 		_, err := svc.Listen("edge http", cfg.HTTPAddr, h, opts...)
 		return err
 	}
-	certs, err := certfile.Load(cfg.TLSCert, cfg.TLSKey, svc.Logger())
+	certs, err := svc.Certificate(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
 		return err
 	}
-	svc.Go("certificate reload", service.ComponentFunc(func(ctx context.Context) error { return certs.Run(ctx, certCheckEvery) }))
-	svc.Metrics().MustRegister(certMetrics(certs)...)
 	if cfg.HSTS > 0 {
 		h = strictTransport(h, cfg.HSTS)
 	}
@@ -86,16 +77,4 @@ func redirectToHTTPS(port int) http.Handler {
 		}
 		http.Redirect(w, r, fmt.Sprintf("https://%s%s", host, r.URL.RequestURI()), http.StatusPermanentRedirect)
 	})
-}
-
-// certMetrics count the certificate's reloads and tell when it expires.
-func certMetrics(certs *certfile.Reloader) []prometheus.Collector {
-	return []prometheus.Collector{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shindo_edge_certificate_reloads_total",
-			Help: "Times a changed certificate was swapped in."}, func() float64 { n, _ := certs.Counts(); return float64(n) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shindo_edge_certificate_reload_failures_total",
-			Help: "Times changed certificate files could not be used (the certificate in use stayed)."}, func() float64 { _, n := certs.Counts(); return float64(n) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shindo_edge_certificate_expiry_seconds",
-			Help: "When the certificate in use expires (Unix time)."}, func() float64 { return float64(certs.Leaf().NotAfter.Unix()) }),
-	}
 }

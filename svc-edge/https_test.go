@@ -180,7 +180,7 @@ func TestCertificateRotation(t *testing.T) {
 	nextID(t, h2)
 	nextID(t, h1)
 	next := e.issue(t)
-	poll.Until(t, 3*certCheckEvery, "a new connection gets the new certificate", func() bool {
+	poll.Until(t, 15*time.Second, "a new connection gets the new certificate", func() bool {
 		c := e.client(false)
 		resp, err := c.Get(e.httpsURL + "/v1/time")
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/certfile"
 	"shindo.dev/lib/natsconn"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
@@ -39,6 +40,8 @@ type Config struct {
 	stationsource.Config
 	UDPAddr      string        `conf:"udp-addr" help:"station UDP listen address"`
 	WSAddr       string        `conf:"ws-addr" help:"station WebSocket listen address (path /v1/station/ws)"`
+	WSCert       string        `conf:"ws-tls-cert" help:"certificate (PEM, leaf first) to serve the station WebSocket over TLS (wss://) with, reloaded when the file changes and on SIGHUP; empty: ws://"`
+	WSKey        string        `conf:"ws-tls-key" help:"the certificate's private key (PEM)"`
 	RTS          string        `conf:"rts" help:"svc-rts gRPC address of this core"`
 	Waveform     string        `conf:"waveform" help:"svc-waveform gRPC address of this core"`
 	Freshness    time.Duration `conf:"freshness" default:"30s" help:"largest accepted difference between a packet's sent_at and the server clock"`
@@ -86,6 +89,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, addr))
 		}
+	}
+	if (c.WSCert == "") != (c.WSKey == "") {
+		errs = append(errs, errors.New("ws-tls-cert and ws-tls-key go together"))
 	}
 	if c.Freshness <= 0 {
 		errs = append(errs, errors.New("freshness must be positive"))
@@ -202,10 +208,20 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		Name: "shindo_ingest_ws_refused_total", Help: "WebSocket uplinks refused or closed unstarted, by reason.",
 	}, []string{"reason"})
 	svc.Metrics().MustRegister(wsRefused)
+	var wsOpts []service.ListenOption
+	if cfg.WSCert != "" {
+		certs, err := svc.Certificate(cfg.WSCert, cfg.WSKey)
+		if err != nil {
+			return err
+		}
+		tlsCfg := certfile.ServerConfig(certs)
+		tlsCfg.NextProtos = []string{"http/1.1"} // a WebSocket upgrades an HTTP/1.1 request
+		wsOpts = append(wsOpts, service.WithTLS(tlsCfg))
+	}
 	wsAddr, err := svc.Listen("station websocket", cfg.WSAddr, listen.WebSocket(handle, listen.WSOptions{
 		FirstWithin: cfg.WSFirst, Idle: cfg.WSIdle, PerAddr: cfg.WSPerAddr, PerStation: cfg.WSPerStation,
 		Refused: func(reason string) { wsRefused.WithLabelValues(reason).Inc() },
-	}, log))
+	}, log), wsOpts...)
 	if err != nil {
 		return err
 	}

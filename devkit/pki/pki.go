@@ -11,10 +11,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -273,14 +271,6 @@ func (ca *CA) Issue(req Request) (*Issued, error) {
 		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 		Cert:    cert,
 	}, nil
-}
-
-// Pin is the SHA-256 pin of a certificate's public key
-// (base64 of the hash of its SubjectPublicKeyInfo), as HPKP and curl's
-// --pinnedpubkey spell it: a station may trust a server by it alone.
-func Pin(cert *x509.Certificate) string {
-	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	return "sha256//" + base64.StdEncoding.EncodeToString(sum[:])
 }
 
 func serial() *big.Int {

@@ -2,11 +2,14 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +23,9 @@ import (
 	"shindo.dev/lib/conf"
 
 	"shindo.dev/devkit/freeaddr"
+	"shindo.dev/devkit/pki"
+	"shindo.dev/devkit/poll"
+	"shindo.dev/lib/certfile"
 )
 
 func testCommon() Common {
@@ -309,5 +315,62 @@ func TestListenShared(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+	}
+}
+
+// TestListenTLS: WithTLS serves HTTPS, HTTP/2 when the configuration
+// offers it and HTTP/1.1 only when it does not (a WebSocket listener).
+func TestListenTLS(t *testing.T) {
+	t.Parallel()
+	ca, err := pki.NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := ca.Issue(pki.Request{Identity: pki.Identity{Site: "TNN-1", Role: "test"}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	if err := certfile.Write(certFile, keyFile, is.CertPEM, is.KeyPEM); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	svc, err := New(ctx, "shindo-test", testCommon(), &struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := svc.Certificate(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})
+	both, err := svc.Listen("both", "127.0.0.1:0", ok, WithTLS(certfile.ServerConfig(certs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1cfg := certfile.ServerConfig(certs)
+	h1cfg.NextProtos = []string{"http/1.1"}
+	h1, err := svc.Listen("http/1.1", "127.0.0.1:0", ok, WithTLS(h1cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}}
+	for addr, want := range map[string]string{both.String(): "HTTP/2.0", h1.String(): "HTTP/1.1"} {
+		var resp *http.Response
+		poll.UntilNil(t, 5*time.Second, "GET "+addr, func() (err error) { resp, err = client.Get("https://" + addr + "/"); return err })
+		resp.Body.Close()
+		if resp.Proto != want {
+			t.Errorf("%s: %s, want %s", addr, resp.Proto, want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

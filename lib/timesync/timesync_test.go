@@ -63,7 +63,7 @@ func TestClockSwitchesEntranceAfterThreeFailures(t *testing.T) {
 	var c Clock
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go c.Run(ctx, []string{down.URL, good.URL}, 10*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go c.Run(ctx, nil, []string{down.URL, good.URL}, 10*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	poll.Until(t, 5*time.Second, "synced via the second entrance", func() bool { _, ok := c.Offset(); return ok })
 	if off, _ := c.Offset(); off > -1900*time.Millisecond || off < -2100*time.Millisecond {
 		t.Fatalf("offset %v", off)

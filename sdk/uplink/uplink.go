@@ -17,10 +17,12 @@ package uplink
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +45,12 @@ const (
 
 // Config describes one uplink.
 type Config struct {
-	Name          string        // "primary" or "backup"
-	UDP           string        // core ingest UDP host:port
-	WS            string        // core ingest WebSocket URL; empty: no fallback
+	Name string // "primary" or "backup"
+	UDP  string // core ingest UDP host:port
+	WS   string // core ingest WebSocket URL (ws:// or wss://); empty: no fallback
+	// TLS is whom a wss:// URL's server must be (trust.ClientConfig: a CA,
+	// a pin); nil: the system's CAs.
+	TLS           *tls.Config
 	AckTimeout    time.Duration // wait for an ack before a retransmission
 	TimeoutsToWS  int           // consecutive timeouts before switching to WebSocket
 	ProbeInterval time.Duration // UDP probe period while on WebSocket
@@ -97,6 +102,8 @@ type Uplink struct {
 	mu    sync.RWMutex
 	links map[string]*Link
 
+	wsDial *websocket.DialOptions // shared by the links: one TLS session cache
+
 	badAcks atomic.Uint64
 }
 
@@ -116,8 +123,23 @@ func Dial(cfg Config, log *slog.Logger) (*Uplink, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Uplink{
 		cfg: cfg, conn: conn, log: log.With(slog.String("uplink", cfg.Name)),
-		ctx: ctx, cancel: cancel, links: map[string]*Link{},
+		ctx: ctx, cancel: cancel, links: map[string]*Link{}, wsDial: wsDialOptions(cfg.TLS),
 	}, nil
+}
+
+// wsDialOptions dial every link's WebSocket with tlsCfg, resuming TLS
+// sessions: a thousand stations falling back at once cost the core one
+// full handshake each only the first time.
+func wsDialOptions(tlsCfg *tls.Config) *websocket.DialOptions {
+	if tlsCfg == nil {
+		return nil
+	}
+	tlsCfg = tlsCfg.Clone()
+	if tlsCfg.ClientSessionCache == nil {
+		tlsCfg.ClientSessionCache = tls.NewLRUClientSessionCache(4096)
+	}
+	// HTTP/1.1 only (no ALPN h2): a WebSocket upgrades an HTTP/1.1 request.
+	return &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}}
 }
 
 // Name returns the uplink's name.
@@ -450,7 +472,7 @@ func (l *Link) settle(seq uint64) bool {
 // toWS dials the WebSocket and, once connected, moves the link onto it.
 func (l *Link) toWS() {
 	ctx, cancel := context.WithTimeout(l.u.ctx, 3*time.Second)
-	c, _, err := websocket.Dial(ctx, l.u.cfg.WS, nil)
+	c, _, err := websocket.Dial(ctx, l.u.cfg.WS, l.u.wsDial)
 	cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -17,9 +17,11 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/protobuf/proto"
 
+	"shindo.dev/devkit/pki"
 	"shindo.dev/devkit/poll"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/stationwire"
+	"shindo.dev/sdk/trust"
 )
 
 var stationKey = bytes.Repeat([]byte{3}, 32)
@@ -48,7 +50,11 @@ func (c *core) killWS() {
 	}
 }
 
-func newCore(t *testing.T) *core {
+func newCore(t *testing.T) *core { return startCore(t, false) }
+
+// startCore starts a core; with wss its WebSocket is served over TLS with
+// httptest's certificate.
+func startCore(t *testing.T, wss bool) *core {
 	t.Helper()
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -57,7 +63,12 @@ func newCore(t *testing.T) *core {
 	c := &core{udp: conn, seen: map[uint64]int{}}
 	t.Cleanup(func() { conn.Close() })
 	go c.serveUDP()
-	c.ws = httptest.NewServer(http.HandlerFunc(c.serveWS))
+	c.ws = httptest.NewUnstartedServer(http.HandlerFunc(c.serveWS))
+	if wss {
+		c.ws.StartTLS()
+	} else {
+		c.ws.Start()
+	}
 	t.Cleanup(func() { c.ws.CloseClientConnections(); c.ws.Close() })
 	return c
 }
@@ -304,6 +315,51 @@ func TestLostWebSocketFallsBackToUDP(t *testing.T) {
 	poll.Until(t, 10*time.Second, "back on UDP", func() bool { return st.link.Transport() == UDP })
 	if s := st.link.Stats(); s.ToUDP != 1 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestWebSocketOverTLS: the fallback runs over wss:// to a server whose
+// key the station has pinned, and is refused by a station that pinned
+// another key (it stays on UDP, as when the WebSocket is unreachable).
+func TestWebSocketOverTLS(t *testing.T) {
+	t.Parallel()
+	c := startCore(t, true)
+	c.udpDown.Store(true)
+	right, err := trust.ClientConfig("", trust.Pin(c.ws.Certificate()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// httptest's servers share one certificate: another key is issued.
+	ca, err := pki.NewCA("another CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	another, err := ca.Issue(pki.Request{Identity: pki.Identity{Site: "TNN-1", Role: "ingest"}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := trust.ClientConfig("", trust.Pin(another.Cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig(c, "primary")
+	if !strings.HasPrefix(cfg.WS, "wss://") {
+		t.Fatalf("WebSocket URL %s", cfg.WS)
+	}
+	cfg.TLS = wrong
+	_, refused := start(t, cfg)
+	cfg.TLS = right
+	_, pinned := start(t, cfg)
+	for range 2 {
+		refused.send(t)
+		pinned.send(t)
+	}
+	poll.Until(t, 10*time.Second, "the pinned station on WebSocket", func() bool { return pinned.link.Transport() == WS })
+	pinned.send(t)
+	poll.Until(t, 10*time.Second, "an ack over wss://", func() bool { return pinned.link.Stats().Acked == 1 })
+	poll.Until(t, 10*time.Second, "the other station's 4 timeouts", func() bool { return refused.link.Stats().Lost == 2 })
+	if s := refused.link.Stats(); s.ToWS != 0 || refused.link.Transport() != UDP {
+		t.Errorf("a station that pinned another key got onto the WebSocket: %+v", s)
 	}
 }
 

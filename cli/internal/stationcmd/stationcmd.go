@@ -6,6 +6,7 @@ package stationcmd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/timesync"
+	"shindo.dev/sdk/trust"
 	"shindo.dev/sdk/uplink"
 )
 
@@ -44,6 +46,8 @@ type uplinkConfig struct {
 	ProbesToUDP   int           `conf:"probes-to-udp" default:"3" help:"consecutive acked probes before an uplink returns to UDP"`
 	TimeURLs      []string      `conf:"time-url" help:"time-sync endpoints of the edges (http://edge/ntp), comma-separated; empty: trust the host clock"`
 	TimeInterval  time.Duration `conf:"time-interval" default:"60s" help:"how often to sync the clock"`
+	CAFile        string        `conf:"ca-file" help:"CA certificates (PEM) a wss:// uplink's and an https:// time-url's server must chain to; empty: the system's, unless tls-pin"`
+	TLSPin        string        `conf:"tls-pin" help:"SHA-256 pins of the servers' public keys (sha256//BASE64, comma-separated: the keys before and after a rotation); with no ca-file the pin alone is trusted"`
 	Workers       int           `conf:"workers" default:"0" help:"measuring goroutines; 0 means one per CPU"`
 	LogFormat     string        `conf:"log-format" default:"text" help:"log format: json or text"`
 	LogLevel      string        `conf:"log-level" default:"info" help:"log level"`
@@ -84,7 +88,23 @@ func (c *uplinkConfig) validate() error {
 	if c.Workers < 0 {
 		errs = append(errs, errors.New("workers must not be negative"))
 	}
+	if _, err := c.tlsConfig(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// tlsConfig is whom the station trusts: ca-file and tls-pin, or nil (the
+// system's CAs) when neither is given.
+func (c *uplinkConfig) tlsConfig() (*tls.Config, error) {
+	if c.CAFile == "" && c.TLSPin == "" {
+		return nil, nil
+	}
+	cfg, err := trust.ClientConfig(c.CAFile, c.TLSPin)
+	if err != nil {
+		return nil, fmt.Errorf("ca-file, tls-pin: %w", err)
+	}
+	return cfg, nil
 }
 
 type stationConfig struct {
@@ -171,8 +191,21 @@ func loadStations(path string, count int) ([]fleet.Station, error) {
 	return out, nil
 }
 
+// timeClient asks the edges for the time, trusting what the uplinks do.
+func timeClient(tlsCfg *tls.Config) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if tlsCfg != nil {
+		tr.TLSClientConfig = tlsCfg
+	}
+	return &http.Client{Timeout: 2 * time.Second, Transport: tr}
+}
+
 func run(ctx context.Context, cfg uplinkConfig, stations []fleet.Station, stderr io.Writer) error {
 	log, err := logging.New(stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return &conf.UsageError{Err: err}
+	}
+	tlsCfg, err := cfg.tlsConfig()
 	if err != nil {
 		return &conf.UsageError{Err: err}
 	}
@@ -183,7 +216,7 @@ func run(ctx context.Context, cfg uplinkConfig, stations []fleet.Station, stderr
 		}
 		up, err := uplink.Dial(uplink.Config{
 			Name: u.name, UDP: u.udp, WS: u.ws, AckTimeout: cfg.AckTimeout, TimeoutsToWS: cfg.TimeoutsToWS,
-			ProbeInterval: cfg.ProbeInterval, ProbesToUDP: cfg.ProbesToUDP,
+			ProbeInterval: cfg.ProbeInterval, ProbesToUDP: cfg.ProbesToUDP, TLS: tlsCfg,
 		}, log)
 		if err != nil {
 			return err
@@ -214,7 +247,9 @@ func run(ctx context.Context, cfg uplinkConfig, stations []fleet.Station, stderr
 	for _, up := range uplinks {
 		go func() { errs <- up.Run(ctx) }()
 	}
-	go func() { errs <- nilUntilDone(ctx, clock.Run(ctx, cfg.TimeURLs, cfg.TimeInterval, log)) }()
+	go func() {
+		errs <- nilUntilDone(ctx, clock.Run(ctx, timeClient(tlsCfg), cfg.TimeURLs, cfg.TimeInterval, log))
+	}()
 	go func() {
 		errs <- fleet.Run(ctx, fleet.Options{
 			Stations: stations, Uplinks: uplinks, Ground: ground, Workers: cfg.Workers, Log: log, Now: clock.Now,

@@ -1,0 +1,36 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"shindo.dev/lib/certfile"
+)
+
+// certCheckEvery is how often certificate files are looked at for a
+// replacement (SIGHUP looks at once).
+const certCheckEvery = 5 * time.Second
+
+// Certificate loads the certificate a listener of the service serves
+// (WithTLS(certfile.ServerConfig(r))), and keeps it current while the
+// service runs: replaced files are taken for the next handshake, every 5 s
+// or on SIGHUP. Its reloads and expiry are metrics.
+func (s *Service) Certificate(certFile, keyFile string) (*certfile.Reloader, error) {
+	r, err := certfile.Load(certFile, keyFile, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.Go("certificate reload", ComponentFunc(func(ctx context.Context) error { return r.Run(ctx, certCheckEvery) }))
+	labels := prometheus.Labels{"file": certFile}
+	s.metrics.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shindo_certificate_reloads_total", ConstLabels: labels,
+			Help: "Times a changed certificate was swapped in."}, func() float64 { n, _ := r.Counts(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shindo_certificate_reload_failures_total", ConstLabels: labels,
+			Help: "Times changed certificate files could not be used (the certificate in use stayed)."}, func() float64 { _, n := r.Counts(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shindo_certificate_expiry_seconds", ConstLabels: labels,
+			Help: "When the certificate in use expires (Unix time)."}, func() float64 { return float64(r.Leaf().NotAfter.Unix()) }),
+	)
+	return r, nil
+}
