@@ -119,12 +119,13 @@ func (p *browserPage) screenshot(t *testing.T, name string) {
 }
 
 // openDashboard starts a headless Chromium and loads url in it.
-func openDashboard(t *testing.T, url string) *browserPage {
+func openDashboard(t *testing.T, url string, extra ...chromedp.ExecAllocatorOption) *browserPage {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.WindowSize(1500, 1000),
 	)
+	opts = append(opts, extra...)
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to sandbox as root
 	}

@@ -71,25 +71,37 @@ func hostOf(u string) string {
 // straight to TYO-1: blackholing the primary's UDP moves that uplink (only)
 // to WebSocket, and healing it brings it back after three acked probes.
 func TestUplinkFailoverToWebSocketAndBack(t *testing.T) {
-	d := startDev(t, "-stations", "2", "-simulate=false")
+	testUplinkFailover(t, startDev(t, "-stations", "2", "-simulate=false"))
+}
+
+// testUplinkFailover runs a station of d (its first) through the primary
+// uplink's failover to the WebSocket and back; trust are the station's
+// flags to trust the cores' WebSocket certificates under -tls.
+func testUplinkFailover(t *testing.T, d *dev, trust ...string) {
+	t.Helper()
 	udpProxy, err := faultproxy.ListenUDP("127.0.0.1:0", d.endpoints.get(t, "TNN-1", "ingest", "udp"), faultproxy.Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer udpProxy.Close()
-	wsProxy, err := faultproxy.ListenTCP("127.0.0.1:0", hostOf(d.endpoints.get(t, "TNN-1", "ingest", "ws")), faultproxy.Options{Seed: 2})
+	// TCP passed through as it is, TLS or not: the station's wss:// URL
+	// names the proxy at the address the core's certificate is for.
+	ingestWS := d.endpoints.get(t, "TNN-1", "ingest", "ws")
+	wsProxy, err := faultproxy.ListenTCP("127.0.0.1:0", hostOf(ingestWS), faultproxy.Options{Seed: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wsProxy.Close()
+	scheme, _, _ := strings.Cut(ingestWS, "://")
 
 	st := d.stations[0]
 	status := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(filepath.Join(binDir(t), "shindo"), "station",
 		"-id", st.ID, "-key-hex", st.KeyHex, "-key-id", fmt.Sprint(st.KeyID),
-		"-primary", udpProxy.Addr().String(), "-primary-ws", "ws://"+wsProxy.Addr().String()+"/v1/station/ws",
+		"-primary", udpProxy.Addr().String(), "-primary-ws", scheme+"://"+wsProxy.Addr().String()+"/v1/station/ws",
 		"-backup", d.endpoints.get(t, "TYO-1", "ingest", "udp"), "-backup-ws", d.endpoints.get(t, "TYO-1", "ingest", "ws"),
 		"-probe-interval", "1s", "-status-addr", status)
+	cmd.Args = append(cmd.Args, trust...)
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"syscall"
 
+	"shindo.dev/cli/internal/certcmd"
 	"shindo.dev/cli/internal/chaoscmd"
 	"shindo.dev/cli/internal/devstack"
 	"shindo.dev/cli/internal/etcdcmd"
@@ -30,6 +31,7 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"cert":      {"issue and renew a service's certificate from the operator's CA; show what a certificate is for", certcmd.Main},
 	"chaos":     {"inject random faults into a running shindo dev and prove the invariants held", chaoscmd.Main},
 	"dev":       {"run the whole topology on this machine with a simulated fleet", devstack.Main},
 	"station":   {"run one station: measure, sign and send on both uplinks", stationcmd.StationMain},

@@ -59,6 +59,7 @@ type Config struct {
 	Links        string        `conf:"links" help:"network profile every link (the stations' uplinks, the link between the cores; with -wan every link) is under from the start: clear, wan, lossy, typhoon or cut (see shindo fault links); default clear, or wan with -wan"`
 	WAN          bool          `conf:"wan" help:"run each site and the stations in a network namespace of its own, joined by links with the one-way delay, jitter and loss of -links (default wan); needs root (see docs/ARCHITECTURE.md)"`
 	OTel         string        `conf:"otel" help:"OTLP/gRPC trace collector host:port every service exports its spans to (their -otlp-endpoint); empty exports nothing. With -wan the services reach it from their sites' namespaces"`
+	TLS          bool          `conf:"tls" help:"encrypt what the public reaches: the edges serve HTTPS (plain HTTP beside redirects), the stations' WebSocket fallback is wss://; a local CA issues every certificate at start (kept in DIR/tls, its certificate ca.pem is the trust bundle; reused while valid)"`
 	TraceEvery   uint64        `conf:"trace-every" default:"1000" help:"each ingest traces one accepted intensity packet in this many through RTS to the edges (its -trace-every; 1: every one, 0: none)"`
 }
 
@@ -209,6 +210,12 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		return fmt.Errorf("write %s: %w", plan.notifyTokenFile, err)
 	}
 
+	if cfg.TLS {
+		if err := issueCertificates(plan, log); err != nil {
+			return err
+		}
+	}
+
 	defer st.stopAll()
 	defer cancel() // before stopAll
 	if err := st.openLinks(cfg.linksProfile()); err != nil {
@@ -286,6 +293,9 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			"stations_file": plan.stationsFile, "control": "http://" + plan.control}
 		if network != nil {
 			dev["wan"] = wanDoc(network)
+		}
+		if cfg.TLS {
+			dev["ca"] = plan.caFile
 		}
 		doc["dev"] = dev
 		return writeJSON(plan.endpointsFile, doc)

@@ -48,6 +48,8 @@ type proxyPlan struct {
 	// forwardUp: the proxy's clients are at the link's From end, so its
 	// upstream is the link's forward direction.
 	forwardUp bool
+	// tls: what it carries is TLS (wss://), passed through untouched.
+	tls bool
 }
 
 // mustLink returns a link of netprofile's topology; the plan names only
@@ -65,15 +67,19 @@ func mustLink(name string) netprofile.Link {
 func (lp linkPlan) addr(role string) string {
 	for _, p := range lp.proxies {
 		if p.role == role {
-			return proxyURL(p.role, p.listen)
+			return p.url(p.listen)
 		}
 	}
 	return ""
 }
 
-func proxyURL(role, hostPort string) string {
-	switch role {
+// url is how a client reaches hostPort, the proxy's or its target's.
+func (p proxyPlan) url(hostPort string) string {
+	switch p.role {
 	case "ws":
+		if p.tls {
+			return "wss://" + hostPort + "/v1/station/ws"
+		}
 		return "ws://" + hostPort + "/v1/station/ws"
 	case "nats":
 		return "nats://" + hostPort
@@ -315,14 +321,14 @@ func (l *netLink) state(withLive bool) LinkState {
 	for _, p := range l.plan.proxies {
 		switch p.role {
 		case "udp":
-			st.UDP, st.TargetUDP = proxyURL(p.role, p.listen), proxyURL(p.role, p.target)
+			st.UDP, st.TargetUDP = p.url(p.listen), p.url(p.target)
 		case "ws":
-			st.WS, st.TargetWS = proxyURL(p.role, p.listen), proxyURL(p.role, p.target)
+			st.WS, st.TargetWS = p.url(p.listen), p.url(p.target)
 		case "nats":
 			if st.NATS == nil {
 				st.NATS = map[string]string{}
 			}
-			st.NATS[p.site] = proxyURL(p.role, p.listen)
+			st.NATS[p.site] = p.url(p.listen)
 		}
 	}
 	if !withLive {

@@ -31,7 +31,7 @@ const (
 	natsClient, natsHTTP, natsPeerProxy          = 50, 51, 52
 	etcdClient, etcdPeer                         = 60, 61
 	uplinkProxyUDP, uplinkProxyWS                = 70, 71
-	edgeHTTP, edgeGRPC, edgeAdmin                = 0, 1, 2
+	edgeHTTP, edgeGRPC, edgeAdmin, edgePlain     = 0, 1, 2, 3
 )
 
 // site is one place of the topology and its block in the port plan.
@@ -131,6 +131,10 @@ type plan struct {
 	// ha are the files of the replicated metadata database (-ha).
 	ha    *haFiles
 	ports []port
+	// certs are the certificates to issue from caFile's CA before the
+	// first process starts (-tls).
+	certs  []certPlan
+	caFile string
 	// links are the network paths that run through in-process proxies,
 	// which the control API can degrade and cut (links.go): the stations'
 	// uplinks to each core and the link between the cores.
@@ -172,6 +176,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		endpointsFile:   filepath.Join(cfg.Dir, "endpoints.json"),
 		tokenFile:       filepath.Join(cfg.Dir, "admin-token"),
 		notifyTokenFile: filepath.Join(cfg.Dir, "notify-token"),
+		caFile:          filepath.Join(cfg.Dir, "tls", "ca.pem"),
 		dataDir:         filepath.Join(cfg.Dir, "data"),
 		databaseURL:     fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(hostIn(hosts, tnn.name, cfg.Host), cfg.PortBase+tnn.block+postgresPort), dbName),
 		databaseBefore:  -1,
@@ -284,7 +289,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 			data.args = append(data.args, "-read-database-url",
 				fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", addr(c, postgresPort), dbName))
 		}
-		ws := "ws://" + addr(c, ingestWS) + "/v1/station/ws"
+		ws := proxyPlan{role: "ws", tls: cfg.TLS}.url(addr(c, ingestWS))
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
 			"-udp-addr", addr(c, ingestUDP), "-ws-addr", addr(c, ingestWS), "-database-url", dbURL(c),
 			"-data-dir", filepath.Join(p.dataDir, c.name+"-ingest"),
@@ -298,6 +303,10 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 			"-ws-max-per-ip", strconv.Itoa(fleetConns))
 		if fleetConns > defaultConnsPerIP {
 			ing.args = append(ing.args, "-max-conns-per-ip", strconv.Itoa(fleetConns+64))
+		}
+		if cfg.TLS {
+			cert, key := p.issue(c, "ingest")
+			ing.args = append(ing.args, "-ws-tls-cert", cert, "-ws-tls-key", key)
 		}
 		ing.listeners["udp"], ing.listeners["ws"] = addr(c, ingestUDP), ws
 		backends = append(backends, rts, wf, data)
@@ -318,7 +327,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		// their uplink to it.
 		up := linkPlan{link: mustLink("uplink-" + c.name), proxies: []proxyPlan{
 			{role: "udp", site: c.name, udp: true, listen: addr(c, uplinkProxyUDP), target: addr(c, ingestUDP), forwardUp: true},
-			{role: "ws", site: c.name, listen: addr(c, uplinkProxyWS), target: addr(c, ingestWS), forwardUp: true},
+			{role: "ws", site: c.name, listen: addr(c, uplinkProxyWS), target: addr(c, ingestWS), forwardUp: true, tls: cfg.TLS},
 		}}
 		p.addPort(c.name+" uplink proxy (UDP)", cfg.PortBase+c.block+uplinkProxyUDP, true)
 		p.addPort(c.name+" uplink proxy (WebSocket)", cfg.PortBase+c.block+uplinkProxyWS, false)
@@ -333,7 +342,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 	var edgeProcs []*process
 	var entrances []string
 	for _, e := range edges {
-		entrances = append(entrances, "http://"+addr(e, edgeHTTP))
+		entrances = append(entrances, p.webScheme()+"://"+addr(e, edgeHTTP))
 	}
 	for _, e := range edges {
 		edge := svc(e, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
@@ -341,7 +350,15 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 			"-data-grpc", strings.Join(dataGRPCs, ","),
 			"-waveform", strings.Join(waveformAddrs, ","), "-entrances", strings.Join(entrances, ","),
 			"-nats", strings.Join(natsURLs, ","), "-etcd", strings.Join(etcdURLs, ","))
-		edge.listeners["http"] = "http://" + addr(e, edgeHTTP)
+		edge.listeners["http"] = p.webScheme() + "://" + addr(e, edgeHTTP)
+		if cfg.TLS {
+			// HTTPS on the edge's HTTP port; plain HTTP beside it only
+			// redirects there.
+			cert, key := p.issue(e, "edge")
+			edge.args = append(edge.args, "-tls-cert", cert, "-tls-key", key, "-http-plain-addr", addr(e, edgePlain))
+			edge.listeners["http_plain"] = "http://" + addr(e, edgePlain)
+			p.addPort(e.name+" edge plain HTTP (redirect)", cfg.PortBase+e.block+edgePlain, false)
+		}
 		edge.env = append(edge.env, "SHINDO_EDGE_NOTIFY_TOKENS_FILE="+p.notifyTokenFile)
 		edgeProcs = append(edgeProcs, edge)
 	}
@@ -365,6 +382,9 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 				"-status-addr", status, "-log-format", "json", "-log-level", cfg.LogLevel},
 			readyURL:  "http://" + status + "/status",
 			listeners: map[string]string{"status": "http://" + status + "/status"},
+		}
+		if cfg.TLS {
+			fleet.args = append(fleet.args, "-ca-file", p.caFile)
 		}
 		if cfg.Scenario != "" {
 			fleet.args = append(fleet.args, "-scenario", cfg.Scenario, "-scenario-in", cfg.ScenarioIn.String())
@@ -472,14 +492,43 @@ func (p *plan) endpoints(pid func(*process) int) map[string]any {
 	return doc
 }
 
+// webScheme is the scheme of the edges' public URLs.
+func (p *plan) webScheme() string {
+	if p.cfg.TLS {
+		return "https"
+	}
+	return "http"
+}
+
+// certPlan is a certificate to issue: for whom, for which addresses, and
+// where its files go.
+type certPlan struct {
+	site, role, certFile, keyFile string
+	hosts                         []string
+}
+
+// issue plans the certificate of s's role, for s's address and
+// localhost, and returns where its files will be.
+func (p *plan) issue(s site, role string) (certFile, keyFile string) {
+	dir := filepath.Join(p.cfg.Dir, "tls")
+	c := certPlan{site: s.name, role: role, hosts: []string{p.host(s.name), "localhost"},
+		certFile: filepath.Join(dir, s.name+"-"+role+".pem"), keyFile: filepath.Join(dir, s.name+"-"+role+"-key.pem")}
+	p.certs = append(p.certs, c)
+	return c.certFile, c.keyFile
+}
+
 func (p *plan) summary() []string {
 	var entrances []string
 	for _, e := range edges {
-		entrances = append(entrances, "http://"+hostPort(p.host(e.name), p.cfg.PortBase+e.block+edgeHTTP))
+		entrances = append(entrances, p.webScheme()+"://"+hostPort(p.host(e.name), p.cfg.PortBase+e.block+edgeHTTP))
+	}
+	curl := "curl -N"
+	if p.cfg.TLS {
+		curl = "curl -N --cacert " + p.caFile
 	}
 	return []string{
 		"dashboard: " + entrances[0] + "/ or " + entrances[1] + "/",
-		"live RTS stream: curl -N '" + entrances[0] + "/api/v2/trem/rts?sse=1'",
+		"live RTS stream: " + curl + " '" + entrances[0] + "/api/v2/trem/rts?sse=1'",
 		"data API (routed to the cores): " + entrances[0] + "/v1/stations or " + entrances[1] + "/v1/stations",
 		"endpoints: " + p.endpointsFile + ", stations and keys: " + p.stationsFile + ", logs: " + filepath.Join(p.cfg.Dir, "logs"),
 	}

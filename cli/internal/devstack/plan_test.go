@@ -248,3 +248,71 @@ func TestOTelEndpointToEveryService(t *testing.T) {
 		t.Errorf("otel without a port: %v", err)
 	}
 }
+
+// TestTLSPlan: with -tls the edges serve HTTPS on their HTTP port with a
+// certificate of their own and redirect from a plain port beside it, the
+// stations' WebSocket URLs are wss:// to ingests serving certificates for
+// their addresses, and the fleet trusts the dev CA for both and for time
+// sync; without -tls nothing of it.
+func TestTLSPlan(t *testing.T) {
+	t.Parallel()
+	arg := func(pr *process, flag string) string {
+		if i := slices.Index(pr.args, flag); i >= 0 && i+1 < len(pr.args) {
+			return pr.args[i+1]
+		}
+		return ""
+	}
+	for _, on := range []bool{false, true} {
+		cfg := testConfig()
+		cfg.TLS = on
+		p := newPlan(cfg)
+		procs := map[string]*process{}
+		for _, g := range p.groups {
+			for _, pr := range g {
+				procs[pr.name] = pr
+			}
+		}
+		if !on {
+			if len(p.certs) != 0 || strings.HasPrefix(procs["TPE-1-edge"].listeners["http"], "https") || arg(procs["fleet"], "-ca-file") != "" {
+				t.Errorf("TLS without -tls: %d certificates, %v", len(p.certs), procs["TPE-1-edge"].listeners)
+			}
+			continue
+		}
+		issued := map[string]certPlan{}
+		for _, c := range p.certs {
+			issued[c.certFile] = c
+		}
+		for _, e := range []string{"TPE-1", "KHH-1"} {
+			edge := procs[e+"-edge"]
+			c, ok := issued[arg(edge, "-tls-cert")]
+			if !ok || c.site != e || c.role != "edge" || !slices.Contains(c.hosts, cfg.Host) || arg(edge, "-tls-key") != c.keyFile {
+				t.Errorf("%s: -tls-cert %q not a certificate issued for it: %+v", e, arg(edge, "-tls-cert"), c)
+			}
+			if https := "https://" + arg(edge, "-http-addr"); edge.listeners["http"] != https || arg(edge, "-http-plain-addr") == "" {
+				t.Errorf("%s listeners %v, args %v", e, edge.listeners, edge.args)
+			}
+			for _, u := range strings.Split(arg(edge, "-entrances"), ",") {
+				if !strings.HasPrefix(u, "https://") {
+					t.Errorf("%s entrance %s", e, u)
+				}
+			}
+		}
+		for _, core := range []string{"TNN-1", "TYO-1"} {
+			ing := procs[core+"-ingest"]
+			if c, ok := issued[arg(ing, "-ws-tls-cert")]; !ok || c.role != "ingest" || c.site != core {
+				t.Errorf("%s ingest: -ws-tls-cert %q", core, arg(ing, "-ws-tls-cert"))
+			}
+			if !strings.HasPrefix(ing.listeners["ws"], "wss://") {
+				t.Errorf("%s ws %s", core, ing.listeners["ws"])
+			}
+		}
+		fleet := procs["fleet"]
+		if arg(fleet, "-ca-file") != p.caFile || !strings.HasPrefix(arg(fleet, "-time-url"), "https://") ||
+			!strings.HasPrefix(arg(fleet, "-primary-ws"), "wss://") || !strings.HasPrefix(arg(fleet, "-backup-ws"), "wss://") {
+			t.Errorf("fleet args %v", fleet.args)
+		}
+		if s := strings.Join(p.summary(), "\n"); !strings.Contains(s, "--cacert "+p.caFile) {
+			t.Errorf("the summary shows no curl with the CA:\n%s", s)
+		}
+	}
+}
