@@ -128,18 +128,20 @@ type Service struct {
 	common Common
 	log    *slog.Logger
 
-	grpc      *grpc.Server
-	health    *health.Server
-	grpcLn    net.Listener
-	unary     []grpc.UnaryServerInterceptor
-	stream    []grpc.StreamServerInterceptor
-	adminLn   net.Listener
-	admin     *http.Server
-	metrics   *prometheus.Registry
-	budget    *budget
-	listeners []httpListener
-	comps     []namedComponent
-	closers   []namedCloser
+	grpc    *grpc.Server
+	health  *health.Server
+	grpcLn  net.Listener
+	unary   []grpc.UnaryServerInterceptor
+	stream  []grpc.StreamServerInterceptor
+	adminLn net.Listener
+	admin   *http.Server
+	metrics *prometheus.Registry
+	budget  *budget
+	// handshakeFailures count, by listener, the TLS handshakes given up.
+	handshakeFailures *prometheus.CounterVec
+	listeners         []httpListener
+	comps             []namedComponent
+	closers           []namedCloser
 
 	stopping chan struct{}
 
@@ -168,16 +170,17 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 		return nil, err
 	}
 	s := &Service{
-		name:      name,
-		common:    common,
-		log:       log,
-		health:    health.NewServer(),
-		metrics:   prometheus.NewRegistry(),
-		telemetry: shutdownTel,
-		stopping:  make(chan struct{}),
-		budget:    newBudget(common.MaxConns, common.MaxConnsPerIP),
+		name:              name,
+		common:            common,
+		log:               log,
+		health:            health.NewServer(),
+		metrics:           prometheus.NewRegistry(),
+		telemetry:         shutdownTel,
+		stopping:          make(chan struct{}),
+		budget:            newBudget(common.MaxConns, common.MaxConnsPerIP),
+		handshakeFailures: prometheus.NewCounterVec(handshakeFailuresOpts, []string{"listener"}),
 	}
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused)
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures)
 
 	if s.grpcLn, err = net.Listen("tcp", common.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("listen grpc %s: %w", common.GRPCAddr, err)
@@ -363,7 +366,7 @@ func (s *Service) listen(name, addr string, h http.Handler, o listenOptions) (ne
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          (&serverLog{log: s.log.With(slog.String("listener", name)), failures: s.handshakeFailures.WithLabelValues(name)}).errorLog(),
 		TLSConfig:         o.tls,
 	}
 	s.listeners = append(s.listeners, httpListener{name: name, ln: s.budget.listener(name, ln), srv: srv})

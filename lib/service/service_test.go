@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -369,8 +370,47 @@ func TestListenTLS(t *testing.T) {
 			t.Errorf("%s: %s, want %s", addr, resp.Proto, want)
 		}
 	}
+	// Garbage where a handshake should be: the connection is closed and
+	// the failure counted, not logged line by line.
+	for range 3 {
+		c, err := net.Dial("tcp", both.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(bytes.Repeat([]byte{0x42}, 100))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("garbage: the connection was not closed: %v", err)
+		}
+		c.Close()
+	}
+	poll.Until(t, 5*time.Second, "3 failed handshakes counted", func() bool {
+		return counterValue(t, svc, "shindo_tls_handshake_failures_total", "both") == 3
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// counterValue reads a counter of svc's registry by its listener label.
+func counterValue(t *testing.T, svc *Service, name, listener string) float64 {
+	t.Helper()
+	mfs, err := svc.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "listener" && l.GetValue() == listener {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
