@@ -59,6 +59,7 @@ type Config struct {
 	HSTS         time.Duration `conf:"hsts-max-age" help:"with tls-cert, the max-age of a Strict-Transport-Security header on every HTTPS response (0: none)"`
 	HTTPShared   bool          `conf:"http-reuse-port" help:"let several edge processes listen on http-addr together (SO_REUSEPORT), the kernel spreading connections across them: for more clients than one process may hold descriptors"`
 	RTS          []string      `conf:"rts" help:"svc-rts gRPC addresses of the cores, comma-separated, preferred first"`
+	Hedge        time.Duration `conf:"rts-hedge" default:"100ms" help:"how long the next tick waits for the serving core once another core delivered it, seeing as many stations, before that core's copy is served (0: until the serving core is 750ms late)"`
 	Retry        time.Duration `conf:"sse-retry" default:"3s" help:"reconnect delay announced to SSE clients"`
 	KeepAlive    time.Duration `conf:"sse-keepalive" default:"15s" help:"interval of SSE keep-alive comments"`
 	ClientBuffer int           `conf:"sse-buffer" default:"16" help:"events an SSE client may fall behind before it is dropped"`
@@ -146,6 +147,9 @@ func (c *Config) Validate() error {
 	if !validAuthor(c.EEWAuthor) {
 		errs = append(errs, fmt.Errorf("eew-author %q: 1 to 32 lowercase letters, digits, '-' or '_'", c.EEWAuthor))
 	}
+	if c.Hedge < 0 || c.Hedge > 500*time.Millisecond {
+		errs = append(errs, errors.New("rts-hedge: 0 to 500ms"))
+	}
 	if c.MaxQueued < 0 || c.MaxStall < time.Second {
 		errs = append(errs, errors.New("sse-max-queued must not be negative, sse-max-stall at least 1s"))
 	}
@@ -217,6 +221,10 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		Help: "Ticks fetched from the cores' archives: the history before the first live tick, and gaps in the stream."})
 	svc.Metrics().MustRegister(filled)
 	sel.OnFill = func(n int) { filled.Add(float64(n)) }
+	hedged := prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_ticks_hedged_total",
+		Help: "Ticks served from another core because the serving core was late with them (-rts-hedge)."})
+	svc.Metrics().MustRegister(hedged)
+	sel.Hedge, sel.OnHedge = cfg.Hedge, hedged.Inc
 	svc.Go("core subscriptions", sel)
 
 	status := &statusServer{site: cfg.Site, sel: sel, hub: st.hub, latest: st.latestTick.Load}

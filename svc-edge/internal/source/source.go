@@ -10,6 +10,12 @@
 // without them. A serving core that goes blind while another sees the
 // stations is replaced even though it keeps delivering.
 //
+// A tick the serving core is late with, past Selector.Hedge, is taken from
+// another core that delivered it and sees (nearly) as many stations,
+// without switching: over a lossy path one lost segment of the serving
+// core's stream waits for TCP's retransmission, 200 ms at least, which
+// the other core's path need not share.
+//
 // Ticks the stream would skip are fetched from the cores' archives first
 // (Selector.Fill): at the first snapshot, the span before it — an edge that
 // has just started, or restarted after a crash, then holds the history its
@@ -109,6 +115,11 @@ type Selector struct {
 	Fill time.Duration
 	// OnFill, if set, learns how many ticks each fill served.
 	OnFill func(n int)
+	// Hedge is how long the next tick may wait for the serving core once
+	// another core delivered it (0: it waits until staleAfter); set before
+	// Run. OnHedge, if set, learns of each tick served so.
+	Hedge   time.Duration
+	OnHedge func()
 
 	cores   []*Core
 	serve   func(*rtsv1.Snapshot)
@@ -205,6 +216,7 @@ func (s *Selector) offer(ctx context.Context, i int, snap *rtsv1.Snapshot) bool 
 	}
 	if i != s.current {
 		if s.current >= 0 && !s.takeOver(n) {
+			s.hedge(ctx, i, snap, n)
 			return false
 		}
 		s.switchTo(ctx, i, snap)
@@ -213,6 +225,39 @@ func (s *Selector) offer(ctx context.Context, i int, snap *rtsv1.Snapshot) bool 
 	s.last = snap.GetTimeMs()
 	s.serve(snap)
 	return true
+}
+
+// hedgeShare: a core standing in for a late serving core sees at least
+// this share of the stations the serving core last saw.
+const hedgeShare = 0.98
+
+// hedge serves core i's copy of the next tick, seeing n stations, in
+// place of the serving core's if that has not come Hedge later. s.mu is
+// held.
+func (s *Selector) hedge(ctx context.Context, i int, snap *rtsv1.Snapshot, n int) {
+	if s.Hedge <= 0 || snap.GetTimeMs() != s.last+tickMs {
+		return // a jump goes through a takeover and its fill
+	}
+	time.AfterFunc(s.Hedge, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ctx.Err() != nil || snap.GetTimeMs() != s.last+tickMs {
+			return // the serving core's copy came, or the stream moved on
+		}
+		cur := s.cores[s.current]
+		cur.mu.Lock()
+		has := cur.stations
+		cur.mu.Unlock()
+		if float64(n) < hedgeShare*float64(has) {
+			return
+		}
+		s.log.DebugContext(ctx, "late tick taken from another core", slog.String("core", s.cores[i].Target), slog.Int64("tick", snap.GetTimeMs()))
+		s.last = snap.GetTimeMs()
+		s.serve(snap)
+		if s.OnHedge != nil {
+			s.OnHedge()
+		}
+	})
 }
 
 func (s *Selector) switchTo(ctx context.Context, i int, snap *rtsv1.Snapshot) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -320,4 +321,34 @@ func TestBlindCoreWaits(t *testing.T) {
 	b.feed <- seeing("B", ms+500, 0)
 	a.feed <- seeing("A", ms+500, 10)
 	expect("A@" + time.UnixMilli(ms+500).UTC().Format("05.000"))
+}
+
+// TestHedgeLateTick: when the serving core is late with the next tick and
+// the other core delivered it seeing as many stations, the other's copy is
+// served after Hedge, the serving core's late copy is not served again,
+// and it goes on serving; a core seeing fewer stations does not stand in.
+func TestHedgeLateTick(t *testing.T) {
+	t.Parallel()
+	var hedged atomic.Int32
+	p := startPair(t, func(p *pair) {
+		p.sel.Hedge = 50 * time.Millisecond
+		p.sel.OnHedge = func() { hedged.Add(1) }
+	})
+	a, b := p.a, p.b
+	a.feed <- seeing("A", 500, 10)
+	p.expect(t, "A@00.500")
+	b.feed <- seeing("B", 1000, 10)
+	p.expect(t, "B@01.000")
+	a.feed <- seeing("A", 1000, 10) // late: not served again
+	a.feed <- seeing("A", 1500, 10)
+	p.expect(t, "A@01.500")
+	// B sees fewer stations: its tick waits for A's, however late.
+	b.feed <- seeing("B", 2000, 8)
+	//nolint:forbidigo // longer than Hedge: B's tick must still not be served
+	time.Sleep(200 * time.Millisecond)
+	a.feed <- seeing("A", 2000, 10)
+	p.expect(t, "A@02.000")
+	if got := p.out.list(); len(got) != 4 || hedged.Load() != 1 {
+		t.Fatalf("served %v, %d hedged", got, hedged.Load())
+	}
 }
