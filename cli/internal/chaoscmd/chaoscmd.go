@@ -241,8 +241,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	}
 	machine := watchMachine(readCtx)
 	followers := []*follower{
-		follow(readCtx, "client entering at TPE-1", []string{edges["TPE-1"], edges["KHH-1"]}, edges),
-		follow(readCtx, "client entering at KHH-1", []string{edges["KHH-1"], edges["TPE-1"]}, edges),
+		follow(readCtx, topo, "client entering at TPE-1", []string{edges["TPE-1"], edges["KHH-1"]}, edges),
+		follow(readCtx, topo, "client entering at KHH-1", []string{edges["KHH-1"], edges["TPE-1"]}, edges),
 	}
 	dets := watchDetections(readCtx, topo)
 	wit, err := startWitness(readCtx, topo, cfg.witness, log)

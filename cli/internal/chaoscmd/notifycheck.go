@@ -44,7 +44,7 @@ func newNotifier(topo *topology, every time.Duration) *notifier {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return &notifier{topo: topo, client: "chaos-client-" + hex.EncodeToString(b), every: every,
-		http:     &http.Client{Timeout: 5 * time.Second},
+		http:     topo.client(5*time.Second, 0),
 		accepted: map[string]time.Time{}, delivered: map[string]int{}, seqOf: map[string]uint64{}}
 }
 
@@ -56,7 +56,7 @@ func (n *notifier) run(ctx, readCtx context.Context) {
 	// Stream ends with readCtx; its error is only that.
 	go func() {
 		_ = sse.Stream(readCtx, sse.Options{Entrances: edges, Path: "/v1/stream?topics=notify&client=" + n.client,
-			HTTP: &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 3 * time.Second}}}, events)
+			HTTP: n.topo.client(0, 3*time.Second)}, events)
 	}()
 	go func() {
 		for ev := range events {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,13 +44,13 @@ type follower struct {
 	eewSeen  int
 }
 
-func follow(ctx context.Context, name string, entrances []string, edges map[string]string) *follower {
+func follow(ctx context.Context, topo *topology, name string, entrances []string, edges map[string]string) *follower {
 	f := &follower{name: name, edges: edges, alerts: map[string]uint32{}}
 	events := make(chan sse.Event, 256)
 	// Stream ends with ctx; its error is only that.
 	go func() {
 		_ = sse.Stream(ctx, sse.Options{Entrances: entrances, Path: "/v1/stream?topics=rts,eew",
-			HTTP: &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 3 * time.Second}}}, events)
+			HTTP: topo.client(0, 3*time.Second)}, events)
 	}()
 	go func() {
 		for ev := range events {

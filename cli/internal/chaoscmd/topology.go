@@ -2,6 +2,7 @@ package chaoscmd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"shindo.dev/cli/internal/devcontrol"
+
+	"shindo.dev/sdk/trust"
 )
 
 // topology is a running `shindo dev` as its endpoints.json describes it,
@@ -27,6 +30,8 @@ type topology struct {
 
 	adminToken, notifyToken string
 	http                    *http.Client
+	// tls trusts the dev CA of a shindo dev -tls (nil: the system's).
+	tls *tls.Config
 }
 
 // attach reads dir/endpoints.json and the tokens shindo dev wrote.
@@ -40,12 +45,21 @@ func attach(dir string) (*topology, error) {
 		HA              bool   `json:"ha"`
 		AdminTokenFile  string `json:"admin_token_file"`
 		NotifyTokenFile string `json:"notify_token_file"`
+		CA              string `json:"ca"`
 	}
 	raw, _ := json.Marshal(t.doc["dev"])
 	if err := json.Unmarshal(raw, &dev); err != nil || dev.Control == "" {
 		return nil, fmt.Errorf("%s names no control API: is it from this version of shindo dev?", filepath.Join(dir, "endpoints.json"))
 	}
 	t.control, t.ha = dev.Control, dev.HA
+	if dev.CA != "" {
+		cfg, err := trust.ClientConfig(dev.CA, "")
+		if err != nil {
+			return nil, fmt.Errorf("the dev CA: %w", err)
+		}
+		t.tls = cfg
+		t.http = t.client(10*time.Second, 0)
+	}
 	for _, f := range []struct {
 		path string
 		into *string
@@ -57,6 +71,15 @@ func attach(dir string) (*topology, error) {
 		*f.into = strings.TrimSpace(string(b))
 	}
 	return t, nil
+}
+
+// client is an HTTP client of the topology's edges (trusting its CA under
+// -tls) with a timeout for a whole request and one for a response's head
+// (0: none).
+func (t *topology) client(timeout, head time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig, tr.ResponseHeaderTimeout = t.tls, head
+	return &http.Client{Timeout: timeout, Transport: tr}
 }
 
 // reload rereads endpoints.json, which shindo dev rewrites when a

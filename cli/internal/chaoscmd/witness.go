@@ -27,6 +27,7 @@ func startWitness(ctx context.Context, topo *topology, stations int, log *slog.L
 		Backup:     topo.field("TYO-1", "ingest", "udp"),
 		BackupWS:   topo.field("TYO-1", "ingest", "ws"),
 		Waveform:   map[string]string{},
+		TLS:        topo.tls,
 		Log:        log,
 	}
 	// Through the fleet's uplinks when shindo dev routes them through

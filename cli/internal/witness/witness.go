@@ -29,6 +29,7 @@ package witness
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -72,6 +73,8 @@ type Config struct {
 	// URL of the primary (TNN-1) and the backup (TYO-1) ingest, or of the
 	// (possibly impaired) paths to them.
 	Primary, PrimaryWS, Backup, BackupWS string
+	// TLS is whom a wss:// uplink's server must be (nil: the system's CAs).
+	TLS *tls.Config
 	// Waveform maps each core's site name ("TNN-1", "TYO-1") to its
 	// waveform gRPC address (host:port); Verify checks every one.
 	Waveform map[string]string
@@ -190,8 +193,8 @@ func Start(ctx context.Context, cfg Config) (*Witness, error) {
 	}
 	w := &Witness{cfg: cfg, byID: map[string]*station{}, start: cfg.Now()}
 	for i, u := range []uplink.Config{
-		{Name: Primary, UDP: cfg.Primary, WS: cfg.PrimaryWS},
-		{Name: Backup, UDP: cfg.Backup, WS: cfg.BackupWS},
+		{Name: Primary, UDP: cfg.Primary, WS: cfg.PrimaryWS, TLS: cfg.TLS},
+		{Name: Backup, UDP: cfg.Backup, WS: cfg.BackupWS, TLS: cfg.TLS},
 	} {
 		u.OnAck = func(id string, seq uint64) { w.acked(i, id, seq) }
 		up, err := uplink.Dial(u, cfg.Log)
