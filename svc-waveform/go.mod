@@ -12,6 +12,8 @@ require (
 	shindo.dev/seismo v0.0.0
 )
 
+require golang.org/x/crypto v0.58.0 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

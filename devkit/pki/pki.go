@@ -208,6 +208,8 @@ type Request struct {
 	Hosts    []string
 	Validity time.Duration
 	Key      KeyType
+	// OCSPServer are the responders that answer for the certificate.
+	OCSPServer []string
 }
 
 // Issued is a certificate and its key, both PEM.
@@ -243,6 +245,7 @@ func (ca *CA) Issue(req Request) (*Issued, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		URIs:         []*url.URL{req.URI()},
+		OCSPServer:   req.OCSPServer,
 	}
 	if _, ok := key.(*rsa.PrivateKey); ok {
 		tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment

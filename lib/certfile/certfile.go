@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -32,6 +33,10 @@ type Reloader struct {
 	seen [2]stamp   // of the files when last loaded
 
 	reloads, failures atomic.Int64
+
+	ocspClient     *http.Client
+	stapling       stapleState // guarded by mu
+	stapleFailures atomic.Int64
 }
 
 // stamp tells a file's versions apart: a rename over it changes the inode.
@@ -56,7 +61,7 @@ func stampOf(name string) (stamp, error) {
 // Load reads the certificate (PEM, the leaf first, then any
 // intermediates) and its key.
 func Load(certFile, keyFile string, log *slog.Logger) (*Reloader, error) {
-	r := &Reloader{certFile: certFile, keyFile: keyFile, log: log}
+	r := &Reloader{certFile: certFile, keyFile: keyFile, log: log, ocspClient: &http.Client{Timeout: ocspTimeout}}
 	if _, err := r.load(); err != nil {
 		return nil, err
 	}
@@ -111,13 +116,15 @@ func (r *Reloader) Reload() error {
 	return nil
 }
 
-// Run looks at the files every interval and on SIGHUP until ctx ends.
+// Run looks at the files every interval and on SIGHUP until ctx ends, and
+// keeps the certificate's OCSP response stapled when it names a responder.
 func (r *Reloader) Run(ctx context.Context, every time.Duration) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	r.staple(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,6 +135,7 @@ func (r *Reloader) Run(ctx context.Context, every time.Duration) error {
 		if err := r.Reload(); err != nil {
 			r.log.WarnContext(ctx, "certificate not reloaded, the one in use stays", slog.Any("err", err))
 		}
+		r.staple(ctx)
 	}
 }
 

@@ -16,7 +16,8 @@ const certCheckEvery = 5 * time.Second
 // Certificate loads the certificate a listener of the service serves
 // (WithTLS(certfile.ServerConfig(r))), and keeps it current while the
 // service runs: replaced files are taken for the next handshake, every 5 s
-// or on SIGHUP. Its reloads and expiry are metrics.
+// or on SIGHUP, and its OCSP response stapled when it names a responder.
+// Its reloads, expiry and stapling are metrics.
 func (s *Service) Certificate(certFile, keyFile string) (*certfile.Reloader, error) {
 	r, err := certfile.Load(certFile, keyFile, s.log)
 	if err != nil {
@@ -31,6 +32,16 @@ func (s *Service) Certificate(certFile, keyFile string) (*certfile.Reloader, err
 			Help: "Times changed certificate files could not be used (the certificate in use stayed)."}, func() float64 { _, n := r.Counts(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shindo_certificate_expiry_seconds", ConstLabels: labels,
 			Help: "When the certificate in use expires (Unix time)."}, func() float64 { return float64(r.Leaf().NotAfter.Unix()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shindo_certificate_ocsp_stapled", ConstLabels: labels,
+			Help: "1 while the certificate in use is served with its OCSP response stapled."}, func() float64 {
+			if r.Stapled() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shindo_certificate_ocsp_failures_total", ConstLabels: labels,
+			Help: "OCSP fetches for the certificate that failed or did not answer good (a revoked certificate among them)."},
+			func() float64 { return float64(r.StapleFailures()) }),
 	)
 	return r, nil
 }
