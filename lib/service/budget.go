@@ -93,6 +93,13 @@ func (b *budget) take(addr string) string {
 	return ""
 }
 
+// opened is how many connections are open now.
+func (b *budget) opened() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return float64(b.open)
+}
+
 func (b *budget) release(addr string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -180,7 +180,9 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 		budget:            newBudget(common.MaxConns, common.MaxConnsPerIP),
 		handshakeFailures: prometheus.NewCounterVec(handshakeFailuresOpts, []string{"listener"}),
 	}
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures)
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shindo_connections_open",
+			Help: "Connections to public listeners (HTTP and gRPC) open now: clients' streams, uplinks, requests."}, s.budget.opened))
 
 	if s.grpcLn, err = net.Listen("tcp", common.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("listen grpc %s: %w", common.GRPCAddr, err)

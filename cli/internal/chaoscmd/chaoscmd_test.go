@@ -176,3 +176,28 @@ func TestBadFlags(t *testing.T) {
 		t.Errorf("no shindo dev: exit %d, %q", code, errb.String())
 	}
 }
+
+// TestLivesJudgeWhatIsHeld: a process whose last sample has the sockets
+// of a thousand clients that just connected is not a leak; one that held
+// them through its last leakHeldFor is.
+func TestLivesJudgeWhatIsHeld(t *testing.T) {
+	l := newLives(time.Minute)
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	u := func(fds int) procUsage { return procUsage{pid: 1, usage: usage{fds: fds, rssBytes: 100 << 20}} }
+	for s := 0; s <= 180; s += 10 {
+		fds := 20
+		if s == 180 {
+			fds = 1020 // the stations fell back to the WebSocket
+		}
+		l.add(at.Add(time.Duration(s)*time.Second), map[string]procUsage{"ingest": u(fds)})
+	}
+	if checked, _, v := l.findings(time.Minute); checked != 1 || len(v) != 0 {
+		t.Fatalf("a moment's clients judged a leak: checked %d, %v", checked, v)
+	}
+	for s := 190; s <= 240; s += 10 {
+		l.add(at.Add(time.Duration(s)*time.Second), map[string]procUsage{"ingest": u(1020)})
+	}
+	if _, _, v := l.findings(time.Minute); len(v) != 1 || !strings.Contains(v[0], "held 1020 descriptors") {
+		t.Fatalf("sockets held for a minute not judged a leak: %v", v)
+	}
+}

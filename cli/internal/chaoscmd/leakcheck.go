@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -12,10 +14,13 @@ import (
 
 // usage is what a process holds: open descriptors and resident memory.
 // Descriptors are told apart: files (a server's bounded caches, such as
-// the waveform archive's open day files, grow to its working set) and the
-// rest — sockets, pipes, timers — which is what a fault leaks.
+// the waveform archive's open day files, grow to its working set), the
+// connections its clients hold open (as many as there are clients: a
+// thousand stations falling back to an ingest's WebSocket, for as long as
+// their uplink is impaired), and the rest — sockets, pipes, timers —
+// which is what a fault leaks.
 type usage struct {
-	fds      int // not files
+	fds      int // neither files nor clients' connections
 	files    int
 	rssBytes int64
 }
@@ -71,6 +76,12 @@ const (
 const (
 	leakSampleEvery = 10 * time.Second
 	leakJudgeAfter  = time.Minute
+	// leakHeldFor: a life is judged by the least it held over its last
+	// samples this long. A leak holds on; clients come and go — 1,000
+	// stations falling back to the WebSocket at once give an ingest 1,000
+	// sockets for as long as their uplink is impaired, or the fleet,
+	// behind on two shared CPUs, misses acks.
+	leakHeldFor = 45 * time.Second
 )
 
 // withoutFleet drops the fleet from a sample: it is the stations, not the
@@ -89,8 +100,23 @@ type life struct {
 	firstSeen time.Time
 	base      *usage // taken warm after firstSeen
 	baseAt    time.Time
-	last      usage // the latest sample
+	last      usage // the least of the samples within leakHeldFor of the latest
 	lastAt    time.Time
+	recent    []timedUsage // the samples within leakHeldFor of the latest
+}
+
+type timedUsage struct {
+	at time.Time
+	usage
+}
+
+// held is the least of each measure over recent.
+func held(recent []timedUsage) usage {
+	h := recent[0].usage
+	for _, r := range recent[1:] {
+		h.fds, h.files, h.rssBytes = min(h.fds, r.fds), min(h.files, r.files), min(h.rssBytes, r.rssBytes)
+	}
+	return h
 }
 
 // lives follows every process life through samples of the topology: each
@@ -122,12 +148,16 @@ func (l *lives) add(now time.Time, sample map[string]procUsage) {
 			b := u.usage
 			lf.base, lf.baseAt = &b, now
 		}
-		lf.last, lf.lastAt = u.usage, now
+		lf.recent = append(lf.recent, timedUsage{now, u.usage})
+		for len(lf.recent) > 1 && now.Sub(lf.recent[0].at) > leakHeldFor {
+			lf.recent = lf.recent[1:]
+		}
+		lf.last, lf.lastAt = held(lf.recent), now
 	}
 }
 
 // findings judges every life that ran for judgeAfter past its baseline:
-// its last sample against the baseline. short counts the lives too short
+// what it held through its last leakHeldFor against the baseline. short counts the lives too short
 // to judge (killed before, or started too late in the run).
 func (l *lives) findings(judgeAfter time.Duration) (checked, short int, violations []string) {
 	for _, key := range l.order {
@@ -139,8 +169,8 @@ func (l *lives) findings(judgeAfter time.Duration) (checked, short int, violatio
 		checked++
 		b, e := lf.base, lf.last
 		if lim := int(float64(b.fds)*fdGrowth) + fdSlack; e.fds > lim {
-			violations = append(violations, fmt.Sprintf("%s (pid %d) held %d descriptors other than files at %s, %d at %s (limit %d)",
-				lf.name, lf.pid, e.fds, lf.lastAt.Format(time.TimeOnly), b.fds, lf.baseAt.Format(time.TimeOnly), lim))
+			violations = append(violations, fmt.Sprintf("%s (pid %d) held %d descriptors other than files or more through the %s to %s, %d at %s (limit %d)",
+				lf.name, lf.pid, e.fds, leakHeldFor, lf.lastAt.Format(time.TimeOnly), b.fds, lf.baseAt.Format(time.TimeOnly), lim))
 		}
 		if e.files > maxFiles {
 			violations = append(violations, fmt.Sprintf("%s (pid %d) held %d open files at %s (limit %d)", lf.name, lf.pid, e.files, lf.lastAt.Format(time.TimeOnly), maxFiles))
@@ -166,6 +196,16 @@ func (t *topology) usage(ctx context.Context) map[string]procUsage {
 		return nil
 	}
 	out := sample(procs)
+	for _, p := range procs {
+		u, ok := out[p.Name]
+		if !ok {
+			continue
+		}
+		if n, ok := t.clientConns(ctx, p); ok {
+			u.fds = max(0, u.fds-n)
+			out[p.Name] = u
+		}
+	}
 	if t.reload() == nil {
 		if pid := t.databasePID(); pid > 0 {
 			if u, ok := readUsage(pid); ok {
@@ -188,4 +228,34 @@ func sample(procs []proc) map[string]procUsage {
 		}
 	}
 	return out
+}
+
+// clientConns is how many connections clients hold open to p's public
+// listeners (shindo_connections_open on its admin listener); false when p
+// serves no such count.
+func (t *topology) clientConns(ctx context.Context, p proc) (int, bool) {
+	admin := t.field(p.Site, p.Role, "admin")
+	if admin == "" {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/metrics", nil)
+	if err != nil {
+		return 0, false
+	}
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "shindo_connections_open "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(f), err == nil
+		}
+	}
+	return 0, false
 }
