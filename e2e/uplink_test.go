@@ -66,17 +66,14 @@ func hostOf(u string) string {
 	return h
 }
 
-// TestUplinkFailoverToWebSocketAndBack runs `shindo station` with its
-// primary uplink through a fault-injecting proxy to TNN-1 and its backup
-// straight to TYO-1: blackholing the primary's UDP moves that uplink (only)
-// to WebSocket, and healing it brings it back after three acked probes.
-func TestUplinkFailoverToWebSocketAndBack(t *testing.T) {
-	testUplinkFailover(t, startDev(t, "-stations", "2", "-simulate=false"))
-}
-
-// testUplinkFailover runs a station of d (its first) through the primary
-// uplink's failover to the WebSocket and back; trust are the station's
-// flags to trust the cores' WebSocket certificates under -tls.
+// testUplinkFailover runs `shindo station`, the first station of d, with
+// its primary uplink through a fault-injecting proxy to TNN-1 and its
+// backup straight to TYO-1: blackholing the primary's UDP moves that
+// uplink (only) to the WebSocket, and healing it brings it back after
+// three acked probes. trust are the station's flags to trust the cores'
+// certificates: TestTLS runs it over wss://, the way a station of a
+// production network falls back (plain ws:// fallbacks happen under
+// TestChaos's uplink faults).
 func testUplinkFailover(t *testing.T, d *dev, trust ...string) {
 	t.Helper()
 	udpProxy, err := faultproxy.ListenUDP("127.0.0.1:0", d.endpoints.get(t, "TNN-1", "ingest", "udp"), faultproxy.Options{Seed: 1})
