@@ -187,6 +187,9 @@ func (u *composeUnit) listens(t *testing.T) []listenPort {
 			continue
 		}
 		v, _ := u.value(name)
+		if v == "" {
+			continue // an optional listener not configured (-http-plain-addr without TLS)
+		}
 		if rest, ok := strings.CutPrefix(v, "http://"); ok {
 			v = rest
 		}
