@@ -143,20 +143,12 @@ func (r *Reloader) Run(ctx context.Context, every time.Duration) error {
 // failed.
 func (r *Reloader) Counts() (reloads, failures int64) { return r.reloads.Load(), r.failures.Load() }
 
-// Certificate is the certificate in use.
-func (r *Reloader) Certificate() *tls.Certificate { return r.cur.Load() }
-
 // Leaf is the parsed leaf of the certificate in use.
 func (r *Reloader) Leaf() *x509.Certificate { return r.cur.Load().Leaf }
 
 // GetCertificate is for tls.Config: each handshake takes the certificate
 // in use at its start.
 func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	return r.cur.Load(), nil
-}
-
-// GetClientCertificate is for tls.Config on the calling side.
-func (r *Reloader) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	return r.cur.Load(), nil
 }
 
