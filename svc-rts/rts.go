@@ -18,6 +18,7 @@ import (
 	"shindo.dev/svc-rts/internal/area"
 	"shindo.dev/svc-rts/internal/detect"
 	"shindo.dev/svc-rts/internal/natspub"
+	"shindo.dev/svc-rts/internal/peerstate"
 	"shindo.dev/svc-rts/internal/rtsgrpc"
 	"shindo.dev/svc-rts/internal/shake"
 	"shindo.dev/svc-rts/internal/ticklog"
@@ -37,7 +38,9 @@ type Config struct {
 	MaxAhead       time.Duration `conf:"max-ahead" default:"1m" help:"frames ending further than this after the server clock are ignored (0: no bound)"`
 	DisplayDecay   float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`
 	Areas          string        `conf:"areas" help:"JSON file of the areas (boxes) triggered stations light; empty: the grid of SPEC §4"`
-	NATS           string        `conf:"nats" help:"this core's NATS server URL: snapshots and detections are published there; empty: gRPC only"`
+	NATS           string        `conf:"nats" help:"this core's NATS server URL: snapshots and detections are published there, and the peer core's questions for the detection state answered; empty: gRPC only"`
+	PeerNATS       string        `conf:"peer-nats" help:"the peer core's NATS server URL, where this core asks for the peer's detection state after a break of its own input (a rebuild that gave up, an ingest outage); empty: never asks"`
+	PeerSite       string        `conf:"peer-site" help:"the peer core's site name (TYO-1 for TNN-1 and the other way round)"`
 	ArchiveDir     string        `conf:"archive-dir" help:"directory of the archive of every snapshot sent, for replays of past ticks (one process per directory); empty: no archive"`
 	Retention      time.Duration `conf:"archive-retention" default:"168h" help:"how long snapshots are archived"`
 	RebuildWindow  time.Duration `conf:"rebuild-window" default:"6m" help:"at start, the records of this last span are replayed from ingest's journal to rebuild the detections in progress before the first tick (0: start afresh); at least detect-max-duration + detect-linger"`
@@ -102,6 +105,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RebuildWait < time.Second || c.RebuildWait > 10*time.Minute {
 		errs = append(errs, errors.New("rebuild-wait must be between 1s and 10m"))
+	}
+	if c.PeerNATS != "" && c.PeerSite == "" {
+		errs = append(errs, errors.New("peer-site is required with peer-nats"))
 	}
 	if c.Areas != "" {
 		if _, err := area.Load(c.Areas); err != nil {
@@ -172,6 +178,19 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 			return err
 		}
 		srv.SetPublisher(pub)
+		svc.Go("peer state answers", service.ComponentFunc(func(ctx context.Context) error {
+			return peerstate.Serve(ctx, nc, cfg.Site, srv, svc.Metrics(), svc.Logger())
+		}))
+	}
+	if cfg.PeerNATS != "" {
+		// In the background: the peer may be away, and is asked only
+		// after a break.
+		peer, err := natsconn.Connect(ctx, cfg.PeerNATS, "shindo-rts "+cfg.Site+" peer", 0)
+		if err != nil {
+			return err
+		}
+		svc.OnShutdown("peer nats", func(context.Context) error { peer.Close(); return nil })
+		srv.SetPeer(peerstate.NewClient(peer, cfg.PeerSite), max(cfg.RebuildWindow, cfg.DetectMaxDuration+cfg.DetectLinger))
 	}
 	rtsv1.RegisterRTSServiceServer(svc.GRPC(), srv)
 	svc.SetServingStatus(rtsv1.RTSService_ServiceDesc.ServiceName, true)

@@ -31,6 +31,9 @@ var (
 	Snapshots = declare[*natsbusv1.SnapshotPublished]()
 	// Detections: detection updates, stream DETECTIONS, {site} the core's.
 	Detections = declare[*natsbusv1.DetectionPublished]()
+	// DetectorSync: a core's svc-rts asking its peer for its detection
+	// state, served at {site} by the core answering.
+	DetectorSync = declare[*natsbusv1.DetectorSync]()
 	// Notifications: notification payloads, stream NOTIFY, {client} the
 	// client's ID.
 	Notifications = declare[*natsbusv1.NotificationPayload]()
@@ -54,7 +57,7 @@ type Declared interface {
 }
 
 // All returns every hop, in the order of natsbus.proto.
-func All() []Declared { return []Declared{Snapshots, Detections, Notifications, Sync} }
+func All() []Declared { return []Declared{Snapshots, Detections, DetectorSync, Notifications, Sync} }
 
 // Hop is one NATS hop carrying messages of type M.
 type Hop[M proto.Message] struct {

@@ -275,6 +275,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		}
 		natsServers = append(natsServers, ns)
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", dbURL(c), "-nats", natsURL(c),
+			"-peer-nats", peerNATS, "-peer-site", peer.name,
 			"-archive-dir", filepath.Join(p.dataDir, c.name+"-rts"))
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil, "-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"))
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},

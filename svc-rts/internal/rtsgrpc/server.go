@@ -31,6 +31,7 @@ import (
 	"shindo.dev/lib/fanout"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/telemetry"
+	"shindo.dev/svc-rts/internal/detectpb"
 	"shindo.dev/svc-rts/internal/shake"
 )
 
@@ -98,6 +99,20 @@ type Server struct {
 	started     time.Time
 	replayed    atomic.Uint64 // records applied while rebuilding
 
+	// Continuity of the detections' input (PeerState): since when (Unix
+	// ms) it has been unbroken; whether a break since then is still to be
+	// mended from the peer; when a record was last applied (Unix ms, wall
+	// clock) and whether the input is out now. kick wakes the peer loop.
+	continuous  atomic.Int64
+	broken      atomic.Bool
+	lastApplied atomic.Int64
+	outage      atomic.Bool
+	restarts    uint64 // the engine's, as last seen by the tick loop
+	peer        Peer
+	peerWithin  time.Duration
+	kick        chan struct{}
+	peerAsks    *prometheus.CounterVec
+
 	records     *prometheus.CounterVec
 	ticks       prometheus.Counter
 	closed      *prometheus.CounterVec
@@ -124,6 +139,11 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		hub:      fanout.New[*rtsv1.SubscribeResponse](0),
 		tracer:   telemetry.Tracer("shindo.dev/svc-rts"),
 		serials:  map[string]uint32{},
+		kick:     make(chan struct{}, 1),
+		peerAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shindo_rts_peer_state_asks_total",
+			Help: "Times this core, its detections' input broken, asked the peer core for its detection state, by result: adopted, not_older (the peer's input broke later), failed (no answer, or one refused).",
+		}, []string{"result"}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_rts_records_total", Help: "Records received from ingest, by result.",
 		}, []string{"result"}),
@@ -159,7 +179,7 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 			Name: "shindo_rts_detections_listed", Help: "Detections in the latest snapshot, final ones included.",
 		}),
 	}
-	reg.MustRegister(s.records, s.ticks, s.closed, s.tickCompute, s.tickLate, s.online, s.carried, s.detections, s.updates, s.active,
+	reg.MustRegister(s.peerAsks, s.records, s.ticks, s.closed, s.tickCompute, s.tickLate, s.online, s.carried, s.detections, s.updates, s.active,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shindo_rts_detection_replayed_ticks_total", Help: "Ticks of detections recomputed because frames arrived after their tick.",
 		}, func() float64 { return float64(engine.ReplayedTicks()) }),
@@ -180,6 +200,8 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 	warm := make(chan struct{})
 	close(warm) // until SetRebuild
 	s.warm.Store(&warm)
+	s.continuous.Store(s.now().UnixMilli())
+	s.lastApplied.Store(s.now().UnixMilli())
 	return s
 }
 
@@ -214,10 +236,17 @@ func (s *Server) warmed() bool {
 	}
 }
 
-func (s *Server) becomeWarm(why string) {
+// becomeWarm ends the rebuild; complete tells whether the records of the
+// whole window were replayed, or the detections start without them.
+func (s *Server) becomeWarm(why string, complete bool) {
 	s.warmOnce.Do(func() {
 		s.log.Info("detections rebuilt", slog.String("how", why), slog.Uint64("records", s.replayed.Load()),
 			slog.Duration("took", s.now().Sub(s.started)))
+		if complete {
+			s.continuous.Store(s.replaySince)
+		} else {
+			s.broke("the rebuild gave up")
+		}
 		close(*s.warm.Load())
 	})
 }
@@ -262,6 +291,7 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 			result, end := s.apply(rec)
 			s.records.WithLabelValues(result).Inc()
 			if result == "applied" {
+				s.noteApplied()
 				newest = max(newest, end)
 				// A replayed record's trace ended long ago.
 				if !rebuilding && len(rec.GetTraceContext()) > 0 {
@@ -275,7 +305,7 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 				s.engine.Advance(newest - shake.OfflineAfterMs)
 			}
 			if req.GetCaughtUp() {
-				s.becomeWarm("replayed the records of the last minutes")
+				s.becomeWarm("replayed the records of the last minutes", true)
 			}
 		}
 		if err := stream.Send(&rtsv1.IngestResponse{AckedBatchId: req.GetBatchId()}); err != nil {
@@ -414,10 +444,19 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-s.Warm():
 		case <-wait.C:
 			s.log.WarnContext(ctx, "no ingest stream caught up within the rebuild wait: detections start afresh", slog.Duration("wait", s.rebuildWait))
-			s.becomeWarm("gave up waiting")
+			s.becomeWarm("gave up waiting", false)
+			// Before the first tick, so that this core does not found
+			// detections its peer knows under other IDs.
+			s.askPeer(ctx)
 		}
 		wait.Stop()
 	}
+	peerDone := make(chan struct{})
+	defer func() { <-peerDone }()
+	go func() {
+		defer close(peerDone)
+		s.peerLoop(ctx)
+	}()
 	next := nextTick(s.now())
 	for {
 		by, ok := s.close(ctx, next)
@@ -426,6 +465,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		s.closed.WithLabelValues(by).Inc()
 		s.emit(ctx, next)
+		s.watchInput(ctx)
 		next += shake.TickMs
 		// After a stall, skip ahead rather than replaying stale ticks.
 		if now := nextTick(s.now()); now-next > shake.OfflineAfterMs {
@@ -576,22 +616,7 @@ func toProto(snap shake.Snapshot, site string) *rtsv1.Snapshot {
 		pb.Areas[i] = &rtsv1.AreaLevel{Code: a.ID, Level: a.Level}
 	}
 	for i, d := range snap.Detections {
-		pb.Detections[i] = &rtsv1.Detection{
-			Id: d.ID, Serial: d.Serial, Final: d.Final,
-			OriginTimeMs: d.OriginMs, Lat: d.Lat, Lon: d.Lon, DepthKm: d.DepthKm, Magnitude: d.Mag,
-			Location: d.Loc, LocationCode: d.LocCode, MaxLevel: d.MaxLevel,
-			FirstTriggerMs: d.FirstTriggerMs, UpdatedMs: d.UpdatedMs, Stations: uint32(d.Stations),
-		}
-		if f := d.Flash; f != nil {
-			pd := pb.Detections[i]
-			pd.AreaSerial = f.Serial
-			for _, a := range f.Areas {
-				pd.Areas = append(pd.Areas, &rtsv1.AreaLevel{Code: a.Code, Level: a.Level})
-			}
-			for _, l := range f.LPGM {
-				pd.Lpgm = append(pd.Lpgm, &rtsv1.StationLPGM{StationId: l.Station, Level: l.Level, SvaCms: l.SvaCms})
-			}
-		}
+		pb.Detections[i] = detectpb.Detection(d)
 	}
 	return pb
 }

@@ -44,11 +44,13 @@
 // the middle of an event begins with no detection and may name that event
 // differently from a core that saw it start — which is why svc-rts, once
 // restarted, first has the frames of the last minutes replayed and moves
-// its detections through them (Advance) before it computes a snapshot.
+// its detections through them (Advance) before it computes a snapshot, and
+// after a longer break of its input adopts its peer core's state (Adopt).
 package shake
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -70,6 +72,11 @@ const OfflineAfterMs = 3000
 // historyLen frames (64 s) are kept per station; enough for the display
 // intensity to decay from the top of the scale.
 const historyLen = 128
+
+// LateWindowMs is how late a frame may come and still correct the
+// detections (replayTicks − 2 ticks): an input gap longer than this is a
+// break that only the peer core's state can mend.
+const LateWindowMs = (replayTicks - 2) * TickMs
 
 // replayTicks is how many ticks of detection state are kept (16 s): a frame
 // that arrives up to this late still corrects the detections.
@@ -195,6 +202,7 @@ type Engine struct {
 	ringTick [replayTicks]int64
 	dirty    int64
 	replayed uint64
+	restarts uint64 // fresh starts after a gap, the first excepted
 
 	// Completion tracking for the tick being waited on: how many stations
 	// already delivered the frame ending at pending, against how many were
@@ -440,6 +448,9 @@ func (e *Engine) detections(t int64) []detect.Detection {
 	if e.detTick == 0 || t-e.detTick > historyLen*TickMs {
 		// The first tick, or a gap longer than the frames kept: start
 		// afresh, from an empty state "before" t.
+		if e.detTick != 0 {
+			e.restarts++
+		}
 		e.det = detect.New(e.cfg.Detect)
 		e.ring, e.ringTick = [replayTicks]*detect.State{}, [replayTicks]int64{}
 		e.detTick, e.dirty = t-TickMs, 0
@@ -492,6 +503,72 @@ func (e *Engine) Advance(t int64) {
 	if t > e.detTick {
 		e.detections(t)
 	}
+}
+
+// DetectorState returns the detection state of tick t if it is kept, or
+// else of the latest tick stepped when that is earlier than t: what a core
+// whose input broke adopts (Adopt). ok is false before the first tick and
+// for a t older than the states kept.
+func (e *Engine) DetectorState(t int64) (tick int64, st detect.Saved, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.detTick == 0 {
+		return 0, detect.Saved{}, false
+	}
+	if e.dirty != 0 {
+		e.detections(e.detTick) // account for late frames first
+	}
+	if t >= e.detTick {
+		return e.detTick, e.det.Save(), true
+	}
+	if kept := e.ringAt(t); kept != nil {
+		return t, kept.Save(), true
+	}
+	return 0, detect.Saved{}, false
+}
+
+// Adopt replaces the detection state by v, another core's state of tick
+// t, taken because this engine's input broke; v is checked as input from
+// outside (detect.Restore, under this engine's configuration). From t on
+// the engine steps with its own frames; the states it kept of earlier
+// ticks are dropped, so a late frame from before t changes nothing. A
+// state of a tick after the latest this engine stepped is refused: its
+// next snapshots would have no state of their own ticks.
+func (e *Engine) Adopt(t int64, v detect.Saved) error {
+	if t <= 0 || t%TickMs != 0 {
+		return fmt.Errorf("adopt: tick %d is not on the tick grid", t)
+	}
+	st, err := detect.Restore(e.cfg.Detect, v)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.detTick != 0 && t > e.detTick {
+		return fmt.Errorf("adopt: state of tick %d, after this engine's latest %d", t, e.detTick)
+	}
+	e.det = st
+	e.ring, e.ringTick = [replayTicks]*detect.State{}, [replayTicks]int64{}
+	e.detTick, e.dirty = t, 0
+	e.keep(t)
+	return nil
+}
+
+// Restarts is how many times the detections started afresh after a gap
+// longer than the frames kept (a stalled tick loop), the first start not
+// counted: each is a break in the input that Adopt can mend.
+func (e *Engine) Restarts() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.restarts
+}
+
+// DetTick is the latest tick the detections were stepped to, 0 before the
+// first.
+func (e *Engine) DetTick() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.detTick
 }
 
 func (e *Engine) step(u int64) {

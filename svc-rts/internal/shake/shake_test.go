@@ -525,3 +525,55 @@ func TestIgnoresTheFarFuture(t *testing.T) {
 		t.Fatalf("the station is not in the snapshot: %+v", s)
 	}
 }
+
+// TestAdopt: an engine takes another's detection state of a tick at or
+// before its own latest, and from then on steps it with its own frames —
+// a late frame from before that tick no longer moves it; a state of a
+// later tick, or off the grid, is refused.
+func TestAdopt(t *testing.T) {
+	t.Parallel()
+	feed := func(e *Engine, from, to int64, ids ...string) {
+		for k := from; k <= to; k++ {
+			for _, id := range []string{"HUA", "JIA", "SHO"} {
+				v := float32(0.1)
+				for _, hot := range ids {
+					if id == hot {
+						v = 3.2
+					}
+				}
+				e.Apply(id, Frame{WindowEndMs: t0 + k*500, Intensity: v})
+			}
+			e.Snapshot(t0 + k*500)
+		}
+	}
+	a, b := newEngine(), newEngine()
+	feed(a, 0, 6, "HUA", "JIA", "SHO") // a saw the earthquake begin
+	feed(b, 0, 6)                      // b saw nothing of it
+	if _, _, ok := a.DetectorState(t0 - 1000); ok {
+		t.Error("a state of a tick before the engine's first was given")
+	}
+	tick, st, ok := a.DetectorState(t0 + 2500)
+	if !ok || tick != t0+2500 || len(st.Events) != 1 {
+		t.Fatalf("state of tick %d (ok %v): %+v", tick, ok, st)
+	}
+	if err := b.Adopt(t0+3500, st); err == nil {
+		t.Error("a state of a tick after the engine's latest was adopted")
+	}
+	if err := b.Adopt(t0+3001, st); err == nil {
+		t.Error("a state off the tick grid was adopted")
+	}
+	if err := b.Adopt(tick, st); err != nil {
+		t.Fatal(err)
+	}
+	// Both step on with the same frames from the adopted tick on; b's own
+	// quiet frames of ticks 1–3 come late and change nothing now.
+	for k := int64(1); k <= 3; k++ {
+		b.Apply("HUA", Frame{WindowEndMs: t0 + k*500, Intensity: 0.1})
+	}
+	feed(a, 7, 12, "HUA", "JIA", "SHO")
+	feed(b, 7, 12, "HUA", "JIA", "SHO")
+	got, want := b.Snapshot(t0+6000).Detections, a.Snapshot(t0+6000).Detections
+	if len(want) != 1 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after adopting: %+v, the other engine %+v", got, want)
+	}
+}

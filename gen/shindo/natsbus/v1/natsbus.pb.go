@@ -13,7 +13,7 @@
 // Each core runs its own NATS server (cli/internal/natscmd) and nothing is
 // clustered across sites, so a hop's subject is on one core's server: the
 // publishing core's for snapshots and detections, the answering core's for
-// the sync, every core's for notifications.
+// the sync and the detector exchange, every core's for notifications.
 
 package natsbusv1
 
@@ -183,6 +183,79 @@ func (x *DetectionPublished) GetDetection() *v1.Detection {
 	return nil
 }
 
+// DetectorSync is the exchange of detection state between the cores'
+// svc-rts (svc-rts/internal/peerstate): each core serves the subject of its
+// own site on its own server. A core whose detections lost their input —
+// it restarted and could not rebuild them, or its ingest was gone longer
+// than late frames are accounted for — asks its peer there; the peer
+// answers with its state if its own input has been unbroken for longer,
+// and the asker adopts it, so both cores name the events in progress alike.
+type DetectorSync struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Request: the asker's latest tick, Unix ms. Reply: the tick of the
+	// state, at or before the one asked for.
+	TickMs int64 `protobuf:"varint,1,opt,name=tick_ms,json=tickMs,proto3" json:"tick_ms,omitempty"`
+	// Since when (Unix ms) the sender's detections have had unbroken input.
+	// A reply carries a state only when this is earlier than the request's.
+	ContinuousSinceMs int64 `protobuf:"varint,2,opt,name=continuous_since_ms,json=continuousSinceMs,proto3" json:"continuous_since_ms,omitempty"`
+	// Reply only: the state, absent when the answering core's is not older
+	// or not ready.
+	State         *v1.DetectorState `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetectorSync) Reset() {
+	*x = DetectorSync{}
+	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetectorSync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetectorSync) ProtoMessage() {}
+
+func (x *DetectorSync) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetectorSync.ProtoReflect.Descriptor instead.
+func (*DetectorSync) Descriptor() ([]byte, []int) {
+	return file_shindo_natsbus_v1_natsbus_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DetectorSync) GetTickMs() int64 {
+	if x != nil {
+		return x.TickMs
+	}
+	return 0
+}
+
+func (x *DetectorSync) GetContinuousSinceMs() int64 {
+	if x != nil {
+		return x.ContinuousSinceMs
+	}
+	return 0
+}
+
+func (x *DetectorSync) GetState() *v1.DetectorState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 // NotificationPayload is a notification posted at an edge, stored in the
 // stream NOTIFY of every core it reaches (and copied later to a core that
 // missed it); the edges read it back by stream sequence. Its sequence
@@ -205,7 +278,7 @@ type NotificationPayload struct {
 
 func (x *NotificationPayload) Reset() {
 	*x = NotificationPayload{}
-	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[2]
+	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +290,7 @@ func (x *NotificationPayload) String() string {
 func (*NotificationPayload) ProtoMessage() {}
 
 func (x *NotificationPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[2]
+	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +303,7 @@ func (x *NotificationPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotificationPayload.ProtoReflect.Descriptor instead.
 func (*NotificationPayload) Descriptor() ([]byte, []int) {
-	return file_shindo_natsbus_v1_natsbus_proto_rawDescGZIP(), []int{2}
+	return file_shindo_natsbus_v1_natsbus_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NotificationPayload) GetId() string {
@@ -281,7 +354,7 @@ type SyncFrame struct {
 
 func (x *SyncFrame) Reset() {
 	*x = SyncFrame{}
-	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[3]
+	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +366,7 @@ func (x *SyncFrame) String() string {
 func (*SyncFrame) ProtoMessage() {}
 
 func (x *SyncFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[3]
+	mi := &file_shindo_natsbus_v1_natsbus_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +379,7 @@ func (x *SyncFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncFrame.ProtoReflect.Descriptor instead.
 func (*SyncFrame) Descriptor() ([]byte, []int) {
-	return file_shindo_natsbus_v1_natsbus_proto_rawDescGZIP(), []int{3}
+	return file_shindo_natsbus_v1_natsbus_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SyncFrame) GetCompression() Compression {
@@ -335,7 +408,12 @@ const file_shindo_natsbus_v1_natsbus_proto_rawDesc = "" +
 	"\tdetection\x18\x01 \x01(\v2\x18.shindo.rts.v1.DetectionR\tdetection:\x94\x01\xa2\x86\x19\x8f\x01\n" +
 	"\x18shindo.detections.{site}\x12s\n" +
 	"\n" +
-	"DETECTIONS\x12Vshindo detection updates (svc-rts), consumed by svc-dataapi into the metadata database\x18\x01 \x01*\x03\b\xd8\x042\x04\b\x80\xf5$\"\xed\x01\n" +
+	"DETECTIONS\x12Vshindo detection updates (svc-rts), consumed by svc-dataapi into the metadata database\x18\x01 \x01*\x03\b\xd8\x042\x04\b\x80\xf5$\"\xaf\x01\n" +
+	"\fDetectorSync\x12\x17\n" +
+	"\atick_ms\x18\x01 \x01(\x03R\x06tickMs\x12.\n" +
+	"\x13continuous_since_ms\x18\x02 \x01(\x03R\x11continuousSinceMs\x122\n" +
+	"\x05state\x18\x03 \x01(\v2\x1c.shindo.rts.v1.DetectorStateR\x05state:\"\xa2\x86\x19\x1e\n" +
+	"\x1ashindo.rts.{site}.detector\x18\x01\"\xed\x01\n" +
 	"\x13NotificationPayload\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x17\n" +
@@ -365,25 +443,28 @@ func file_shindo_natsbus_v1_natsbus_proto_rawDescGZIP() []byte {
 }
 
 var file_shindo_natsbus_v1_natsbus_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shindo_natsbus_v1_natsbus_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_shindo_natsbus_v1_natsbus_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_shindo_natsbus_v1_natsbus_proto_goTypes = []any{
 	(Compression)(0),            // 0: shindo.natsbus.v1.Compression
 	(*SnapshotPublished)(nil),   // 1: shindo.natsbus.v1.SnapshotPublished
 	(*DetectionPublished)(nil),  // 2: shindo.natsbus.v1.DetectionPublished
-	(*NotificationPayload)(nil), // 3: shindo.natsbus.v1.NotificationPayload
-	(*SyncFrame)(nil),           // 4: shindo.natsbus.v1.SyncFrame
-	(*v1.Snapshot)(nil),         // 5: shindo.rts.v1.Snapshot
-	(*v1.Detection)(nil),        // 6: shindo.rts.v1.Detection
+	(*DetectorSync)(nil),        // 3: shindo.natsbus.v1.DetectorSync
+	(*NotificationPayload)(nil), // 4: shindo.natsbus.v1.NotificationPayload
+	(*SyncFrame)(nil),           // 5: shindo.natsbus.v1.SyncFrame
+	(*v1.Snapshot)(nil),         // 6: shindo.rts.v1.Snapshot
+	(*v1.Detection)(nil),        // 7: shindo.rts.v1.Detection
+	(*v1.DetectorState)(nil),    // 8: shindo.rts.v1.DetectorState
 }
 var file_shindo_natsbus_v1_natsbus_proto_depIdxs = []int32{
-	5, // 0: shindo.natsbus.v1.SnapshotPublished.snapshot:type_name -> shindo.rts.v1.Snapshot
-	6, // 1: shindo.natsbus.v1.DetectionPublished.detection:type_name -> shindo.rts.v1.Detection
-	0, // 2: shindo.natsbus.v1.SyncFrame.compression:type_name -> shindo.natsbus.v1.Compression
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	6, // 0: shindo.natsbus.v1.SnapshotPublished.snapshot:type_name -> shindo.rts.v1.Snapshot
+	7, // 1: shindo.natsbus.v1.DetectionPublished.detection:type_name -> shindo.rts.v1.Detection
+	8, // 2: shindo.natsbus.v1.DetectorSync.state:type_name -> shindo.rts.v1.DetectorState
+	0, // 3: shindo.natsbus.v1.SyncFrame.compression:type_name -> shindo.natsbus.v1.Compression
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_shindo_natsbus_v1_natsbus_proto_init() }
@@ -398,7 +479,7 @@ func file_shindo_natsbus_v1_natsbus_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_natsbus_v1_natsbus_proto_rawDesc), len(file_shindo_natsbus_v1_natsbus_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

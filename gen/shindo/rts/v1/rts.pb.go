@@ -916,6 +916,376 @@ func (x *StationLPGM) GetSvaCms() float32 {
 	return 0
 }
 
+// DetectorState is a core's whole detection state after one tick (package
+// svc-rts/internal/detect): what a core whose input broke — a restart that
+// could not rebuild, an ingest down for longer than late frames are
+// accounted for — takes from its peer, so that both go on naming the same
+// events alike. Both cores must run the same detection configuration.
+type DetectorState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Stations triggered at the tick, by station ID.
+	Picks []*DetectorPick `protobuf:"bytes,1,rep,name=picks,proto3" json:"picks,omitempty"`
+	// Listed detections, by first trigger then ID.
+	Events        []*DetectorEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetectorState) Reset() {
+	*x = DetectorState{}
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetectorState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetectorState) ProtoMessage() {}
+
+func (x *DetectorState) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetectorState.ProtoReflect.Descriptor instead.
+func (*DetectorState) Descriptor() ([]byte, []int) {
+	return file_shindo_rts_v1_rts_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DetectorState) GetPicks() []*DetectorPick {
+	if x != nil {
+		return x.Picks
+	}
+	return nil
+}
+
+func (x *DetectorState) GetEvents() []*DetectorEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// DetectorPick is a triggered station's pick.
+type DetectorPick struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	StationId string `protobuf:"bytes,1,opt,name=station_id,json=stationId,proto3" json:"station_id,omitempty"`
+	// Tick at which it became triggered, Unix ms.
+	OnsetMs int64 `protobuf:"varint,2,opt,name=onset_ms,json=onsetMs,proto3" json:"onset_ms,omitempty"`
+	// ID of the detection it joined; empty for none.
+	DetectionId string `protobuf:"bytes,3,opt,name=detection_id,json=detectionId,proto3" json:"detection_id,omitempty"`
+	// Its detection ended: the pick may not found another one.
+	Consumed      bool `protobuf:"varint,4,opt,name=consumed,proto3" json:"consumed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetectorPick) Reset() {
+	*x = DetectorPick{}
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetectorPick) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetectorPick) ProtoMessage() {}
+
+func (x *DetectorPick) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetectorPick.ProtoReflect.Descriptor instead.
+func (*DetectorPick) Descriptor() ([]byte, []int) {
+	return file_shindo_rts_v1_rts_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DetectorPick) GetStationId() string {
+	if x != nil {
+		return x.StationId
+	}
+	return ""
+}
+
+func (x *DetectorPick) GetOnsetMs() int64 {
+	if x != nil {
+		return x.OnsetMs
+	}
+	return 0
+}
+
+func (x *DetectorPick) GetDetectionId() string {
+	if x != nil {
+		return x.DetectionId
+	}
+	return ""
+}
+
+func (x *DetectorPick) GetConsumed() bool {
+	if x != nil {
+		return x.Consumed
+	}
+	return false
+}
+
+// DetectorEvent is one listed detection with what its estimates come from.
+type DetectorEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As published, flash (areas, area_serial, lpgm) included.
+	Published *Detection `protobuf:"bytes,1,opt,name=published,proto3" json:"published,omitempty"`
+	// Member stations, by station ID.
+	Members []*DetectorMember `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// Highest absolute velocity response of the stations attributed to it,
+	// by station ID.
+	LongPeriod []*DetectorStationSva `protobuf:"bytes,3,rep,name=long_period,json=longPeriod,proto3" json:"long_period,omitempty"`
+	// Latest tick at which a member was triggered, Unix ms.
+	LastTriggeredMs int64 `protobuf:"varint,4,opt,name=last_triggered_ms,json=lastTriggeredMs,proto3" json:"last_triggered_ms,omitempty"`
+	// Tick at which it became final, Unix ms; 0 while open.
+	FinalAtMs int64 `protobuf:"varint,5,opt,name=final_at_ms,json=finalAtMs,proto3" json:"final_at_ms,omitempty"`
+	// Its inputs changed since its estimate was made.
+	Stale         bool `protobuf:"varint,6,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetectorEvent) Reset() {
+	*x = DetectorEvent{}
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetectorEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetectorEvent) ProtoMessage() {}
+
+func (x *DetectorEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetectorEvent.ProtoReflect.Descriptor instead.
+func (*DetectorEvent) Descriptor() ([]byte, []int) {
+	return file_shindo_rts_v1_rts_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DetectorEvent) GetPublished() *Detection {
+	if x != nil {
+		return x.Published
+	}
+	return nil
+}
+
+func (x *DetectorEvent) GetMembers() []*DetectorMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *DetectorEvent) GetLongPeriod() []*DetectorStationSva {
+	if x != nil {
+		return x.LongPeriod
+	}
+	return nil
+}
+
+func (x *DetectorEvent) GetLastTriggeredMs() int64 {
+	if x != nil {
+		return x.LastTriggeredMs
+	}
+	return 0
+}
+
+func (x *DetectorEvent) GetFinalAtMs() int64 {
+	if x != nil {
+		return x.FinalAtMs
+	}
+	return 0
+}
+
+func (x *DetectorEvent) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+// DetectorMember is a station of a detection.
+type DetectorMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	StationId string `protobuf:"bytes,1,opt,name=station_id,json=stationId,proto3" json:"station_id,omitempty"`
+	// Its latitude, degrees north.
+	Lat float64 `protobuf:"fixed64,2,opt,name=lat,proto3" json:"lat,omitempty"`
+	// Its longitude, degrees east.
+	Lon float64 `protobuf:"fixed64,3,opt,name=lon,proto3" json:"lon,omitempty"`
+	// Township postal code; 0 if unknown.
+	Code uint32 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
+	// Its onset, Unix ms.
+	OnsetMs int64 `protobuf:"varint,5,opt,name=onset_ms,json=onsetMs,proto3" json:"onset_ms,omitempty"`
+	// Highest real-time intensity since it joined.
+	Peak          float32 `protobuf:"fixed32,6,opt,name=peak,proto3" json:"peak,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetectorMember) Reset() {
+	*x = DetectorMember{}
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetectorMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetectorMember) ProtoMessage() {}
+
+func (x *DetectorMember) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetectorMember.ProtoReflect.Descriptor instead.
+func (*DetectorMember) Descriptor() ([]byte, []int) {
+	return file_shindo_rts_v1_rts_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DetectorMember) GetStationId() string {
+	if x != nil {
+		return x.StationId
+	}
+	return ""
+}
+
+func (x *DetectorMember) GetLat() float64 {
+	if x != nil {
+		return x.Lat
+	}
+	return 0
+}
+
+func (x *DetectorMember) GetLon() float64 {
+	if x != nil {
+		return x.Lon
+	}
+	return 0
+}
+
+func (x *DetectorMember) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *DetectorMember) GetOnsetMs() int64 {
+	if x != nil {
+		return x.OnsetMs
+	}
+	return 0
+}
+
+func (x *DetectorMember) GetPeak() float32 {
+	if x != nil {
+		return x.Peak
+	}
+	return 0
+}
+
+// DetectorStationSva is a station's highest long-period response.
+type DetectorStationSva struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	StationId string `protobuf:"bytes,1,opt,name=station_id,json=stationId,proto3" json:"station_id,omitempty"`
+	// Absolute velocity response, cm/s.
+	SvaCms        float32 `protobuf:"fixed32,2,opt,name=sva_cms,json=svaCms,proto3" json:"sva_cms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetectorStationSva) Reset() {
+	*x = DetectorStationSva{}
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetectorStationSva) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetectorStationSva) ProtoMessage() {}
+
+func (x *DetectorStationSva) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_rts_v1_rts_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetectorStationSva.ProtoReflect.Descriptor instead.
+func (*DetectorStationSva) Descriptor() ([]byte, []int) {
+	return file_shindo_rts_v1_rts_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DetectorStationSva) GetStationId() string {
+	if x != nil {
+		return x.StationId
+	}
+	return ""
+}
+
+func (x *DetectorStationSva) GetSvaCms() float32 {
+	if x != nil {
+		return x.SvaCms
+	}
+	return 0
+}
+
 var File_shindo_rts_v1_rts_proto protoreflect.FileDescriptor
 
 const file_shindo_rts_v1_rts_proto_rawDesc = "" +
@@ -991,7 +1361,36 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\rR\x05level\x12\x17\n" +
-	"\asva_cms\x18\x03 \x01(\x02R\x06svaCms2\xff\x01\n" +
+	"\asva_cms\x18\x03 \x01(\x02R\x06svaCms\"x\n" +
+	"\rDetectorState\x121\n" +
+	"\x05picks\x18\x01 \x03(\v2\x1b.shindo.rts.v1.DetectorPickR\x05picks\x124\n" +
+	"\x06events\x18\x02 \x03(\v2\x1c.shindo.rts.v1.DetectorEventR\x06events\"\x87\x01\n" +
+	"\fDetectorPick\x12\x1d\n" +
+	"\n" +
+	"station_id\x18\x01 \x01(\tR\tstationId\x12\x19\n" +
+	"\bonset_ms\x18\x02 \x01(\x03R\aonsetMs\x12!\n" +
+	"\fdetection_id\x18\x03 \x01(\tR\vdetectionId\x12\x1a\n" +
+	"\bconsumed\x18\x04 \x01(\bR\bconsumed\"\xa6\x02\n" +
+	"\rDetectorEvent\x126\n" +
+	"\tpublished\x18\x01 \x01(\v2\x18.shindo.rts.v1.DetectionR\tpublished\x127\n" +
+	"\amembers\x18\x02 \x03(\v2\x1d.shindo.rts.v1.DetectorMemberR\amembers\x12B\n" +
+	"\vlong_period\x18\x03 \x03(\v2!.shindo.rts.v1.DetectorStationSvaR\n" +
+	"longPeriod\x12*\n" +
+	"\x11last_triggered_ms\x18\x04 \x01(\x03R\x0flastTriggeredMs\x12\x1e\n" +
+	"\vfinal_at_ms\x18\x05 \x01(\x03R\tfinalAtMs\x12\x14\n" +
+	"\x05stale\x18\x06 \x01(\bR\x05stale\"\x96\x01\n" +
+	"\x0eDetectorMember\x12\x1d\n" +
+	"\n" +
+	"station_id\x18\x01 \x01(\tR\tstationId\x12\x10\n" +
+	"\x03lat\x18\x02 \x01(\x01R\x03lat\x12\x10\n" +
+	"\x03lon\x18\x03 \x01(\x01R\x03lon\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\rR\x04code\x12\x19\n" +
+	"\bonset_ms\x18\x05 \x01(\x03R\aonsetMs\x12\x12\n" +
+	"\x04peak\x18\x06 \x01(\x02R\x04peak\"L\n" +
+	"\x12DetectorStationSva\x12\x1d\n" +
+	"\n" +
+	"station_id\x18\x01 \x01(\tR\tstationId\x12\x17\n" +
+	"\asva_cms\x18\x02 \x01(\x02R\x06svaCms2\xff\x01\n" +
 	"\n" +
 	"RTSService\x12I\n" +
 	"\x06Ingest\x12\x1c.shindo.rts.v1.IngestRequest\x1a\x1d.shindo.rts.v1.IngestResponse(\x010\x01\x12P\n" +
@@ -1010,7 +1409,7 @@ func file_shindo_rts_v1_rts_proto_rawDescGZIP() []byte {
 	return file_shindo_rts_v1_rts_proto_rawDescData
 }
 
-var file_shindo_rts_v1_rts_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_shindo_rts_v1_rts_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*IngestRequest)(nil),       // 0: shindo.rts.v1.IngestRequest
 	(*IngestResponse)(nil),      // 1: shindo.rts.v1.IngestResponse
@@ -1024,13 +1423,18 @@ var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*AreaLevel)(nil),           // 9: shindo.rts.v1.AreaLevel
 	(*Detection)(nil),           // 10: shindo.rts.v1.Detection
 	(*StationLPGM)(nil),         // 11: shindo.rts.v1.StationLPGM
-	nil,                         // 12: shindo.rts.v1.SubscribeResponse.TraceContextEntry
-	(*v1.Record)(nil),           // 13: shindo.ingest.v1.Record
+	(*DetectorState)(nil),       // 12: shindo.rts.v1.DetectorState
+	(*DetectorPick)(nil),        // 13: shindo.rts.v1.DetectorPick
+	(*DetectorEvent)(nil),       // 14: shindo.rts.v1.DetectorEvent
+	(*DetectorMember)(nil),      // 15: shindo.rts.v1.DetectorMember
+	(*DetectorStationSva)(nil),  // 16: shindo.rts.v1.DetectorStationSva
+	nil,                         // 17: shindo.rts.v1.SubscribeResponse.TraceContextEntry
+	(*v1.Record)(nil),           // 18: shindo.ingest.v1.Record
 }
 var file_shindo_rts_v1_rts_proto_depIdxs = []int32{
-	13, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
+	18, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
 	6,  // 1: shindo.rts.v1.SubscribeResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
-	12, // 2: shindo.rts.v1.SubscribeResponse.trace_context:type_name -> shindo.rts.v1.SubscribeResponse.TraceContextEntry
+	17, // 2: shindo.rts.v1.SubscribeResponse.trace_context:type_name -> shindo.rts.v1.SubscribeResponse.TraceContextEntry
 	6,  // 3: shindo.rts.v1.GetSnapshotResponse.snapshot:type_name -> shindo.rts.v1.Snapshot
 	7,  // 4: shindo.rts.v1.Snapshot.stations:type_name -> shindo.rts.v1.StationState
 	8,  // 5: shindo.rts.v1.Snapshot.boxes:type_name -> shindo.rts.v1.BoxLevel
@@ -1038,17 +1442,22 @@ var file_shindo_rts_v1_rts_proto_depIdxs = []int32{
 	10, // 7: shindo.rts.v1.Snapshot.detections:type_name -> shindo.rts.v1.Detection
 	9,  // 8: shindo.rts.v1.Detection.areas:type_name -> shindo.rts.v1.AreaLevel
 	11, // 9: shindo.rts.v1.Detection.lpgm:type_name -> shindo.rts.v1.StationLPGM
-	0,  // 10: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
-	2,  // 11: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
-	4,  // 12: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
-	1,  // 13: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
-	3,  // 14: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
-	5,  // 15: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	13, // 10: shindo.rts.v1.DetectorState.picks:type_name -> shindo.rts.v1.DetectorPick
+	14, // 11: shindo.rts.v1.DetectorState.events:type_name -> shindo.rts.v1.DetectorEvent
+	10, // 12: shindo.rts.v1.DetectorEvent.published:type_name -> shindo.rts.v1.Detection
+	15, // 13: shindo.rts.v1.DetectorEvent.members:type_name -> shindo.rts.v1.DetectorMember
+	16, // 14: shindo.rts.v1.DetectorEvent.long_period:type_name -> shindo.rts.v1.DetectorStationSva
+	0,  // 15: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
+	2,  // 16: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
+	4,  // 17: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
+	1,  // 18: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
+	3,  // 19: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
+	5,  // 20: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_shindo_rts_v1_rts_proto_init() }
@@ -1062,7 +1471,7 @@ func file_shindo_rts_v1_rts_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_rts_v1_rts_proto_rawDesc), len(file_shindo_rts_v1_rts_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
