@@ -2,7 +2,8 @@
 // shindo dev -tls, shindo cert and tests; it writes no file): each
 // names the site and the role of what holds it (a URI SAN
 // shindo://SITE/ROLE), so that a server can tell not only that a caller
-// belongs to the network but what it may ask for.
+// belongs to the network but what it may ask for. lib/peerid reads it
+// back (its tests issue here, so the two cannot drift apart).
 package pki
 
 import (
@@ -49,25 +50,6 @@ func (id Identity) URI() *url.URL {
 }
 
 func (id Identity) String() string { return id.Site + "/" + id.Role }
-
-// IdentityOf reads the identity a certificate carries; false when it
-// carries none (or more than one).
-func IdentityOf(cert *x509.Certificate) (Identity, bool) {
-	var found []Identity
-	for _, u := range cert.URIs {
-		if u.Scheme != scheme || len(u.Path) < 2 {
-			continue
-		}
-		id := Identity{Site: u.Host, Role: u.Path[1:]}
-		if id.Validate() == nil {
-			found = append(found, id)
-		}
-	}
-	if len(found) != 1 {
-		return Identity{}, false
-	}
-	return found[0], true
-}
 
 // KeyType is the kind of key a certificate is issued for.
 type KeyType string

@@ -3,7 +3,6 @@ package pki
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,9 +20,8 @@ func TestIssueNamesSiteRoleAndHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(kt, err)
 		}
-		id, ok := IdentityOf(is.Cert)
-		if !ok || id != (Identity{Site: "TNN-1", Role: "ingest"}) {
-			t.Errorf("%s: identity %v %v", kt, id, ok)
+		if len(is.Cert.URIs) != 1 || is.Cert.URIs[0].String() != "shindo://TNN-1/ingest" {
+			t.Errorf("%s: URIs %v", kt, is.Cert.URIs)
 		}
 		roots := x509.NewCertPool()
 		roots.AddCert(ca.Cert)
@@ -54,24 +52,6 @@ func TestIssueNamesSiteRoleAndHosts(t *testing.T) {
 	}
 	if long.Cert.NotAfter.After(ca.Cert.NotAfter) {
 		t.Errorf("a certificate outlives its CA: %s after %s", long.Cert.NotAfter, ca.Cert.NotAfter)
-	}
-}
-
-func TestIdentityOfNeedsExactlyOne(t *testing.T) {
-	u := func(s string) *url.URL { p, _ := url.Parse(s); return p }
-	for _, c := range []struct {
-		uris []*url.URL
-		ok   bool
-	}{
-		{nil, false},
-		{[]*url.URL{u("shindo://TPE-1/edge")}, true},
-		{[]*url.URL{u("spiffe://TPE-1/edge")}, false},
-		{[]*url.URL{u("shindo://TPE-1/")}, false},
-		{[]*url.URL{u("shindo://TPE-1/edge"), u("shindo://TNN-1/ingest")}, false},
-	} {
-		if _, ok := IdentityOf(&x509.Certificate{URIs: c.uris}); ok != c.ok {
-			t.Errorf("%v: identity found %v, want %v", c.uris, ok, c.ok)
-		}
 	}
 }
 

@@ -18,12 +18,29 @@ const certCheckEvery = 5 * time.Second
 // service runs: replaced files are taken for the next handshake, every 5 s
 // or on SIGHUP, and its OCSP response stapled when it names a responder.
 // Its reloads, expiry and stapling are metrics.
+// A pair asked for again (the same certificate for a public listener and
+// the internal hops) is the same Reloader.
 func (s *Service) Certificate(certFile, keyFile string) (*certfile.Reloader, error) {
+	key := [2]string{certFile, keyFile}
+	if r, ok := s.certs[key]; ok {
+		return r, nil
+	}
 	r, err := certfile.Load(certFile, keyFile, s.log)
 	if err != nil {
 		return nil, err
 	}
-	s.Go("certificate reload", ComponentFunc(func(ctx context.Context) error { return r.Run(ctx, certCheckEvery) }))
+	s.watchCertificate(r, certFile)
+	if s.certs == nil {
+		s.certs = map[[2]string]*certfile.Reloader{}
+	}
+	s.certs[key] = r
+	return r, nil
+}
+
+// watchCertificate keeps r current while the service runs, with its
+// metrics.
+func (s *Service) watchCertificate(r *certfile.Reloader, certFile string) {
+	s.Go("certificate reload "+certFile, ComponentFunc(func(ctx context.Context) error { return r.Run(ctx, certCheckEvery) }))
 	labels := prometheus.Labels{"file": certFile}
 	s.metrics.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shindo_certificate_reloads_total", ConstLabels: labels,
@@ -43,5 +60,4 @@ func (s *Service) Certificate(certFile, keyFile string) (*certfile.Reloader, err
 			Help: "OCSP fetches for the certificate that failed or did not answer good (a revoked certificate among them)."},
 			func() float64 { return float64(r.StapleFailures()) }),
 	)
-	return r, nil
 }

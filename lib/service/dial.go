@@ -9,47 +9,39 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"shindo.dev/lib/certfile"
 )
 
-// Dial connects to a dependency's gRPC endpoint and waits up to wait for its
-// grpc.health.v1 check to report SERVING, so an unreachable dependency is one
-// clear error at start rather than a silent retry loop. After that the
-// connection reconnects on its own.
-func Dial(ctx context.Context, what, target string, wait time.Duration) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("%s at %s: %w", what, target, err)
+// DialOptions are the options of every connection to another service: its
+// transport (mutual TLS with the service's certificate when -mtls-cert is
+// set, else plain) and tracing. Add call options as needed.
+func (s *Service) DialOptions(extra ...grpc.DialOption) []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if s.mtls != nil {
+		creds = credentials.NewTLS(certfile.MutualClientConfig(s.mtls.cert, s.mtls.cas))
 	}
-	if err := WaitServing(ctx, conn, wait); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("%s at %s not reachable within %s: %w", what, target, wait, err)
-	}
-	return conn, nil
+	return append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithStatsHandler(otelgrpc.NewClientHandler())}, extra...)
 }
 
-// Connect is Dial for a dependency the service can start without: it
-// returns at once, and the connection connects whenever the dependency
-// comes (gRPC reconnects on its own). A dependency still not serving after
+// Connect connects to a dependency's gRPC endpoint: it returns at once,
+// and the connection connects whenever the dependency comes (gRPC
+// reconnects on its own). A dependency still not serving after
 // wait is logged, once, so an operator sees why work waits. Ingest keeps
 // its journal while svc-waveform is away; an edge serves from the core it
 // reaches while the other is down.
-func Connect(ctx context.Context, what, target string, wait time.Duration, log *slog.Logger) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
-	)
+func (s *Service) Connect(ctx context.Context, what, target string, wait time.Duration) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(target, s.DialOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("%s at %s: %w", what, target, err)
 	}
 	go func() {
 		if err := WaitServing(ctx, conn, wait); err != nil && ctx.Err() == nil {
-			log.WarnContext(ctx, "dependency not serving yet; connecting when it comes", slog.String("dependency", what),
+			s.log.WarnContext(ctx, "dependency not serving yet; connecting when it comes", slog.String("dependency", what),
 				slog.String("target", target), slog.Any("error", err))
 		}
 	}()

@@ -42,13 +42,16 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"shindo.dev/lib/certfile"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/logging"
+	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/telemetry"
 )
 
@@ -66,6 +69,9 @@ type Common struct {
 	DependencyWait  time.Duration `conf:"dependency-wait" default:"10s" help:"how long to wait at start for a dependency to become reachable"`
 	MaxConns        int           `conf:"max-conns" default:"0" help:"most connections of the public listeners (HTTP and gRPC) together; beyond, refused and counted (0: the open-file limit less 512 kept for files and the service's own connections)"`
 	MaxConnsPerIP   int           `conf:"max-conns-per-ip" default:"4096" help:"most connections to the public listeners (HTTP and gRPC) from one address (0: no bound)"`
+	MTLSCert        string        `conf:"mtls-cert" help:"this process's certificate (PEM) for the internal hops, naming its site and role: gRPC is served and called over mutual TLS with it, and each call is checked against the service's policy of roles; empty: plain gRPC, no caller checked"`
+	MTLSKey         string        `conf:"mtls-key" help:"the key of -mtls-cert (PEM)"`
+	MTLSCA          string        `conf:"mtls-ca" help:"the CA certificates (PEM) the internal certificates chain to, of callers and of the services called"`
 }
 
 // ValidateCommon checks the common fields; services call it from Validate.
@@ -81,6 +87,9 @@ func (c *Common) ValidateCommon() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("shutdown-timeout must be positive"))
+	}
+	if (c.MTLSCert == "") != (c.MTLSKey == "") || (c.MTLSCert == "") != (c.MTLSCA == "") {
+		errs = append(errs, errors.New("mtls-cert, mtls-key and mtls-ca go together"))
 	}
 	if c.DrainDelay < 0 || c.DrainDelay >= c.ShutdownTimeout {
 		errs = append(errs, errors.New("drain-delay must be at least 0 and below shutdown-timeout"))
@@ -137,6 +146,13 @@ type Service struct {
 	admin   *http.Server
 	metrics *prometheus.Registry
 	budget  *budget
+	// Mutual TLS of the internal hops, nil without; policy says who may
+	// call what (Authorize).
+	mtls   *mutualTLS
+	policy peerid.Policy
+	// certs are the certificates loaded, by files (Certificate).
+	certs  map[[2]string]*certfile.Reloader
+	denied *prometheus.CounterVec
 	// handshakeFailures count, by listener, the TLS handshakes given up.
 	handshakeFailures *prometheus.CounterVec
 	listeners         []httpListener
@@ -179,8 +195,9 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 		stopping:          make(chan struct{}),
 		budget:            newBudget(common.MaxConns, common.MaxConnsPerIP),
 		handshakeFailures: prometheus.NewCounterVec(handshakeFailuresOpts, []string{"listener"}),
+		denied:            prometheus.NewCounterVec(deniedOpts, []string{"method", "role"}),
 	}
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures,
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures, s.denied,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shindo_connections_open",
 			Help: "Connections to public listeners (HTTP and gRPC) open now: clients' streams, uplinks, requests."}, s.budget.opened))
 
@@ -192,8 +209,17 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 		s.grpcLn.Close()
 		return nil, fmt.Errorf("listen admin %s: %w", common.AdminAddr, err)
 	}
-	s.grpc = grpc.NewServer(
-		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+	opts := []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler())}
+	if common.MTLSCert != "" {
+		if s.mtls, err = s.loadMutualTLS(common); err != nil {
+			s.grpcLn.Close()
+			s.adminLn.Close()
+			return nil, err
+		}
+		s.Authorize(nil)
+		opts = append(opts, grpc.Creds(credentials.NewTLS(certfile.MutualServerConfig(s.mtls.cert, s.mtls.cas))))
+	}
+	s.grpc = grpc.NewServer(append(opts,
 		grpc.ChainUnaryInterceptor(s.unaryIntercept),
 		grpc.ChainStreamInterceptor(s.streamIntercept),
 		// A peer that connects and never finishes its handshake, or holds a
@@ -202,7 +228,7 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 		grpc.ConnectionTimeout(10*time.Second),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
 		grpc.MaxConcurrentStreams(grpcMaxStreams),
-	)
+	)...)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	// Not serving until Run has started everything.
@@ -272,6 +298,9 @@ func (s *Service) Intercept(u grpc.UnaryServerInterceptor, st grpc.StreamServerI
 // unaryIntercept runs the interceptors given to Intercept: the server's
 // options are fixed when New makes it, before the service wires its parts.
 func (s *Service) unaryIntercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := s.authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
 	next := handler
 	for i := len(s.unary) - 1; i >= 0; i-- {
 		in, h := s.unary[i], next
@@ -281,6 +310,9 @@ func (s *Service) unaryIntercept(ctx context.Context, req any, info *grpc.UnaryS
 }
 
 func (s *Service) streamIntercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := s.authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
 	next := handler
 	for i := len(s.stream) - 1; i >= 0; i-- {
 		in, h := s.stream[i], next

@@ -22,6 +22,7 @@ import (
 	"shindo.dev/devkit/pki"
 	"shindo.dev/lib/certfile"
 	"shindo.dev/lib/conf"
+	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/service"
 	"shindo.dev/sdk/trust"
 )
@@ -114,7 +115,7 @@ func current(cfg issueConfig, id pki.Identity, now time.Time) (string, bool) {
 	if err != nil {
 		return err.Error(), false
 	}
-	if got, ok := pki.IdentityOf(cert); !ok || got != id {
+	if got, ok := peerid.Of(cert); !ok || got != (peerid.Identity{Site: id.Site, Role: id.Role}) {
 		return fmt.Sprintf("it names %v, not %s", got, id), false
 	}
 	hosts := hostsOf(cert)
@@ -160,7 +161,7 @@ func show(files []string, stdout io.Writer) error {
 			errs = append(errs, err)
 			continue
 		}
-		id, ok := pki.IdentityOf(cert)
+		id, ok := peerid.Of(cert)
 		who := id.String()
 		if !ok {
 			who = "no shindo identity"

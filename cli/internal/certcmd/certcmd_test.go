@@ -13,6 +13,7 @@ import (
 
 	"shindo.dev/devkit/pki"
 	"shindo.dev/lib/certfile"
+	"shindo.dev/lib/peerid"
 )
 
 // operatorCA writes a CA as an operator would hand it over.
@@ -61,7 +62,7 @@ func TestIssueRenewShow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a service cannot load what was issued: %v", err)
 	}
-	if id, ok := pki.IdentityOf(r.Leaf()); !ok || id != (pki.Identity{Site: "TPE-1", Role: "edge"}) {
+	if id, ok := peerid.Of(r.Leaf()); !ok || id != (peerid.Identity{Site: "TPE-1", Role: "edge"}) {
 		t.Errorf("identity %v", id)
 	}
 	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
