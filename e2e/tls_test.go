@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,17 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"shindo.dev/devkit/pki"
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	"shindo.dev/lib/certfile"
+	"shindo.dev/lib/peerid"
 )
 
 // devCA is the trust bundle of a shindo dev -tls (endpoints.json's dev.ca).
@@ -178,6 +190,114 @@ func TestTLS(t *testing.T) {
 	t.Run("a station falls back to wss:// and back", func(t *testing.T) {
 		testUplinkFailover(t, d, "-ca-file", ca)
 	})
+
+	t.Run("gRPC between the services is mutual TLS with roles", func(t *testing.T) {
+		testInternalGRPC(t, d, ca)
+	})
+}
+
+// testInternalGRPC: every service's gRPC port refuses a caller without a
+// certificate of the dev CA — plain text, TLS without a certificate, a
+// certificate of another CA naming a member — and each call is allowed by
+// role: the edge, which subscribes to a core's RTS, may not feed it; the
+// other core's ingest may not either; the core's own ingest's certificate
+// may, and the operator's reads the stream.
+func testInternalGRPC(t *testing.T, d *dev, caFile string) {
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsDir := filepath.Dir(caFile)
+	as := func(site, role string) credentials.TransportCredentials {
+		r, err := certfile.Load(filepath.Join(tlsDir, site+"-"+role+".pem"), filepath.Join(tlsDir, site+"-"+role+"-key.pem"), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return credentials.NewTLS(certfile.MutualClientConfig(r, pool))
+	}
+	stranger, err := pki.NewCA("not the dev CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor, err := stranger.Issue(pki.Request{Identity: pki.Identity{Site: "TNN-1", Role: peerid.Ingest}, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostorCert, err := tls.X509KeyPair(impostor.CertPEM, impostor.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := map[string]credentials.TransportCredentials{
+		"plain text":                insecure.NewCredentials(),
+		"TLS, no certificate":       credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}),
+		"another CA's TNN-1/ingest": credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{impostorCert}}),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	health := func(addr string, creds credentials.TransportCredentials) error {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		_, err = healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	for _, port := range []struct{ site, svc string }{
+		{"TNN-1", "ingest"}, {"TNN-1", "rts"}, {"TNN-1", "waveform"}, {"TNN-1", "dataapi"}, {"TPE-1", "edge"},
+	} {
+		addr := d.endpoints.get(t, port.site, port.svc, "grpc")
+		for name, creds := range refused {
+			if err := health(addr, creds); status.Code(err) != codes.Unavailable {
+				t.Errorf("%s %s gRPC (%s), %s: %v, want the connection refused", port.site, port.svc, addr, name, err)
+			}
+		}
+		if err := health(addr, as("dev", peerid.Operator)); err != nil {
+			t.Errorf("%s %s gRPC, the operator's certificate: %v", port.site, port.svc, err)
+		}
+	}
+
+	rts := d.endpoints.get(t, "TNN-1", "rts", "grpc")
+	feed := func(creds credentials.TransportCredentials) error {
+		conn, err := grpc.NewClient(rts, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		stream, err := rtsv1.NewRTSServiceClient(conn).Ingest(cctx)
+		if err == nil {
+			_, err = stream.Recv() // the receiver speaks first, if it lets us in
+		}
+		return err
+	}
+	for _, who := range []struct {
+		site, role string
+		want       codes.Code
+	}{
+		{"TPE-1", peerid.Edge, codes.PermissionDenied},
+		{"TYO-1", peerid.Ingest, codes.PermissionDenied},
+		{"TNN-1", peerid.Ingest, codes.OK},
+	} {
+		if got := status.Code(feed(as(who.site, who.role))); got != who.want {
+			t.Errorf("%s/%s feeding TNN-1's RTS: %s, want %s", who.site, who.role, got, who.want)
+		}
+	}
+	conn, err := grpc.NewClient(rts, grpc.WithTransportCredentials(as("dev", peerid.Operator)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sub, err := rtsv1.NewRTSServiceClient(conn).Subscribe(ctx, &rtsv1.SubscribeRequest{Subscriber: "e2e operator"})
+	if err == nil {
+		_, err = sub.Recv()
+	}
+	if err != nil {
+		t.Errorf("the operator subscribing to TNN-1's RTS: %v", err)
+	}
 }
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }

@@ -28,10 +28,8 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"shindo.dev/gen/openapi"
@@ -43,6 +41,7 @@ import (
 	"shindo.dev/lib/cors"
 	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/natsconn"
+	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/ratelimit"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
@@ -286,6 +285,13 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		watch:   watcher(svc, reg, cfg),
 	}
 	datav1.RegisterDataServiceServer(svc.GRPC(), data)
+	// The edges follow reports and stations; everything else of the
+	// service is the REST API's, served in-process by the gateway.
+	svc.Authorize(peerid.Policy{
+		"/" + datav1.DataService_ServiceDesc.ServiceName + "/": peerid.Allow(peerid.Operator),
+		datav1.DataService_WatchReports_FullMethodName:         peerid.Allow(peerid.Edge, peerid.Operator),
+		datav1.DataService_WatchStations_FullMethodName:        peerid.Allow(peerid.Edge, peerid.Operator),
+	})
 	svc.SetServingStatus(datav1.DataService_ServiceDesc.ServiceName, true)
 
 	gwOpts := []runtime.ServeMuxOption{
@@ -308,8 +314,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		// core's with the other cores'. Connections are made lazily, so
 		// ingest may start after us.
 		dial := func(target string) (ingestv1.IngestServiceClient, error) {
-			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+			conn, err := grpc.NewClient(target, svc.DialOptions()...)
 			if err != nil {
 				return nil, fmt.Errorf("ingest %s: %w", target, err)
 			}
@@ -346,11 +351,10 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		// backoff of up to two minutes: clients find it soon after it is
 		// back. A Query answer (an hour of three axes, with intensity) can
 		// pass gRPC's default 4 MiB.
-		conn, err := grpc.NewClient(cfg.Waveform, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStatsHandler(otelgrpc.NewClientHandler()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+		conn, err := grpc.NewClient(cfg.Waveform, svc.DialOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 				BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second,
-			}, MinConnectTimeout: 5 * time.Second}))
+			}, MinConnectTimeout: 5 * time.Second}))...)
 		if err != nil {
 			return nil, fmt.Errorf("waveform %s: %w", cfg.Waveform, err)
 		}
@@ -366,8 +370,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		for _, target := range cfg.RTS {
 			// Connected lazily: svc-rts may start after us, and a peer
 			// core may be away.
-			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithStatsHandler(otelgrpc.NewClientHandler()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+			conn, err := grpc.NewClient(target, svc.DialOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))...)
 			if err != nil {
 				return nil, fmt.Errorf("rts %s: %w", target, err)
 			}

@@ -32,6 +32,7 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/apierror"
 	"shindo.dev/lib/compatjson"
+	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/timesync"
 	"shindo.dev/svc-edge/internal/corewatch"
@@ -229,6 +230,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 
 	status := &statusServer{site: cfg.Site, sel: sel, hub: st.hub, latest: st.latestTick.Load}
 	edgev1.RegisterEdgeServiceServer(svc.GRPC(), status)
+	svc.Authorize(peerid.Policy{"/" + edgev1.EdgeService_ServiceDesc.ServiceName + "/": peerid.Allow(peerid.Operator, peerid.Edge)})
 	svc.SetServingStatus(edgev1.EdgeService_ServiceDesc.ServiceName, true)
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true},
@@ -332,7 +334,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 func connectAll(ctx context.Context, svc *service.Service, what string, targets []string, wait time.Duration) ([]*grpc.ClientConn, error) {
 	conns := make([]*grpc.ClientConn, 0, len(targets))
 	for _, target := range targets {
-		conn, err := service.Connect(ctx, what, target, wait, svc.Logger())
+		conn, err := svc.Connect(ctx, what, target, wait)
 		if err != nil {
 			return nil, err
 		}

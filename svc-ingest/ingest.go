@@ -20,6 +20,7 @@ import (
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/certfile"
 	"shindo.dev/lib/natsconn"
+	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
@@ -141,12 +142,12 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}
 	// Neither is needed to accept stations: what is acked waits in the
 	// journal until they come.
-	rtsConn, err := service.Connect(ctx, "rts", cfg.RTS, cfg.DependencyWait, svc.Logger())
+	rtsConn, err := svc.Connect(ctx, "rts", cfg.RTS, cfg.DependencyWait)
 	if err != nil {
 		return err
 	}
 	svc.OnShutdown("rts connection", func(context.Context) error { return rtsConn.Close() })
-	wfConn, err := service.Connect(ctx, "waveform", cfg.Waveform, cfg.DependencyWait, svc.Logger())
+	wfConn, err := svc.Connect(ctx, "waveform", cfg.Waveform, cfg.DependencyWait)
 	if err != nil {
 		return err
 	}
@@ -228,6 +229,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	log.InfoContext(ctx, "station listeners", slog.String("udp", udp.Addr().String()), slog.String("ws", wsAddr.String()))
 
 	ingestv1.RegisterIngestServiceServer(svc.GRPC(), &linkServer{links: linkTable})
+	// Link quality is read by the cores' data APIs (both cores', merged).
+	svc.Authorize(peerid.Policy{"/" + ingestv1.IngestService_ServiceDesc.ServiceName + "/": peerid.Allow(peerid.DataAPI, peerid.Operator)})
 	svc.SetServingStatus(ingestv1.IngestService_ServiceDesc.ServiceName, true)
 	svc.AddReadiness("rts", func(ctx context.Context) error { return service.WaitServing(ctx, rtsConn, time.Second) })
 	svc.AddReadiness("waveform", func(ctx context.Context) error { return service.WaitServing(ctx, wfConn, time.Second) })

@@ -13,6 +13,7 @@ import (
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/natsconn"
+	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
 	"shindo.dev/svc-rts/internal/area"
@@ -193,6 +194,12 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		srv.SetPeer(peerstate.NewClient(peer, cfg.PeerSite), max(cfg.RebuildWindow, cfg.DetectMaxDuration+cfg.DetectLinger))
 	}
 	rtsv1.RegisterRTSServiceServer(svc.GRPC(), srv)
+	// Fed by this core's ingest alone; followed by the edges, the data
+	// APIs (snapshots of both cores) and operators' tools.
+	svc.Authorize(peerid.Policy{
+		"/" + rtsv1.RTSService_ServiceDesc.ServiceName + "/": peerid.Allow(peerid.Edge, peerid.DataAPI, peerid.Operator),
+		rtsv1.RTSService_Ingest_FullMethodName:               peerid.AllowSameSite(peerid.Ingest),
+	})
 	svc.SetServingStatus(rtsv1.RTSService_ServiceDesc.ServiceName, true)
 	svc.Go("tick loop", srv)
 	return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/service"
 	"shindo.dev/svc-waveform/internal/archive"
 	"shindo.dev/svc-waveform/internal/wavegrpc"
@@ -86,6 +87,12 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 
 	srv := wavegrpc.New(store, svc.Stopping(), svc.Metrics(), svc.Logger())
 	waveformv1.RegisterWaveformServiceServer(svc.GRPC(), srv)
+	// Fed by this core's ingest alone; read by the edges (live) and the
+	// core's data API (the archive's REST routes).
+	svc.Authorize(peerid.Policy{
+		"/" + waveformv1.WaveformService_ServiceDesc.ServiceName + "/": peerid.Allow(peerid.Edge, peerid.DataAPI, peerid.Operator),
+		waveformv1.WaveformService_Ingest_FullMethodName:               peerid.AllowSameSite(peerid.Ingest),
+	})
 	svc.SetServingStatus(waveformv1.WaveformService_ServiceDesc.ServiceName, true)
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 )
@@ -43,14 +43,14 @@ func watchDetections(ctx context.Context, topo *topology) *detections {
 	for _, site := range coreSites {
 		w := &coreWatch{seen: map[string]*seenDetection{}, downAt: time.Now()}
 		d.cores[site] = w
-		go d.watch(ctx, w, topo.field(site, "rts", "grpc"))
+		go d.watch(ctx, w, topo.field(site, "rts", "grpc"), topo.grpc)
 	}
 	return d
 }
 
-func (d *detections) watch(ctx context.Context, w *coreWatch, addr string) {
+func (d *detections) watch(ctx context.Context, w *coreWatch, addr string, creds credentials.TransportCredentials) {
 	for ctx.Err() == nil {
-		err := d.stream(ctx, w, addr)
+		err := d.stream(ctx, w, addr, creds)
 		d.mu.Lock()
 		if w.downAt.IsZero() {
 			w.downAt = time.Now()
@@ -66,8 +66,8 @@ func (d *detections) watch(ctx context.Context, w *coreWatch, addr string) {
 	}
 }
 
-func (d *detections) stream(ctx context.Context, w *coreWatch, addr string) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func (d *detections) stream(ctx context.Context, w *coreWatch, addr string, creds credentials.TransportCredentials) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,7 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"shindo.dev/cli/internal/devcontrol"
+	"shindo.dev/lib/certfile"
 
 	"shindo.dev/sdk/trust"
 )
@@ -32,11 +37,14 @@ type topology struct {
 	http                    *http.Client
 	// tls trusts the dev CA of a shindo dev -tls (nil: the system's).
 	tls *tls.Config
+	// grpc is the transport to the services' gRPC: mutual TLS with the
+	// operator's certificate under -tls, plain otherwise.
+	grpc credentials.TransportCredentials
 }
 
 // attach reads dir/endpoints.json and the tokens shindo dev wrote.
 func attach(dir string) (*topology, error) {
-	t := &topology{dir: dir, http: &http.Client{Timeout: 10 * time.Second}}
+	t := &topology{dir: dir, http: &http.Client{Timeout: 10 * time.Second}, grpc: insecure.NewCredentials()}
 	if err := t.reload(); err != nil {
 		return nil, err
 	}
@@ -46,6 +54,8 @@ func attach(dir string) (*topology, error) {
 		AdminTokenFile  string `json:"admin_token_file"`
 		NotifyTokenFile string `json:"notify_token_file"`
 		CA              string `json:"ca"`
+		OperatorCert    string `json:"operator_cert"`
+		OperatorKey     string `json:"operator_key"`
 	}
 	raw, _ := json.Marshal(t.doc["dev"])
 	if err := json.Unmarshal(raw, &dev); err != nil || dev.Control == "" {
@@ -59,6 +69,17 @@ func attach(dir string) (*topology, error) {
 		}
 		t.tls = cfg
 		t.http = t.client(10*time.Second, 0)
+	}
+	if dev.OperatorCert != "" {
+		cert, err := certfile.Load(dev.OperatorCert, dev.OperatorKey, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return nil, fmt.Errorf("the operator's certificate: %w", err)
+		}
+		cas, err := certfile.LoadPool(dev.CA)
+		if err != nil {
+			return nil, fmt.Errorf("the dev CA: %w", err)
+		}
+		t.grpc = credentials.NewTLS(certfile.MutualClientConfig(cert, cas))
 	}
 	for _, f := range []struct {
 		path string

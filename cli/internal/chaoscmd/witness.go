@@ -28,6 +28,7 @@ func startWitness(ctx context.Context, topo *topology, stations int, log *slog.L
 		BackupWS:   topo.field("TYO-1", "ingest", "ws"),
 		Waveform:   map[string]string{},
 		TLS:        topo.tls,
+		GRPC:       topo.grpc,
 		Log:        log,
 	}
 	// Through the fleet's uplinks when shindo dev routes them through

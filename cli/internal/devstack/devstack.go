@@ -296,6 +296,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		}
 		if cfg.TLS {
 			dev["ca"] = plan.caFile
+			dev["operator_cert"], dev["operator_key"] = plan.operatorCert, plan.operatorKey
 		}
 		doc["dev"] = dev
 		return writeJSON(plan.endpointsFile, doc)

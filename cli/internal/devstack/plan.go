@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"shindo.dev/cli/internal/proc"
+	"shindo.dev/lib/peerid"
 )
 
 // The port plan: each site owns a block of 100 ports from the base, and
@@ -135,6 +136,9 @@ type plan struct {
 	// first process starts (-tls).
 	certs  []certPlan
 	caFile string
+	// operatorCert and operatorKey are the tools' client certificate for
+	// the services' gRPC (-tls).
+	operatorCert, operatorKey string
 	// links are the network paths that run through in-process proxies,
 	// which the control API can degrade and cut (links.go): the stations'
 	// uplinks to each core and the link between the cores.
@@ -205,9 +209,16 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		return args
 	}
 	svc := func(s site, role string, grpcOff, adminOff int, extra map[string]int, args ...string) *process {
+		args = append(common(s, grpcOff, adminOff), args...)
+		if cfg.TLS {
+			// gRPC between the services over mutual TLS, each with the
+			// certificate of its site and role.
+			cert, key := p.issue(s, role)
+			args = append(args, "-mtls-cert", cert, "-mtls-key", key, "-mtls-ca", p.caFile)
+		}
 		pr := &process{
 			name: s.name + "-" + role, site: s.name, role: role, bin: bin("shindo-" + role),
-			args:      append(common(s, grpcOff, adminOff), args...),
+			args:      args,
 			readyURL:  "http://" + addr(s, adminOff) + "/readyz",
 			listeners: map[string]string{"grpc": addr(s, grpcOff), "admin": "http://" + addr(s, adminOff)},
 		}
@@ -372,6 +383,9 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		p.groups = [][]*process{slices.Concat(etcds, natsServers, backends), ingests, edgeProcs}
 	}
 	p.provisioner = dataAPIs[0]
+	if cfg.TLS {
+		p.operatorCert, p.operatorKey = p.issueFor(operatorSite, peerid.Operator)
+	}
 
 	if cfg.Simulate {
 		status := hostPort(p.host(stationsSite), cfg.PortBase+fleetOff)
@@ -509,14 +523,29 @@ type certPlan struct {
 }
 
 // issue plans the certificate of s's role, for s's address and
-// localhost, and returns where its files will be.
+// localhost, and returns where its files will be; one per site and role,
+// for the public listeners and the internal hops alike.
 func (p *plan) issue(s site, role string) (certFile, keyFile string) {
+	return p.issueFor(s.name, role, p.host(s.name), "localhost")
+}
+
+func (p *plan) issueFor(site, role string, hosts ...string) (certFile, keyFile string) {
 	dir := filepath.Join(p.cfg.Dir, "tls")
-	c := certPlan{site: s.name, role: role, hosts: []string{p.host(s.name), "localhost"},
-		certFile: filepath.Join(dir, s.name+"-"+role+".pem"), keyFile: filepath.Join(dir, s.name+"-"+role+"-key.pem")}
+	c := certPlan{site: site, role: role, hosts: hosts,
+		certFile: filepath.Join(dir, site+"-"+role+".pem"), keyFile: filepath.Join(dir, site+"-"+role+"-key.pem")}
+	for _, have := range p.certs {
+		if have.site == site && have.role == role {
+			return have.certFile, have.keyFile
+		}
+	}
 	p.certs = append(p.certs, c)
 	return c.certFile, c.keyFile
 }
+
+// operatorSite is the site an operator's certificate names: the tools of
+// shindo dev (chaos, witness, grpcurl by hand) run at no site of the
+// network.
+const operatorSite = "dev"
 
 func (p *plan) summary() []string {
 	var entrances []string

@@ -160,7 +160,11 @@ func (w *Witness) Verify(ctx context.Context, settle time.Duration) Report {
 
 	conns := map[string]waveformv1.WaveformServiceClient{}
 	for site, addr := range w.cfg.Waveform {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		creds := w.cfg.GRPC
+		if creds == nil {
+			creds = insecure.NewCredentials()
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 		if err != nil {
 			rep.Cores[site] = CoreReport{Err: fmt.Sprintf("waveform %s: %v", addr, err)}

@@ -38,6 +38,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/registry"
 	"shindo.dev/sdk/uplink"
@@ -78,6 +80,9 @@ type Config struct {
 	// Waveform maps each core's site name ("TNN-1", "TYO-1") to its
 	// waveform gRPC address (host:port); Verify checks every one.
 	Waveform map[string]string
+	// GRPC is the transport to the waveform services: mutual TLS with an
+	// operator's certificate under shindo dev -tls; nil: plain.
+	GRPC credentials.TransportCredentials
 	// ReadyTimeout bounds Start's wait for every station to be acked on
 	// both uplinks; default 30 s.
 	ReadyTimeout time.Duration
