@@ -269,7 +269,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 			return httpapi.Versions(v), err
 		}
 		if cfg.NATS != "" {
-			nc, err := natsconn.Connect(ctx, cfg.NATS, "shindo-dataapi "+cfg.Site, cfg.DependencyWait)
+			nc, err := natsconn.Connect(ctx, cfg.NATS, "shindo-dataapi "+cfg.Site, cfg.DependencyWait, svc.ClientTLS())
 			if err != nil {
 				return nil, err
 			}

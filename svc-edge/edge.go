@@ -299,7 +299,9 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		mux.HandleFunc("GET /v1/stream/waveform", ws.serve)
 	}
 	if len(cfg.NATS) > 0 {
-		n, err := notify.New(ctx, cfg.notifyConfig(), svc.Logger())
+		ncfg := cfg.notifyConfig()
+		ncfg.TLS = svc.ClientTLS()
+		n, err := notify.New(ctx, ncfg, svc.Logger())
 		if err != nil {
 			return fmt.Errorf("notifications: %w", err)
 		}

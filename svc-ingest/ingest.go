@@ -345,7 +345,7 @@ func startSync(ctx context.Context, svc *service.Service, cfg Config, in *intake
 	var local, peer *nats.Conn
 	var err error
 	if cfg.NATS != "" {
-		if local, err = natsconn.Connect(ctx, cfg.NATS, "shindo-ingest "+cfg.Site+" local", cfg.DependencyWait); err != nil {
+		if local, err = natsconn.Connect(ctx, cfg.NATS, "shindo-ingest "+cfg.Site+" local", cfg.DependencyWait, svc.ClientTLS()); err != nil {
 			return nil, err
 		}
 		svc.OnShutdown("local nats", func(context.Context) error { local.Close(); return nil })
@@ -357,7 +357,7 @@ func startSync(ctx context.Context, svc *service.Service, cfg Config, in *intake
 		})
 	}
 	if cfg.PeerNATS != "" {
-		if peer, err = natsconn.Connect(ctx, cfg.PeerNATS, "shindo-ingest "+cfg.Site+" peer", 0); err != nil {
+		if peer, err = natsconn.Connect(ctx, cfg.PeerNATS, "shindo-ingest "+cfg.Site+" peer", 0, svc.ClientTLS()); err != nil {
 			return nil, err
 		}
 		svc.OnShutdown("peer nats", func(context.Context) error { peer.Close(); return nil })

@@ -168,7 +168,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		srv.SetArchive(archive{log})
 	}
 	if cfg.NATS != "" {
-		nc, err := natsconn.Connect(ctx, cfg.NATS, "shindo-rts "+cfg.Site, cfg.DependencyWait)
+		nc, err := natsconn.Connect(ctx, cfg.NATS, "shindo-rts "+cfg.Site, cfg.DependencyWait, svc.ClientTLS())
 		if err != nil {
 			return err
 		}
@@ -186,7 +186,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	if cfg.PeerNATS != "" {
 		// In the background: the peer may be away, and is asked only
 		// after a break.
-		peer, err := natsconn.Connect(ctx, cfg.PeerNATS, "shindo-rts "+cfg.Site+" peer", 0)
+		peer, err := natsconn.Connect(ctx, cfg.PeerNATS, "shindo-rts "+cfg.Site+" peer", 0, svc.ClientTLS())
 		if err != nil {
 			return err
 		}

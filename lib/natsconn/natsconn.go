@@ -5,19 +5,25 @@ package natsconn
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 )
 
-// Connect connects to url as name. With a positive wait the server must
-// answer within it (a dependency of this process); with 0 the connection is
-// made in the background whenever the server is up (a peer that may be
-// away).
-func Connect(ctx context.Context, url, name string, wait time.Duration) (*nats.Conn, error) {
+// Connect connects to url as name, over TLS with tlsConfig when it is not
+// nil (the service's internal certificate: the servers of a network under
+// mutual TLS require one, and grant what its role may do). With a positive
+// wait the server must answer within it (a dependency of this process);
+// with 0 the connection is made in the background whenever the server is
+// up (a peer that may be away).
+func Connect(ctx context.Context, url, name string, wait time.Duration, tlsConfig *tls.Config) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond),
 		nats.PingInterval(5 * time.Second), nats.MaxPingsOutstanding(2)}
+	if tlsConfig != nil {
+		opts = append(opts, nats.Secure(tlsConfig))
+	}
 	if wait == 0 {
 		nc, err := nats.Connect(url, append(opts, nats.RetryOnFailedConnect(true))...)
 		if err != nil {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,17 @@ func (s *Service) DialOptions(extra ...grpc.DialOption) []grpc.DialOption {
 		creds = credentials.NewTLS(certfile.MutualClientConfig(s.mtls.cert, s.mtls.cas))
 	}
 	return append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithStatsHandler(otelgrpc.NewClientHandler())}, extra...)
+}
+
+// ClientTLS is the TLS configuration of a connection to another part of
+// the network that is not gRPC (NATS): this process's internal certificate
+// presented, the server's verified against the network's CAs. nil without
+// -mtls-cert.
+func (s *Service) ClientTLS() *tls.Config {
+	if s.mtls == nil {
+		return nil
+	}
+	return certfile.MutualClientConfig(s.mtls.cert, s.mtls.cas)
 }
 
 // Connect connects to a dependency's gRPC endpoint: it returns at once,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"shindo.dev/lib/certfile"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/logging"
 	"shindo.dev/lib/service"
@@ -35,6 +36,9 @@ type config struct {
 	StoreDir  string `conf:"store-dir" help:"JetStream storage directory"`
 	LogFormat string `conf:"log-format" default:"json" help:"log format: json or text"`
 	LogLevel  string `conf:"log-level" default:"info" help:"log level"`
+	TLSCert   string `conf:"tls-cert" help:"the server's certificate (PEM) naming its site and role: clients connect over mutual TLS only, each with a certificate of -tls-ca, and may do what its role may (docs/SECURITY.md); empty: plain, anyone may do anything"`
+	TLSKey    string `conf:"tls-key" help:"the key of -tls-cert (PEM)"`
+	TLSCA     string `conf:"tls-ca" help:"the CA certificates (PEM) the clients' certificates chain to"`
 }
 
 func (c *config) Validate() error {
@@ -49,6 +53,9 @@ func (c *config) Validate() error {
 	}
 	if c.Site == "" {
 		errs = append(errs, errors.New("site must not be empty"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") || (c.TLSCert == "") != (c.TLSCA == "") {
+		errs = append(errs, errors.New("tls-cert, tls-key and tls-ca go together"))
 	}
 	return errors.Join(errs...)
 }
@@ -87,6 +94,26 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		NoSigs:        true,
 		MaxPayload:    4 << 20,
 		WriteDeadline: 10 * time.Second,
+	}
+	if cfg.TLSCert != "" {
+		cert, err := certfile.Load(cfg.TLSCert, cfg.TLSKey, log)
+		if err != nil {
+			return fmt.Errorf("tls-cert: %w", err)
+		}
+		cas, err := certfile.LoadPool(cfg.TLSCA)
+		if err != nil {
+			return fmt.Errorf("tls-ca: %w", err)
+		}
+		rctx, stopReload := context.WithCancel(ctx)
+		defer stopReload()
+		// Replaced files (and SIGHUP) swap the certificate for the next
+		// handshake; Run ends, returning nil, when the server does.
+		go func() { _ = cert.Run(rctx, 5*time.Second) }()
+		opts.TLSConfig = certfile.MutualServerConfig(cert, cas)
+		opts.TLSVerify = true
+		// A client that does not finish its handshake in 2 s is dropped.
+		opts.TLSTimeout = 2
+		opts.CustomClientAuthentication = roleAuth{site: cfg.Site, log: log}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

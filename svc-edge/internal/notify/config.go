@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -21,6 +22,9 @@ type Config struct {
 	NATS []string
 	// Etcd lists the etcd endpoints (http://host:port).
 	Etcd []string
+	// TLS is the edge's internal certificate and the network's CAs, for
+	// the cores' NATS servers and etcd under mutual TLS; nil: plain.
+	TLS *tls.Config
 	// Tokens are the bearer tokens app servers post with (at least 16
 	// characters each).
 	Tokens []string

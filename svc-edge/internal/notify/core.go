@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,8 +73,8 @@ func newCore(rawURL string) *core {
 
 // connect starts connecting in the background: a core that is down now is
 // used as soon as it is up.
-func (c *core) connect(site string, log *slog.Logger) error {
-	nc, err := nats.Connect(c.url,
+func (c *core) connect(site string, tlsConfig *tls.Config, log *slog.Logger) error {
+	opts := []nats.Option{
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("core disconnected", slog.String("core", c.Name()), slog.Any("error", err))
 		}),
@@ -83,16 +84,20 @@ func (c *core) connect(site string, log *slog.Logger) error {
 		nats.ConnectHandler(func(*nats.Conn) {
 			log.Info("core connected", slog.String("core", c.Name()))
 		}),
-		nats.Name("shindo-edge "+site+" notify"),
+		nats.Name("shindo-edge " + site + " notify"),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
+		nats.ReconnectWait(500 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
-		nats.PingInterval(2*time.Second),
+		nats.PingInterval(2 * time.Second),
 		nats.MaxPingsOutstanding(2),
 		// Posts wait for a JetStream ack; one queued while disconnected
 		// would be sent long after its poster gave up.
 		nats.ReconnectBufSize(-1),
-	)
+	}
+	if tlsConfig != nil {
+		opts = append(opts, nats.Secure(tlsConfig))
+	}
+	nc, err := nats.Connect(c.url, opts...)
 	if err != nil {
 		return fmt.Errorf("nats %s: %w", redact(c.url), err)
 	}

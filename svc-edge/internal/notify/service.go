@@ -94,6 +94,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) {
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		Logger:               zap.NewNop(),
+		TLS:                  cfg.TLS,
 	})
 	if err != nil {
 		s.cancel()
@@ -109,7 +110,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) {
 	s.sess = sess
 	for _, u := range cfg.NATS {
 		c := newCore(u)
-		if err := c.connect(cfg.Site, log); err != nil {
+		if err := c.connect(cfg.Site, cfg.TLS, log); err != nil {
 			s.closeWith(true)
 			return nil, fmt.Errorf("notify: %w", err)
 		}
