@@ -89,7 +89,34 @@ type Options struct {
 	Settings map[string]string
 	// BinDir is the directory holding initdb and postgres, if set.
 	BinDir string
+	// TLS, when set, makes every TCP connection TLS 1.3 with a client
+	// certificate of TLS.CA (the unix socket stays trusted, as before),
+	// and the DSNs carry TLS's client certificate.
+	TLS *TLS
 }
+
+// TLS are the files of a server that requires client certificates.
+type TLS struct {
+	// CA holds the CA certificates both sides are checked against; the
+	// server's user must be able to read it.
+	CA string
+	// ServerCert and ServerKey are the server's: the key owned by the
+	// server's user and readable by it alone, as PostgreSQL requires.
+	ServerCert, ServerKey string
+	// ClientCert and ClientKey are what DSN and DatabaseDSN connect with.
+	ClientCert, ClientKey string
+}
+
+// hbaTLS admits local connections as before, and over TCP only TLS with a
+// certificate of the CA, whatever it names, as the superuser (identTLS):
+// the certificate is the authentication.
+const (
+	hbaTLS = `local all all trust
+hostssl all all all cert map=shindo
+hostnossl all all all reject
+`
+	identTLS = "shindo /^.*$ postgres\n"
+)
 
 // fastSettings make a non-durable server fast and quiet. Commits still reach
 // the kernel before they are acknowledged (synchronous_commit stays on), so
@@ -251,6 +278,9 @@ func (s *Server) prepare(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(s.logPath), 0o755); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
+	if err := s.writeTLSFiles(); err != nil {
+		return err
+	}
 	if state != dirCluster {
 		return s.initdb(ctx)
 	}
@@ -261,6 +291,25 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	s.major = major
+	return nil
+}
+
+// writeTLSFiles writes the authentication files of a TLS server beside its
+// data directory.
+func (s *Server) writeTLSFiles() error {
+	if s.opts.TLS == nil {
+		return nil
+	}
+	dir := filepath.Dir(s.dataDir)
+	for name, body := range map[string]string{"pg_hba_tls.conf": hbaTLS, "pg_ident_tls.conf": identTLS} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -345,6 +394,14 @@ func (s *Server) args(sockDir string) []string {
 	settings := map[string]string{"listen_addresses": s.listen}
 	if !s.opts.Durable {
 		maps.Copy(settings, fastSettings)
+	}
+	if t := s.opts.TLS; t != nil {
+		dir := filepath.Dir(s.dataDir)
+		maps.Copy(settings, map[string]string{
+			"ssl": "on", "ssl_cert_file": t.ServerCert, "ssl_key_file": t.ServerKey, "ssl_ca_file": t.CA,
+			"ssl_min_protocol_version": "TLSv1.3",
+			"hba_file":                 filepath.Join(dir, "pg_hba_tls.conf"), "ident_file": filepath.Join(dir, "pg_ident_tls.conf"),
+		})
 	}
 	maps.Copy(settings, s.opts.Settings)
 	args := []string{"-D", s.dataDir, "-p", strconv.Itoa(s.port), "-k", sockDir}
@@ -627,6 +684,9 @@ func (s *Server) DatabaseDSN(name string) string {
 		Host:     net.JoinHostPort(s.host, strconv.Itoa(s.port)),
 		Path:     "/" + name,
 		RawQuery: "sslmode=disable",
+	}
+	if t := s.opts.TLS; t != nil {
+		u.RawQuery = url.Values{"sslmode": {"verify-full"}, "sslrootcert": {t.CA}, "sslcert": {t.ClientCert}, "sslkey": {t.ClientKey}}.Encode()
 	}
 	return u.String()
 }

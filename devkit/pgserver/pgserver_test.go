@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"shindo.dev/devkit/pki"
 )
 
 // tempDir returns a directory removed when t ends, which the server's user
@@ -359,5 +362,64 @@ func TestTail(t *testing.T) {
 	}
 	if got := tail([]byte("a"), 2); got != "a" {
 		t.Errorf("tail = %q", got)
+	}
+}
+
+// TestTLS: a server with Options.TLS refuses TCP connections without TLS
+// and without a certificate of its CA, and its DSN connects with the
+// client certificate given, over TLS.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	dir := tempDir(t)
+	ca, err := pki.NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := serverCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte, mode os.FileMode, owner bool) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, mode); err != nil {
+			t.Fatal(err)
+		}
+		if owner {
+			if err := chownTo(path, cred); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return path
+	}
+	issue := func(role string, owner bool) (string, string) {
+		is, err := ca.Issue(pki.Request{Identity: pki.Identity{Site: "TNN-1", Role: role}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(role+".pem", is.CertPEM, 0o644, owner), write(role+"-key.pem", is.KeyPEM, 0o600, owner)
+	}
+	tls := &TLS{CA: write("ca.pem", ca.PEM, 0o644, false)}
+	tls.ServerCert, tls.ServerKey = issue("postgres", true)
+	tls.ClientCert, tls.ClientKey = issue("operator", false)
+	s := start(t, Options{DataDir: filepath.Join(dir, "data"), TLS: tls})
+	if got := queryString(t, s.DSN(), "SELECT CASE WHEN ssl THEN version ELSE 'none' END FROM pg_stat_ssl WHERE pid = pg_backend_pid()"); got != "TLSv1.3" {
+		t.Errorf("the DSN's connection: TLS %q", got)
+	}
+	u, err := url.Parse(s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, query := range map[string]url.Values{
+		"plain text":          {"sslmode": {"disable"}},
+		"TLS, no certificate": {"sslmode": {"verify-full"}, "sslrootcert": {tls.CA}},
+	} {
+		u.RawQuery = query.Encode()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		conn, err := pgx.Connect(ctx, u.String())
+		cancel()
+		if err == nil {
+			conn.Close(context.Background())
+			t.Errorf("%s: connected", name)
+		}
 	}
 }

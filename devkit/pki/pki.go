@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 )
@@ -264,4 +265,24 @@ func serial() *big.Int {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return n
+}
+
+// IssueFiles issues a certificate of site and role for hosts, valid an
+// hour, and writes it and its key into dir as SITE-ROLE.pem and
+// SITE-ROLE-key.pem (the key readable by its owner alone); with the CA's
+// own certificate at dir/ca.pem. For tests that run servers and clients
+// from files.
+func (ca *CA) IssueFiles(dir, site, role string, hosts ...string) (certFile, keyFile string, err error) {
+	is, err := ca.Issue(Request{Identity: Identity{Site: site, Role: role}, Hosts: hosts, Validity: time.Hour})
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, site+"-"+role+".pem"), filepath.Join(dir, site+"-"+role+"-key.pem")
+	if err := os.WriteFile(keyFile, is.KeyPEM, 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(certFile, is.CertPEM, 0o644); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, os.WriteFile(filepath.Join(dir, "ca.pem"), ca.PEM, 0o644)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"shindo.dev/lib/conf"
@@ -38,6 +39,10 @@ type config struct {
 	QuotaBytes     int64         `conf:"quota-bytes" default:"2147483648" help:"store size at which the member raises the NOSPACE alarm and refuses writes (shindo_etcd_alarm on /metrics of the client URL)"`
 	LogFormat      string        `conf:"log-format" default:"json" help:"log format: json or text"`
 	LogLevel       string        `conf:"log-level" default:"info" help:"log level"`
+	TLSCert        string        `conf:"tls-cert" help:"the member's certificate (PEM): clients and the other members connect over mutual TLS only (https:// client and peer URLs), each with a certificate of -tls-ca; empty: plain http"`
+	TLSKey         string        `conf:"tls-key" help:"the key of -tls-cert (PEM)"`
+	TLSCA          string        `conf:"tls-ca" help:"the CA certificates (PEM) of clients and members"`
+	MetricsURL     string        `conf:"metrics-url" help:"plain http://host:port serving /health and /metrics only (for probes that hold no certificate); empty: none beyond the client URL"`
 }
 
 func (c *config) Validate() error {
@@ -45,10 +50,22 @@ func (c *config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir is required"))
 	}
+	scheme := "http"
+	if c.TLSCert != "" {
+		scheme = "https"
+	}
 	for name, u := range map[string]string{"client-url": c.ClientURL, "peer-url": c.PeerURL} {
-		if p, err := url.Parse(u); err != nil || p.Scheme != "http" || p.Host == "" {
-			errs = append(errs, fmt.Errorf("%s %q: want http://host:port", name, u))
+		if p, err := url.Parse(u); err != nil || p.Scheme != scheme || p.Host == "" {
+			errs = append(errs, fmt.Errorf("%s %q: want %s://host:port", name, u, scheme))
 		}
+	}
+	if c.MetricsURL != "" {
+		if p, err := url.Parse(c.MetricsURL); err != nil || p.Scheme != "http" || p.Host == "" {
+			errs = append(errs, fmt.Errorf("metrics-url %q: want http://host:port", c.MetricsURL))
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") || (c.TLSCert == "") != (c.TLSCA == "") {
+		errs = append(errs, errors.New("tls-cert, tls-key and tls-ca go together"))
 	}
 	if c.InitialCluster == "" {
 		c.InitialCluster = c.Name + "=" + c.PeerURL
@@ -95,6 +112,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	ec.TickMs, ec.ElectionMs = 100, 1000
 	ec.AutoCompactionMode, ec.AutoCompactionRetention = "periodic", cfg.Compaction.String()
 	ec.QuotaBackendBytes = cfg.QuotaBytes
+	if cfg.TLSCert != "" {
+		// Every client and member shows a certificate of the network;
+		// etcd knows no roles, so any of the network's may read and
+		// write (docs/SECURITY.md).
+		tlsInfo := transport.TLSInfo{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, TrustedCAFile: cfg.TLSCA, ClientCertAuth: true}
+		ec.ClientTLSInfo, ec.PeerTLSInfo = tlsInfo, tlsInfo
+		ec.TlsMinVersion = "TLS1.3"
+	}
+	if cfg.MetricsURL != "" {
+		m, _ := url.Parse(cfg.MetricsURL)
+		ec.ListenMetricsUrls = []url.URL{*m}
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return fmt.Errorf("etcd member %s: %w", cfg.Name, err)

@@ -2,6 +2,7 @@ package etcdcmd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"shindo.dev/devkit/freeaddr"
+	"shindo.dev/devkit/pki"
 	"shindo.dev/devkit/poll"
+	"shindo.dev/lib/certfile"
 )
 
 // TestCompactionAndQuota: a member compacts its history on its own, and
@@ -132,5 +135,81 @@ func TestDeployMatches(t *testing.T) {
 		if env["ETCD_QUOTA_BACKEND_BYTES"] != defaults["quota-bytes"] {
 			t.Errorf("%s: quota %q, want %s", f, env["ETCD_QUOTA_BACKEND_BYTES"], defaults["quota-bytes"])
 		}
+	}
+}
+
+// TestMutualTLS: under -tls-cert the member serves clients over TLS only,
+// to a certificate of the CA; a client without one gets nothing, and the
+// plain metrics URL answers /health for probes that hold none.
+func TestMutualTLS(t *testing.T) {
+	t.Parallel()
+	ca, err := pki.NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	issue := func(site, role string) (string, string) {
+		c, k, err := ca.IssueFiles(dir, site, role, "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, k
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	client, metrics := "https://"+freeaddr.TCP(t), "http://"+freeaddr.TCP(t)
+	cfg := config{Name: "TNN-1", DataDir: t.TempDir(), ClientURL: client, PeerURL: "https://" + freeaddr.TCP(t),
+		ClusterState: "new", Token: "test", StartTimeout: 30 * time.Second, Compaction: time.Hour, QuotaBytes: 8 << 20,
+		TLSCA: caFile, MetricsURL: metrics}
+	cfg.TLSCert, cfg.TLSKey = issue("TNN-1", "etcd")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	plain := cfg
+	plain.ClientURL = "http://" + freeaddr.TCP(t)
+	if err := plain.Validate(); err == nil {
+		t.Error("an http:// client URL was accepted under TLS")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	poll.Until(t, 30*time.Second, "the member healthy on the plain metrics URL", func() bool {
+		resp, err := http.Get(metrics + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(tlsConfig *tls.Config) error {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 3 * time.Second, TLS: tlsConfig})
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		octx, ocancel := context.WithTimeout(ctx, 3*time.Second)
+		defer ocancel()
+		_, err = cli.Put(octx, "k", "v")
+		return err
+	}
+	cert, key := issue("TPE-1", "edge")
+	r, err := certfile.Load(cert, key, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(certfile.MutualClientConfig(r, pool)); err != nil {
+		t.Errorf("an edge's certificate: %v", err)
+	}
+	if err := dial(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}); err == nil {
+		t.Error("a client without a certificate wrote")
 	}
 }
