@@ -239,8 +239,14 @@ type sseEvent struct {
 
 func openSSE(ctx context.Context, t testing.TB, url string) <-chan sseEvent {
 	t.Helper()
+	return openSSEWith(ctx, t, http.DefaultClient, url)
+}
+
+// openSSEWith is openSSE through client (one trusting a dev CA).
+func openSSEWith(ctx context.Context, t testing.TB, client *http.Client, url string) <-chan sseEvent {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("SSE %s: %v", url, err)
 	}

@@ -2,12 +2,16 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"shindo.dev/lib/certfile"
 )
 
 // BenchmarkSliceLatency measures station send → SSE receive through the
@@ -64,6 +68,29 @@ func BenchmarkSliceLatencyWAN(b *testing.B) {
 	}
 }
 
+// BenchmarkSliceLatencyTLS is BenchmarkSliceLatency at 1,000 stations
+// without and with shindo dev -tls in the same run: the SSE client reads
+// TPE-1 over HTTPS (HTTP/2, the dev CA trusted), and every internal hop on
+// the way — ingest → RTS gRPC, RTS → edge gRPC — is mutual TLS.
+//
+//	make build && cd e2e && SHINDO_BIN=$PWD/../bin go test -run '^$' -bench '^BenchmarkSliceLatencyTLS$' -benchtime 1x
+func BenchmarkSliceLatencyTLS(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("stations=1000/tls=%t", on), func(b *testing.B) {
+			var extra []string
+			if on {
+				extra = []string{"-tls"}
+			}
+			for b.Loop() {
+				p50, p99, lost := sliceLatency(b, 1000, 120, extra...)
+				b.ReportMetric(p50, "p50-ms")
+				b.ReportMetric(p99, "p99-ms")
+				b.ReportMetric(float64(lost), "probes-lost")
+			}
+		})
+	}
+}
+
 // sliceLatency returns the median and 99th percentile of the probe's
 // latencies, and how many of its frames never showed in their tick: the
 // probe sends each once, so one lost on the way (-wan's 0.1 % loss, on
@@ -86,7 +113,15 @@ func sliceLatency(b *testing.B, n, ticks int, devArgs ...string) (p50, p99 float
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(ticks+60)*time.Second)
 	defer cancel()
-	events := openSSE(ctx, b, d.endpoints.get(b, "TPE-1", "edge", "http")+"/api/v2/trem/rts?sse=1")
+	client := http.DefaultClient
+	if slices.Contains(devArgs, "-tls") {
+		pool, err := certfile.LoadPool(d.endpoints.devCA(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	}
+	events := openSSEWith(ctx, b, client, d.endpoints.get(b, "TPE-1", "edge", "http")+"/api/v2/trem/rts?sse=1")
 	probeStation := d.stations[n]
 	var prb *probe
 	inNetns(b, ns, func() { prb = newProbe(b, probeStation, udp, backup) })

@@ -8,16 +8,23 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -26,13 +33,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"shindo.dev/devkit/pki"
+	"shindo.dev/devkit/poll"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/certfile"
+	"shindo.dev/lib/natsbus"
 	"shindo.dev/lib/peerid"
 )
 
 // devCA is the trust bundle of a shindo dev -tls (endpoints.json's dev.ca).
-func (e endpoints) devCA(t *testing.T) string {
+func (e endpoints) devCA(t testing.TB) string {
 	t.Helper()
 	var dev struct {
 		CA string `json:"ca"`
@@ -81,7 +90,8 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal("curl not found: install the Debian package curl (deploy/dev/system-packages does)")
 	}
-	d := startDev(t, "-tls", "-stations", "2", "-simulate=false")
+	// The rotation below holds 1,000 streams from this one address.
+	d := startDevEnv(t, []string{"SHINDO_EDGE_SSE_MAX_PER_IP=2000"}, "-tls", "-stations", "2", "-simulate=false")
 	ca := d.endpoints.devCA(t)
 	tpe := d.endpoints.get(t, "TPE-1", "edge", "http")
 	if !strings.HasPrefix(tpe, "https://") {
@@ -194,6 +204,332 @@ func TestTLS(t *testing.T) {
 	t.Run("gRPC between the services is mutual TLS with roles", func(t *testing.T) {
 		testInternalGRPC(t, d, ca)
 	})
+
+	t.Run("NATS is mutual TLS with roles", func(t *testing.T) {
+		testInternalNATS(t, d, ca)
+	})
+
+	t.Run("etcd and PostgreSQL take certificates only", func(t *testing.T) {
+		testInternalStores(t, d, ca)
+	})
+
+	t.Run("certificate rotation under 1,000 SSE clients", func(t *testing.T) {
+		testRotationUnderLoad(t, d, ca)
+	})
+
+	t.Run("silent and stalled handshakes are bounded", func(t *testing.T) {
+		testStalledHandshakes(t, d, ca)
+	})
+}
+
+// testInternalStores: every etcd member's client URL is https:// and
+// refuses a client without a certificate, while an edge's certificate
+// reads and writes; the metadata database refuses plain text and TLS
+// without a certificate, and the operator's URL (endpoints.json
+// dev.database_url) connects over TLS 1.3.
+func testInternalStores(t *testing.T, d *dev, caFile string) {
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsDir := filepath.Dir(caFile)
+	edgeCert, err := certfile.Load(filepath.Join(tlsDir, "TPE-1-edge.pem"), filepath.Join(tlsDir, "TPE-1-edge-key.pem"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A refused client fails its handshake at once; the deadline only
+	// bounds a member that would not answer.
+	put := func(endpoint string, cfg *tls.Config) error {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: time.Second, TLS: cfg, Logger: zap.NewNop()})
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		_, err = cli.Put(pctx, "/e2e/tls", "x")
+		return err
+	}
+	for _, site := range []string{"TNN-1", "TYO-1", "TPE-1"} {
+		client := d.endpoints.get(t, site, "etcd", "client")
+		if !strings.HasPrefix(client, "https://") {
+			t.Errorf("%s etcd at %s under -tls", site, client)
+			continue
+		}
+		if err := put(client, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}); err == nil {
+			t.Errorf("%s etcd: a client without a certificate wrote", site)
+		}
+		if err := put(client, certfile.MutualClientConfig(edgeCert, pool)); err != nil {
+			t.Errorf("%s etcd, an edge's certificate: %v", site, err)
+		}
+		if code, _ := httpGet(t, d.endpoints.get(t, site, "etcd", "metrics")+"/health"); code != http.StatusOK {
+			t.Errorf("%s etcd: the plain health endpoint answered %d", site, code)
+		}
+	}
+
+	var dev struct {
+		DatabaseURL string `json:"database_url"`
+	}
+	raw, _ := json.Marshal(d.endpoints["dev"])
+	if err := json.Unmarshal(raw, &dev); err != nil || dev.DatabaseURL == "" {
+		t.Fatalf("endpoints.json names no database URL: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, dev.DatabaseURL)
+	if err != nil {
+		t.Fatalf("the operator's database URL: %v", err)
+	}
+	var version string
+	err = conn.QueryRow(ctx, "SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl").Scan(&version)
+	conn.Close(ctx)
+	if err != nil || version != "TLSv1.3" {
+		t.Errorf("the operator's connection: TLS %q, %v", version, err)
+	}
+	u, err := url.Parse(dev.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]url.Values{
+		"plain text":          {"sslmode": {"disable"}},
+		"TLS, no certificate": {"sslmode": {"verify-full"}, "sslrootcert": {caFile}},
+	} {
+		u.RawQuery = q.Encode()
+		if c, err := pgx.Connect(ctx, u.String()); err == nil {
+			c.Close(ctx)
+			t.Errorf("the metadata database, %s: connected", name)
+		}
+	}
+}
+
+// testRotationUnderLoad: TPE-1's certificate is replaced with shindo cert
+// issue — the operator's tool, from the dev CA — while 1,000 SSE clients
+// stream over HTTPS, each on a connection of its own; new connections
+// see the new certificate within the edge's look (5 s), and every one of
+// the 1,000 goes on getting ticks, none dropped.
+func testRotationUnderLoad(t *testing.T, d *dev, caFile string) {
+	const clients = 1000
+	tpe := d.endpoints.get(t, "TPE-1", "edge", "http")
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	type counted struct {
+		events atomic.Int64
+		ended  atomic.Bool
+	}
+	streams := make([]*counted, clients)
+	var served *x509.Certificate
+	for i := range streams {
+		s := &counted{}
+		streams[i] = s
+		resp, err := c.Get(tpe + "/api/v2/trem/rts?sse=1")
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("client %d: %s", i, resp.Status)
+		}
+		served = resp.TLS.PeerCertificates[0]
+		go func() {
+			defer s.ended.Store(true)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "id: ") {
+					s.events.Add(1)
+				}
+			}
+		}()
+	}
+	streaming := func(at []int64, what string) {
+		t.Helper()
+		if !poll.Within(30*time.Second, func() bool {
+			for i, s := range streams {
+				if s.events.Load() <= at[i] {
+					return false
+				}
+			}
+			return true
+		}) {
+			behind, ended := 0, 0
+			for i, s := range streams {
+				if s.events.Load() <= at[i] {
+					behind++
+				}
+				if s.ended.Load() {
+					ended++
+				}
+			}
+			t.Fatalf("%s: %d of %d clients got no new event within 30 s (%d streams ended)", what, behind, clients, ended)
+		}
+	}
+	streaming(make([]int64, clients), "before the rotation")
+
+	tlsDir := filepath.Dir(caFile)
+	cert, key := filepath.Join(tlsDir, "TPE-1-edge.pem"), filepath.Join(tlsDir, "TPE-1-edge-key.pem")
+	host, _, _ := net.SplitHostPort(strings.TrimPrefix(tpe, "https://"))
+	out, err := exec.Command(filepath.Join(binDir(t), "shindo"), "cert", "issue", "-ca-cert", caFile, "-ca-key", filepath.Join(tlsDir, "ca-key.pem"),
+		"-site", "TPE-1", "-role", peerid.Edge, "-host", host+",localhost", "-cert", cert, "-key", key).CombinedOutput()
+	if err != nil {
+		t.Fatalf("shindo cert issue: %v\n%s", err, out)
+	}
+	var fresh *x509.Certificate
+	poll.Until(t, 15*time.Second, "a new connection gets the new certificate", func() bool {
+		nc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		defer nc.CloseIdleConnections()
+		resp, err := nc.Get(tpe + "/v1/time")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		fresh = resp.TLS.PeerCertificates[0]
+		return !fresh.Equal(served)
+	})
+	at := make([]int64, clients)
+	for i, s := range streams {
+		at[i] = s.events.Load()
+	}
+	streaming(at, "after the rotation")
+	for i, s := range streams {
+		if s.ended.Load() {
+			t.Errorf("client %d's stream ended", i)
+		}
+	}
+	t.Logf("%d streams over the rotation from serial %s to %s, none dropped", clients, served.SerialNumber, fresh.SerialNumber)
+}
+
+// tlsSilent is how many connections testStalledHandshakes holds open at
+// an edge's HTTPS port without finishing a handshake (SHINDO_TLS_SILENT).
+var tlsSilent = envInt("SHINDO_TLS_SILENT", 10_000)
+
+// testStalledHandshakes: 10,000 connections to TPE-1's HTTPS port from
+// attacker addresses, a tenth sending the first bytes of a TLS record and
+// stalling, the rest nothing. Meanwhile an SSE client streaming over
+// HTTPS goes on without a gap, and a new client is served; every one of
+// them is closed by the edge's handshake deadline (10 s) and counted.
+func testStalledHandshakes(t *testing.T, d *dev, caFile string) {
+	tpe := d.endpoints.get(t, "TPE-1", "edge", "http")
+	admin := d.endpoints.get(t, "TPE-1", "edge", "admin")
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	resp, err := client.Get(tpe + "/api/v2/trem/rts?sse=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var longest atomic.Int64 // ms between two events of the stream
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		last := time.Now()
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "id: ") {
+				if gap := time.Since(last).Milliseconds(); gap > longest.Load() {
+					longest.Store(gap)
+				}
+				last = time.Now()
+			}
+		}
+	}()
+	before := metricSum(t, admin, "shindo_tls_handshake_failures_total", `listener="edge https"`)
+	// Four attacker addresses, each under the edge's per-address budget.
+	const addrs = 4
+	start := time.Now()
+	conns := flood(t, 5, addrs, tlsSilent/addrs, strings.TrimPrefix(tpe, "https://"), func(i int) string {
+		if i%10 == 0 {
+			return "\x16\x03\x01\x02" // a handshake record's header, its length never sent
+		}
+		return ""
+	})
+	opened := time.Since(start)
+	if len(conns) < tlsSilent*9/10 {
+		t.Fatalf("only %d of %d connections opened", len(conns), tlsSilent)
+	}
+	// While they are held: a new client is served at once.
+	t0 := time.Now()
+	r, err := client.Get(tpe + "/v1/time")
+	if err != nil {
+		t.Fatalf("a new client while %d handshakes stall: %v", len(conns), err)
+	}
+	r.Body.Close()
+	served := time.Since(t0)
+	took := closedWithin(t, conns, 20*time.Second)
+	counted := metricSum(t, admin, "shindo_tls_handshake_failures_total", `listener="edge https"`) - before
+	if counted < float64(len(conns)) {
+		t.Errorf("%d stalled handshakes closed, %.0f counted", len(conns), counted)
+	}
+	if gap := time.Duration(longest.Load()) * time.Millisecond; gap > 2*time.Second {
+		t.Errorf("the SSE stream over HTTPS stopped for %s while the handshakes stalled", gap)
+	}
+	t.Logf("%d silent or stalled connections opened in %s; a new client served in %s; all closed within %s; %.0f handshake failures counted; longest gap of the SSE stream %d ms",
+		len(conns), opened.Round(time.Millisecond), served.Round(time.Millisecond), took.Round(100*time.Millisecond), counted, longest.Load())
+}
+
+// testInternalNATS: each core's NATS server refuses a client without a
+// certificate, and one with the operator's connects; an edge's
+// certificate cannot publish a core's snapshot; and the services, which
+// all reach NATS under -tls, do their work there — the snapshots the
+// core's RTS publishes arrive.
+func testInternalNATS(t *testing.T, d *dev, caFile string) {
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsDir := filepath.Dir(caFile)
+	as := func(site, role string) *tls.Config {
+		r, err := certfile.Load(filepath.Join(tlsDir, site+"-"+role+".pem"), filepath.Join(tlsDir, site+"-"+role+"-key.pem"), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return certfile.MutualClientConfig(r, pool)
+	}
+	for _, site := range []string{"TNN-1", "TYO-1"} {
+		url := d.endpoints.get(t, site, "nats", "url")
+		if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
+			nc.Close()
+			t.Errorf("%s NATS: a plain-text client connected", site)
+		}
+		if nc, err := nats.Connect(url, nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}), nats.MaxReconnects(0)); err == nil {
+			nc.Close()
+			t.Errorf("%s NATS: a client without a certificate connected", site)
+		}
+	}
+	url := d.endpoints.get(t, "TNN-1", "nats", "url")
+	op, err := nats.Connect(url, nats.Secure(as("dev", peerid.Operator)), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatalf("TNN-1 NATS, the operator's certificate: %v", err)
+	}
+	defer op.Close()
+	snaps, err := op.SubscribeSync(natsbus.Snapshots.Subject("TNN-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snaps.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("no snapshot of TNN-1's RTS over NATS under -tls: %v", err)
+	}
+	violations := make(chan error, 4)
+	edge, err := nats.Connect(url, nats.Secure(as("TPE-1", peerid.Edge)), nats.MaxReconnects(0),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatalf("TNN-1 NATS, an edge's certificate: %v", err)
+	}
+	defer edge.Close()
+	edge.Publish(natsbus.Snapshots.Subject("TNN-1"), []byte("forged"))
+	edge.Flush()
+	select {
+	case err := <-violations:
+		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Errorf("an edge publishing TNN-1's snapshot: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("an edge published TNN-1's snapshot without a permissions violation")
+	}
 }
 
 // testInternalGRPC: every service's gRPC port refuses a caller without a

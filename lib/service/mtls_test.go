@@ -31,12 +31,8 @@ type testPKI struct {
 // issue writes a certificate of site/role and returns its files.
 func (p testPKI) issue(site, role string) (certFile, keyFile string) {
 	p.t.Helper()
-	is, err := p.ca.Issue(pki.Request{Identity: pki.Identity{Site: site, Role: role}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour})
+	certFile, keyFile, err := p.ca.IssueFiles(p.dir, site, role, "127.0.0.1")
 	if err != nil {
-		p.t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(p.dir, site+"-"+role+".pem"), filepath.Join(p.dir, site+"-"+role+"-key.pem")
-	if err := certfile.Write(certFile, keyFile, is.CertPEM, is.KeyPEM); err != nil {
 		p.t.Fatal(err)
 	}
 	return certFile, keyFile
@@ -53,12 +49,9 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := testPKI{t: t, ca: ca, dir: t.TempDir()}
-	caFile := filepath.Join(p.dir, "ca.pem")
-	if err := certfile.Write(caFile, filepath.Join(p.dir, "ca-key.pem"), ca.PEM, []byte("unused")); err != nil {
-		t.Fatal(err)
-	}
 	common := testCommon()
 	common.MTLSCert, common.MTLSKey = p.issue("TNN-1", peerid.RTS)
+	caFile := filepath.Join(p.dir, "ca.pem")
 	common.MTLSCA = caFile
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -174,10 +167,8 @@ func TestMutualTLSConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := testPKI{t: t, ca: ca, dir: t.TempDir()}
+	p.issue("TNN-1", peerid.Edge) // writes the CA's certificate too
 	caFile := filepath.Join(p.dir, "ca.pem")
-	if err := certfile.Write(caFile, filepath.Join(p.dir, "ca-key.pem"), ca.PEM, []byte("unused")); err != nil {
-		t.Fatal(err)
-	}
 	stranger := testPKI{t: t, ca: other, dir: t.TempDir()}
 	for _, tc := range []struct {
 		name       string

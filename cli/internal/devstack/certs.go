@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"shindo.dev/devkit/pgserver"
 	"shindo.dev/devkit/pki"
 	"shindo.dev/lib/atomicfile"
 	"shindo.dev/lib/certfile"
@@ -43,6 +44,9 @@ func issueCertificates(p *plan, log *slog.Logger) error {
 		return fmt.Errorf("dev CA in %s: %w (remove the directory to make a new one)", dir, err)
 	}
 	for _, c := range p.certs {
+		if err := os.MkdirAll(filepath.Dir(c.certFile), 0o755); err != nil {
+			return err
+		}
 		is, err := ca.Issue(pki.Request{Identity: pki.Identity{Site: c.site, Role: c.role}, Hosts: c.hosts, Validity: devCertValidity})
 		if err != nil {
 			return fmt.Errorf("certificate of %s %s: %w", c.site, c.role, err)
@@ -50,9 +54,39 @@ func issueCertificates(p *plan, log *slog.Logger) error {
 		if err := certfile.Write(c.certFile, c.keyFile, is.CertPEM, is.KeyPEM); err != nil {
 			return err
 		}
+		files := []string{c.certFile, c.keyFile}
+		if c.caCopy != "" {
+			if err := atomicfile.Write(c.caCopy, ca.PEM, 0o644); err != nil {
+				return err
+			}
+			files = append(files, c.caCopy)
+		}
+		if c.owner != nil {
+			for _, f := range files {
+				if err := os.Chown(f, int(c.owner.Uid), int(c.owner.Gid)); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	log.Info("certificates issued", slog.Int("certificates", len(p.certs)), slog.String("dir", dir))
 	return nil
+}
+
+// databaseTLS plans the dev database member's certificate under -tls, in
+// dir (which its user can enter), and returns the files the member and
+// shindo dev's own connections use: the tools' operator certificate for
+// the latter.
+func (p *plan) databaseTLS(dir string) (*pgserver.TLS, error) {
+	as, err := pgserver.RunAs()
+	if err != nil {
+		return nil, err
+	}
+	t := &pgserver.TLS{CA: filepath.Join(dir, "ca.pem"), ServerCert: filepath.Join(dir, "postgres.pem"), ServerKey: filepath.Join(dir, "postgres-key.pem"),
+		ClientCert: p.operatorCert, ClientKey: p.operatorKey}
+	p.certs = append(p.certs, certPlan{site: tnn.name, role: "postgres", hosts: []string{p.host(tnn.name), "localhost"},
+		certFile: t.ServerCert, keyFile: t.ServerKey, caCopy: t.CA, owner: as})
+	return t, nil
 }
 
 func newDevCA(certFile, keyFile string) (*pki.CA, error) {

@@ -38,6 +38,7 @@ import (
 	"shindo.dev/cli/internal/proc"
 	"shindo.dev/cli/internal/provision"
 	"shindo.dev/cli/internal/wan"
+	"shindo.dev/devkit/pgserver"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/service"
 )
@@ -154,20 +155,32 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	st.wan = network
 	var pg *metadata
 	var dsn string
+	base, scratch, err := pgBase(cfg.Dir)
+	if err != nil {
+		return err
+	}
+	var dbTLS *pgserver.TLS
 	if cfg.HA {
-		base, scratch, err := pgBase(cfg.Dir)
-		if err != nil {
-			return err
-		}
 		if scratch {
 			defer os.RemoveAll(filepath.Dir(base))
 		}
 		if err := plan.writeHA(filepath.Join(base, "ha")); err != nil {
 			return fmt.Errorf("replicated metadata database: %w", err)
 		}
-	} else {
+	} else if cfg.TLS {
+		if dbTLS, err = plan.databaseTLS(filepath.Join(base, tnn.name)); err != nil {
+			return err
+		}
+	}
+	// Before the database, whose certificate is among them.
+	if cfg.TLS {
+		if err := issueCertificates(plan, log); err != nil {
+			return err
+		}
+	}
+	if !cfg.HA {
 		var err error
-		if pg, dsn, err = startMetadata(ctx, cfg, cfg.PortBase+tnn.block+postgresPort, log); err != nil {
+		if pg, dsn, err = startMetadata(ctx, cfg, cfg.PortBase+tnn.block+postgresPort, base, scratch, dbTLS, log); err != nil {
 			return err
 		}
 		supervised := make(chan struct{})
@@ -208,12 +221,6 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	}
 	if err := os.WriteFile(plan.notifyTokenFile, []byte(notifyToken+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", plan.notifyTokenFile, err)
-	}
-
-	if cfg.TLS {
-		if err := issueCertificates(plan, log); err != nil {
-			return err
-		}
 	}
 
 	defer st.stopAll()

@@ -49,7 +49,14 @@ type haFiles struct {
 type haMember struct {
 	config, dataDir string
 	rest, postgres  string // listen addresses
+	// etcdTLS: the files Patroni reaches etcd with under -tls, nil
+	// without.
+	etcdTLS *patroniTLS
 }
+
+// patroniTLS are a member's certificate and the CA for etcd, in files its
+// user can read.
+type patroniTLS struct{ ca, cert, key string }
 
 // haProcesses adds each core's Patroni and HAProxy to the plan.
 func (p *plan) haProcesses(addr func(site, int) string) (patronis, haproxies []*process) {
@@ -128,6 +135,15 @@ func (p *plan) writeHA(base string) error {
 			if err := mkdirAs(filepath.Dir(m.dataDir), as); err != nil {
 				return err
 			}
+			if p.cfg.TLS {
+				// etcd wants a certificate of the network; Patroni runs as
+				// the database's user, who cannot read the dev CA's
+				// directory, so its files go into its own.
+				home := filepath.Dir(m.dataDir)
+				m.etcdTLS = &patroniTLS{ca: filepath.Join(home, "ca.pem"), cert: filepath.Join(home, "patroni.pem"), key: filepath.Join(home, "patroni-key.pem")}
+				p.certs = append(p.certs, certPlan{site: pr.site, role: "patroni", hosts: []string{p.host(pr.site), "localhost"},
+					certFile: m.etcdTLS.cert, keyFile: m.etcdTLS.key, caCopy: m.etcdTLS.ca, owner: as})
+			}
 			doc := patroniConfig(pr.site, m, p.ha.etcdHosts, bin, filepath.Dir(m.dataDir), p.trustedNets())
 			if err := os.WriteFile(m.config, []byte(doc), 0o644); err != nil {
 				return err
@@ -185,6 +201,19 @@ func patroniConfig(name string, m haMember, etcdHosts []string, binDir, home str
 	for _, n := range trusted {
 		fmt.Fprintf(&hba, "    - host replication postgres %s trust\n    - host all all %s trust\n", n, n)
 	}
+	etcd, pgAuth, pgParams, superuser, replication := "", "", "", "", ""
+	if t := m.etcdTLS; t != nil {
+		// Under -tls: etcd over TLS, and PostgreSQL takes TCP connections
+		// — the services', Patroni's own, the standby's replication —
+		// only over TLS with a certificate of the dev CA.
+		etcd = fmt.Sprintf("  protocol: https\n  cacert: %s\n  cert: %s\n  key: %s\n", t.ca, t.cert, t.key)
+		hba.Reset()
+		hba.WriteString("    - hostssl replication postgres all cert map=shindo\n    - hostssl all all all cert map=shindo\n    - hostnossl all all all reject\n")
+		pgAuth = fmt.Sprintf("  pg_ident:\n    - shindo /^.*$ postgres\n  pg_hba:\n    - local all all trust\n%s", hba.String())
+		pgParams = fmt.Sprintf("    ssl: \"on\"\n    ssl_cert_file: %s\n    ssl_key_file: %s\n    ssl_ca_file: %s\n    ssl_min_protocol_version: TLSv1.3\n", t.cert, t.key, t.ca)
+		client := fmt.Sprintf("      sslmode: verify-full\n      sslrootcert: %s\n      sslcert: %s\n      sslkey: %s\n", t.ca, t.cert, t.key)
+		superuser, replication = client, client
+	}
 	return fmt.Sprintf(`scope: shindo
 namespace: /shindo-dev/
 name: %[1]s
@@ -195,7 +224,7 @@ restapi:
   connect_address: %[2]s
 etcd3:
   hosts: %[3]s
-bootstrap:
+%[12]sbootstrap:
   dcs:
     ttl: %[4]d
     loop_wait: %[5]d
@@ -225,19 +254,20 @@ bootstrap:
   data_dir: %[8]s
   bin_dir: %[9]s
   pgpass: %[10]s/pgpass
-  authentication:
+%[16]s  authentication:
     superuser:
       username: postgres
-    replication:
+%[14]s    replication:
       username: postgres
-  parameters:
+%[15]s  parameters:
     unix_socket_directories: %[10]s
     fsync: "on"
+%[13]s
 tags:
   nofailover: false
   noloadbalance: false
 `, name, m.rest, strings.Join(etcdHosts, ","), patroniTTL, patroniLoopWait, patroniRetryTimeout,
-		m.postgres, m.dataDir, binDir, home, hba.String())
+		m.postgres, m.dataDir, binDir, home, hba.String(), etcd, pgParams, superuser, replication, pgAuth)
 }
 
 // haproxyConfig is a core's HAProxy: one TCP listener leading to the member
@@ -286,7 +316,8 @@ frontend health
 // synchronous standby, reached through TNN-1's HAProxy, and makes the dev
 // database afresh.
 func (p *plan) makeDatabase(ctx context.Context, log *slog.Logger) (string, error) {
-	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=2", hostPort(p.host(tnn.name), p.cfg.PortBase+tnn.block+haproxyPort))
+	admin := fmt.Sprintf("postgres://postgres@%s/postgres?connect_timeout=2&%s", hostPort(p.host(tnn.name), p.cfg.PortBase+tnn.block+haproxyPort),
+		dbTLSQuery(p.cfg, p.operatorCert, p.operatorKey))
 	deadline := time.Now().Add(p.cfg.ReadyTimeout)
 	var last error
 	for {

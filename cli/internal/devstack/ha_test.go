@@ -3,6 +3,7 @@ package devstack
 import (
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,5 +86,52 @@ func TestHAPlan(t *testing.T) {
 				t.Errorf("%s: -database-url %s, want its core's HAProxy %s", pr.name, pr.args[i+1], want)
 			}
 		}
+	}
+}
+
+// TestHAConfigUnderTLS: with -tls a member's Patroni reaches etcd over
+// TLS, and its PostgreSQL takes TCP connections — Patroni's own, the
+// standby's replication, the services' — only over TLS with a certificate
+// of the dev CA, mapped to the superuser.
+func TestHAConfigUnderTLS(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.HA, cfg.TLS = true, true
+	p := newPlan(cfg)
+	m := p.ha.members[tnn.name]
+	m.dataDir = "/tmp/x/TNN-1/data"
+	m.etcdTLS = &patroniTLS{ca: "/tmp/x/TNN-1/ca.pem", cert: "/tmp/x/TNN-1/patroni.pem", key: "/tmp/x/TNN-1/patroni-key.pem"}
+	doc := patroniConfig(tnn.name, m, p.ha.etcdHosts, "/usr/lib/postgresql/15/bin", "/tmp/x/TNN-1", p.trustedNets())
+	var c struct {
+		Etcd3 struct {
+			Protocol, Cacert, Cert, Key string
+		}
+		Postgresql struct {
+			PgHba          []string          `yaml:"pg_hba"`
+			PgIdent        []string          `yaml:"pg_ident"`
+			Parameters     map[string]string `yaml:"parameters"`
+			Authentication map[string]map[string]string
+		}
+	}
+	if err := yaml.Unmarshal([]byte(doc), &c); err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	if c.Etcd3.Protocol != "https" || c.Etcd3.Cert != m.etcdTLS.cert || c.Etcd3.Cacert != m.etcdTLS.ca {
+		t.Errorf("etcd3: %+v", c.Etcd3)
+	}
+	pg := c.Postgresql
+	if pg.Parameters["ssl"] != "on" || pg.Parameters["ssl_cert_file"] != m.etcdTLS.cert || pg.Parameters["unix_socket_directories"] == "" {
+		t.Errorf("parameters: %v", pg.Parameters)
+	}
+	if !slices.Contains(pg.PgHba, "hostnossl all all all reject") || !slices.Contains(pg.PgHba, "hostssl replication postgres all cert map=shindo") {
+		t.Errorf("pg_hba: %v", pg.PgHba)
+	}
+	for _, who := range []string{"superuser", "replication"} {
+		if a := pg.Authentication[who]; a["sslmode"] != "verify-full" || a["sslcert"] != m.etcdTLS.cert || a["sslrootcert"] != m.etcdTLS.ca {
+			t.Errorf("%s: %v", who, a)
+		}
+	}
+	if len(pg.PgIdent) != 1 {
+		t.Errorf("pg_ident: %v", pg.PgIdent)
 	}
 }

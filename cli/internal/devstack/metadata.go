@@ -76,11 +76,9 @@ func (m *metadata) supervise(ctx context.Context, log *slog.Logger, failed func(
 
 // startMetadata starts TNN-1's PostgreSQL member (data kept under dir, so a
 // second start is quick) and recreates the metadata database.
-func startMetadata(ctx context.Context, cfg Config, port int, log *slog.Logger) (*metadata, string, error) {
-	base, scratch, err := pgBase(cfg.Dir)
-	if err != nil {
-		return nil, "", err
-	}
+// Under -tls (dbTLS) the member takes TLS connections with a certificate
+// of the dev CA only.
+func startMetadata(ctx context.Context, cfg Config, port int, base string, scratch bool, dbTLS *pgserver.TLS, log *slog.Logger) (*metadata, string, error) {
 	if scratch {
 		log.Info("metadata database kept outside the dev directory, which the postgres user cannot enter; removed at stop", slog.String("dir", base))
 	}
@@ -95,6 +93,7 @@ func startMetadata(ctx context.Context, cfg Config, port int, log *slog.Logger) 
 		Listen:  cfg.Host,
 		LogPath: filepath.Join(cfg.Dir, "logs", tnn.name+"-postgres.log"),
 		Durable: true,
+		TLS:     dbTLS,
 	})
 	if err != nil {
 		if m.scratch != "" {

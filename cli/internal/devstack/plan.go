@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,7 +31,7 @@ const (
 	postgresPort, patroniREST                    = 40, 41
 	haproxyPort, haproxyHealth                   = 43, 44
 	natsClient, natsHTTP, natsPeerProxy          = 50, 51, 52
-	etcdClient, etcdPeer                         = 60, 61
+	etcdClient, etcdPeer, etcdMetrics            = 60, 61, 62
 	uplinkProxyUDP, uplinkProxyWS                = 70, 71
 	edgeHTTP, edgeGRPC, edgeAdmin, edgePlain     = 0, 1, 2, 3
 )
@@ -182,7 +183,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		notifyTokenFile: filepath.Join(cfg.Dir, "notify-token"),
 		caFile:          filepath.Join(cfg.Dir, "tls", "ca.pem"),
 		dataDir:         filepath.Join(cfg.Dir, "data"),
-		databaseURL:     fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(hostIn(hosts, tnn.name, cfg.Host), cfg.PortBase+tnn.block+postgresPort), dbName),
+		databaseURL:     fmt.Sprintf("postgres://postgres@%s/%s?%s", hostPort(hostIn(hosts, tnn.name, cfg.Host), cfg.PortBase+tnn.block+postgresPort), dbName, dbTLSQuery(cfg, "", "")),
 		databaseBefore:  -1,
 		provisionBefore: 1,
 	}
@@ -193,7 +194,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		if !cfg.HA {
 			return p.databaseURL
 		}
-		return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(hostIn(hosts, c.name, cfg.Host), cfg.PortBase+c.block+haproxyPort), dbName)
+		return fmt.Sprintf("postgres://postgres@%s/%s?%s", hostPort(hostIn(hosts, c.name, cfg.Host), cfg.PortBase+c.block+haproxyPort), dbName, dbTLSQuery(cfg, "", ""))
 	}
 	p.control = hostPort(cfg.Host, cfg.PortBase+controlOff)
 	p.addPort("control API", cfg.PortBase+controlOff, false)
@@ -218,7 +219,11 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		}
 		pr := &process{
 			name: s.name + "-" + role, site: s.name, role: role, bin: bin("shindo-" + role),
-			args:      args,
+			args: args,
+			// The database's client certificate (-tls): its URL names
+			// the CA, and the PostgreSQL client takes the certificate
+			// from here.
+			env:       p.dbClientEnv(s, role),
 			readyURL:  "http://" + addr(s, adminOff) + "/readyz",
 			listeners: map[string]string{"grpc": addr(s, grpcOff), "admin": "http://" + addr(s, adminOff)},
 		}
@@ -235,20 +240,31 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 	var etcds []*process
 	var etcdURLs []string
 	var members []string
-	for _, s := range []site{tnn, tyo, tpe} {
-		members = append(members, s.name+"=http://"+addr(s, etcdPeer))
+	etcdScheme := "http"
+	if cfg.TLS {
+		etcdScheme = "https"
 	}
 	for _, s := range []site{tnn, tyo, tpe} {
-		etcdURLs = append(etcdURLs, "http://"+addr(s, etcdClient))
+		members = append(members, s.name+"="+etcdScheme+"://"+addr(s, etcdPeer))
+	}
+	for _, s := range []site{tnn, tyo, tpe} {
+		client, peer, metrics := etcdScheme+"://"+addr(s, etcdClient), etcdScheme+"://"+addr(s, etcdPeer), "http://"+addr(s, etcdMetrics)
+		etcdURLs = append(etcdURLs, client)
 		e := &process{name: s.name + "-etcd", site: s.name, role: "etcd", bin: bin("shindo"),
 			args: []string{"etcd", "-name", s.name, "-data-dir", filepath.Join(p.dataDir, s.name+"-etcd"),
-				"-client-url", "http://" + addr(s, etcdClient), "-peer-url", "http://" + addr(s, etcdPeer),
+				"-client-url", client, "-peer-url", peer, "-metrics-url", metrics,
 				"-initial-cluster", strings.Join(members, ","), "-cluster-token", "shindo-dev", "-log-level", cfg.LogLevel},
-			readyURL:  "http://" + addr(s, etcdClient) + "/health",
-			listeners: map[string]string{"client": "http://" + addr(s, etcdClient), "peer": "http://" + addr(s, etcdPeer)},
+			readyURL:  metrics + "/health",
+			listeners: map[string]string{"client": client, "peer": peer, "metrics": metrics},
+		}
+		if cfg.TLS {
+			// Clients and the other members over mutual TLS only.
+			cert, key := p.issue(s, "etcd")
+			e.args = append(e.args, "-tls-cert", cert, "-tls-key", key, "-tls-ca", p.caFile)
 		}
 		p.addPort(s.name+" etcd client", cfg.PortBase+s.block+etcdClient, false)
 		p.addPort(s.name+" etcd peer", cfg.PortBase+s.block+etcdPeer, false)
+		p.addPort(s.name+" etcd metrics and health", cfg.PortBase+s.block+etcdMetrics, false)
 		etcds = append(etcds, e)
 	}
 	var dataAPIs []*process
@@ -269,6 +285,11 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 				"-store-dir", filepath.Join(p.dataDir, c.name+"-nats"), "-log-level", cfg.LogLevel},
 			readyURL:  "http://" + addr(c, natsHTTP) + "/healthz",
 			listeners: map[string]string{"url": natsURL(c), "monitor": "http://" + addr(c, natsHTTP)},
+		}
+		if cfg.TLS {
+			// Clients over mutual TLS only, each allowed what its role may.
+			cert, key := p.issue(c, "nats")
+			ns.args = append(ns.args, "-tls-cert", cert, "-tls-key", key, "-tls-ca", p.caFile)
 		}
 		p.addPort(c.name+" NATS", cfg.PortBase+c.block+natsClient, false)
 		p.addPort(c.name+" NATS monitoring", cfg.PortBase+c.block+natsHTTP, false)
@@ -299,7 +320,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		if cfg.HA {
 			// Reads at the core's own member, a standby or the primary.
 			data.args = append(data.args, "-read-database-url",
-				fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", addr(c, postgresPort), dbName))
+				fmt.Sprintf("postgres://postgres@%s/%s?%s", addr(c, postgresPort), dbName, dbTLSQuery(cfg, "", "")))
 		}
 		ws := proxyPlan{role: "ws", tls: cfg.TLS}.url(addr(c, ingestWS))
 		ing := svc(c, "ingest", ingestGRPC, ingestAdmin, map[string]int{"udp": ingestUDP, "WebSocket": ingestWS},
@@ -520,6 +541,11 @@ func (p *plan) webScheme() string {
 type certPlan struct {
 	site, role, certFile, keyFile string
 	hosts                         []string
+	// caCopy, when set, is where the CA's certificate is copied beside
+	// it; owner, when set, is who the files are given to (a process run
+	// as another user).
+	caCopy string
+	owner  *syscall.Credential
 }
 
 // issue plans the certificate of s's role, for s's address and
@@ -540,6 +566,30 @@ func (p *plan) issueFor(site, role string, hosts ...string) (certFile, keyFile s
 	}
 	p.certs = append(p.certs, c)
 	return c.certFile, c.keyFile
+}
+
+// dbTLSQuery is the query of a database URL: under -tls TLS with the dev
+// CA, and cert and key when given (otherwise the client takes them from
+// PGSSLCERT and PGSSLKEY); plain otherwise.
+func dbTLSQuery(cfg Config, cert, key string) string {
+	if !cfg.TLS {
+		return "sslmode=disable"
+	}
+	q := url.Values{"sslmode": {"verify-full"}, "sslrootcert": {filepath.Join(cfg.Dir, "tls", "ca.pem")}}
+	if cert != "" {
+		q["sslcert"], q["sslkey"] = []string{cert}, []string{key}
+	}
+	return q.Encode()
+}
+
+// dbClientEnv hands a service its certificate for the database under
+// -tls.
+func (p *plan) dbClientEnv(s site, role string) []string {
+	if !p.cfg.TLS {
+		return nil
+	}
+	cert, key := p.issue(s, role)
+	return []string{"PGSSLCERT=" + cert, "PGSSLKEY=" + key}
 }
 
 // operatorSite is the site an operator's certificate names: the tools of

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shindo.dev/cli/internal/provision"
+	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/registry"
 )
 
@@ -313,6 +314,36 @@ func TestTLSPlan(t *testing.T) {
 		}
 		if s := strings.Join(p.summary(), "\n"); !strings.Contains(s, "--cacert "+p.caFile) {
 			t.Errorf("the summary shows no curl with the CA:\n%s", s)
+		}
+		// The internal hops: every service's gRPC, every NATS server and
+		// etcd member, each with the certificate of its own site and
+		// role, and the tools' operator certificate.
+		for _, pr := range procs {
+			var certFlag, role string
+			switch {
+			case slices.Contains(binaries, "shindo-"+pr.role):
+				certFlag, role = "-mtls-cert", pr.role
+				if arg(pr, "-mtls-ca") != p.caFile {
+					t.Errorf("%s: -mtls-ca %q", pr.name, arg(pr, "-mtls-ca"))
+				}
+			case pr.role == "nats" || pr.role == "etcd":
+				certFlag, role = "-tls-cert", pr.role
+				if arg(pr, "-tls-ca") != p.caFile {
+					t.Errorf("%s: -tls-ca %q", pr.name, arg(pr, "-tls-ca"))
+				}
+			default:
+				continue
+			}
+			if c, ok := issued[arg(pr, certFlag)]; !ok || c.site != pr.site || c.role != role {
+				t.Errorf("%s: %s %q is not a certificate of %s/%s", pr.name, certFlag, arg(pr, certFlag), pr.site, role)
+			}
+			if pr.role == "etcd" && (!strings.HasPrefix(arg(pr, "-client-url"), "https://") || !strings.HasPrefix(arg(pr, "-peer-url"), "https://") ||
+				!strings.HasPrefix(pr.readyURL, "http://"+strings.TrimPrefix(arg(pr, "-metrics-url"), "http://"))) {
+				t.Errorf("%s: client %s, peer %s, ready at %s", pr.name, arg(pr, "-client-url"), arg(pr, "-peer-url"), pr.readyURL)
+			}
+		}
+		if c, ok := issued[p.operatorCert]; !ok || c.role != peerid.Operator || c.keyFile != p.operatorKey {
+			t.Errorf("operator certificate %q: %+v", p.operatorCert, c)
 		}
 	}
 }
