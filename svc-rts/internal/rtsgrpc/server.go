@@ -291,13 +291,15 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 			result, end := s.apply(rec)
 			s.records.WithLabelValues(result).Inc()
 			if result == "applied" {
-				s.noteApplied()
 				newest = max(newest, end)
 				// A replayed record's trace ended long ago.
 				if !rebuilding && len(rec.GetTraceContext()) > 0 {
 					s.noteTraced(rec)
 				}
 			}
+		}
+		if newest > 0 {
+			s.noteApplied() // once a batch: the clock is read per batch, not per record
 		}
 		if rebuilding {
 			s.replayed.Add(uint64(len(req.GetRecords())))
