@@ -25,12 +25,14 @@ package peersync
 
 import (
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,8 +76,14 @@ type Config struct {
 	LongEvery   time.Duration // period of long exchanges (30s)
 	// MaxRecords bounds one answer; the rest comes with the next.
 	MaxRecords int
-	Log        *slog.Logger
-	Metrics    prometheus.Registerer
+	// AnswerBudget bounds the journal reading of one answer (default 3s):
+	// what it found by then is sent, the rest comes with the next
+	// exchange. Without it an answer looking far back could outlast the
+	// asker's wait, and the asker, having failed, would ask as far back
+	// again — for ever.
+	AnswerBudget time.Duration
+	Log          *slog.Logger
+	Metrics      prometheus.Registerer
 }
 
 const (
@@ -92,8 +100,14 @@ type Syncer struct {
 
 	mu    sync.Mutex
 	index map[string]*blocks // where each station's seqs sit in the journal
+	// resume is, by asking site and station, for each seq an answer
+	// looked for and did not find, where its reading stopped: the record
+	// lies after it (the journal only grows), so the next answer reads on
+	// from there rather than again from the block's start. Answers run one
+	// at a time.
+	resume map[string]map[string]map[uint64]uint64
 
-	sent, received, requests, failures, refused prometheus.Counter
+	sent, received, requests, failures, refused, scanned prometheus.Counter
 }
 
 // blocks remembers, for each run of 64 seqs of a station, the journal
@@ -106,14 +120,18 @@ type blocks struct {
 
 // New returns a syncer.
 func New(cfg Config) *Syncer {
-	s := &Syncer{cfg: cfg, index: map[string]*blocks{}, tracer: telemetry.Tracer("shindo.dev/svc-ingest"),
+	s := &Syncer{cfg: cfg, index: map[string]*blocks{}, resume: map[string]map[string]map[uint64]uint64{}, tracer: telemetry.Tracer("shindo.dev/svc-ingest"),
 		sent:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_sent_total", Help: "Records sent to the peer core because it lacked them."}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_records_received_total", Help: "Records received from the peer core that this core lacked."}),
 		requests: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_requests_total", Help: "Exchanges asked of the peer core."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_failures_total", Help: "Exchanges with the peer core that failed."}),
 		refused:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_requests_refused_total", Help: "Requests of the peer core left unanswered: no reply subject, or not a SyncFrame holding a SyncRequest."}),
+		scanned:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_sync_journal_scanned_total", Help: "Journal records read to answer the peer core's requests."}),
 	}
-	cfg.Metrics.MustRegister(s.sent, s.received, s.requests, s.failures, s.refused)
+	if s.cfg.AnswerBudget <= 0 {
+		s.cfg.AnswerBudget = 3 * time.Second
+	}
+	cfg.Metrics.MustRegister(s.sent, s.received, s.requests, s.failures, s.refused, s.scanned)
 	for _, c := range []struct {
 		conn *nats.Conn
 		name string
@@ -254,9 +272,16 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 		span.SetStatus(codes.Error, err.Error())
 		return err
 	}
-	deadline := time.Now().Add(answerTimeout)
+	// The answer comes in parts: each must follow the one before within
+	// answerTimeout, and the whole within answerTimeout plus the peer's
+	// budget for reading its journal, and some for sending.
+	end := time.Now().Add(answerTimeout + 3*s.cfg.AnswerBudget)
 	for {
-		mctx, cancel := context.WithDeadline(ctx, deadline)
+		wait := time.Now().Add(answerTimeout)
+		if wait.After(end) {
+			wait = end
+		}
+		mctx, cancel := context.WithDeadline(ctx, wait)
 		m, err := sub.NextMsgWithContext(mctx)
 		cancel()
 		if err != nil {
@@ -343,7 +368,13 @@ func (s *Syncer) answer(ctx context.Context, m *nats.Msg) {
 		seq     uint64
 	}
 	want := map[key]bool{}
-	from := uint64(1<<64 - 1)
+	// starts are the wanted records by the journal index of their block's
+	// first record: a record is never before it.
+	type start struct {
+		idx uint64
+		k   key
+	}
+	var starts []start
 	for _, h := range req.GetStations() {
 		id := h.GetStationId()
 		n := min(len(h.GetHeld())*8, s.cfg.LongWindow)
@@ -367,8 +398,11 @@ func (s *Syncer) answer(ctx context.Context, m *nats.Msg) {
 			if !ok {
 				continue // not in the journal any more
 			}
+			if at := s.resume[req.GetSite()][id][seq]; at > idx {
+				idx = at // read up to there before, and not there
+			}
 			want[key{id, seq}] = true
-			from = min(from, idx)
+			starts = append(starts, start{idx, key{id, seq}})
 			if len(want) >= s.cfg.MaxRecords {
 				break
 			}
@@ -390,31 +424,82 @@ func (s *Syncer) answer(ctx context.Context, m *nats.Msg) {
 		}
 		batch = nil
 	}
-	if len(want) > 0 {
-		for next := from; len(want) > 0 && next < s.cfg.Journal.Next(); {
-			entries, err := s.cfg.Journal.Read(next, 4096)
-			if err != nil || len(entries) == 0 {
-				break
+	slices.SortFunc(starts, func(a, b start) int { return cmp.Compare(a.idx, b.idx) })
+	stop := time.Now().Add(s.cfg.AnswerBudget)
+	var next uint64
+	reads := 0
+	for i := 0; len(want) > 0; {
+		// Where no wanted record's block begins before the read position,
+		// the journal up to the first that does holds none: jump there.
+		// Blocks are sparse in a journal of every station's records, and a
+		// core back from an outage lacks stretches minutes apart.
+		for i < len(starts) && !want[starts[i].k] {
+			i++
+		}
+		if i < len(starts) && starts[i].idx > next {
+			next = starts[i].idx
+		}
+		// At least one read, so every answer brings something.
+		if next >= s.cfg.Journal.Next() || (reads > 0 && time.Now().After(stop)) {
+			break
+		}
+		reads++
+		entries, err := s.cfg.Journal.Read(next, 4096)
+		if err != nil || len(entries) == 0 {
+			break
+		}
+		s.scanned.Add(float64(len(entries)))
+		next = entries[len(entries)-1].Index + 1
+		for _, e := range entries {
+			station, seq, ok := Peek(e.Payload)
+			if !ok || !want[key{station, seq}] {
+				continue
 			}
-			next = entries[len(entries)-1].Index + 1
-			for _, e := range entries {
-				station, seq, ok := Peek(e.Payload)
-				if !ok || !want[key{station, seq}] {
-					continue
-				}
-				delete(want, key{station, seq})
-				// A SyncResponse is its repeated records field, record
-				// bytes as they are in the journal.
-				batch = protowire.AppendTag(batch, 1, protowire.BytesType)
-				batch = protowire.AppendBytes(batch, e.Payload)
-				s.sent.Inc()
-				if len(batch) >= responseBytes {
-					flush(false)
-				}
+			delete(want, key{station, seq})
+			// A SyncResponse is its repeated records field, record
+			// bytes as they are in the journal.
+			batch = protowire.AppendTag(batch, 1, protowire.BytesType)
+			batch = protowire.AppendBytes(batch, e.Payload)
+			s.sent.Inc()
+			if len(batch) >= responseBytes {
+				flush(false)
 			}
 		}
 	}
 	flush(true)
+	// Every record still wanted whose reading began before next was read
+	// for up to next (a jump never passes a wanted block's start): the
+	// next answer goes on from there. What was found, or fell out of any
+	// window, is forgotten.
+	site := req.GetSite()
+	if s.resume[site] == nil {
+		s.resume[site] = map[string]map[uint64]uint64{}
+	}
+	for _, st := range starts {
+		k := st.k
+		seen := s.resume[site][k.station]
+		switch {
+		case want[k] && st.idx < next:
+			if seen == nil {
+				seen = map[uint64]uint64{}
+				s.resume[site][k.station] = seen
+			}
+			seen[k.seq] = next
+		case !want[k] && seen != nil:
+			delete(seen, k.seq)
+		}
+	}
+	for _, h := range req.GetStations() {
+		seen := s.resume[site][h.GetStationId()]
+		for seq := range seen {
+			if seq+uint64(s.cfg.LongWindow) <= h.GetTop() {
+				delete(seen, seq)
+			}
+		}
+		if len(seen) == 0 {
+			delete(s.resume[site], h.GetStationId())
+		}
+	}
 }
 
 // RecvAt reads a journal record's receive time (Record.recv_at_ms, field

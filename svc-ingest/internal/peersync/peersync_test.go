@@ -148,8 +148,13 @@ func run(t *testing.T, cs ...*core) {
 
 func waitConverged(t *testing.T, a, b *core, want map[string]int) {
 	t.Helper()
+	waitConvergedWithin(t, 10*time.Second, a, b, want)
+}
+
+func waitConvergedWithin(t *testing.T, within time.Duration, a, b *core, want map[string]int) {
+	t.Helper()
 	var ha, hb map[string]map[uint64]int
-	if !poll.Within(10*time.Second, func() bool {
+	if !poll.Within(within, func() bool {
 		ha, hb = a.held(t), b.held(t)
 		for st, n := range want {
 			if len(ha[st]) != n || len(hb[st]) != n {
@@ -239,6 +244,76 @@ func TestBackfillAfterPeerOutage(t *testing.T) {
 	}
 	t.Cleanup(srv.Shutdown)
 	waitConverged(t, a, b, map[string]int{"S1": 2102})
+}
+
+// bulk records a run of packets of station, as receive does, in batches:
+// the busy journal of a core whose other stations send too.
+func (c *core) bulk(t *testing.T, station string, from, to uint64) {
+	t.Helper()
+	for lo := from; lo <= to; lo += 4096 {
+		var payloads [][]byte
+		var got []uint64
+		for seq := lo; seq <= min(lo+4095, to); seq++ {
+			if !c.gate.Record(station, seq, 0) {
+				continue
+			}
+			rec := &ingestv1.Record{Site: c.site, Packet: &stationv1.Packet{StationId: station, Seq: seq,
+				Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{WindowEndMs: int64(seq) * 500}}}}
+			b, _ := proto.Marshal(rec)
+			payloads, got = append(payloads, b), append(got, seq)
+		}
+		first, err := c.journal.Append(context.Background(), payloads...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, seq := range got {
+			c.syncer.Indexed(station, seq, first+uint64(k))
+		}
+	}
+}
+
+// TestAnswerJumpsOverTheJournal: a core back from an outage lacks an old
+// stretch and a recent one of S1, with the records of a busy station in
+// between in its peer's journal; the answer reads where S1's wanted
+// blocks are and jumps over the rest. (Reading it all, under the load of
+// 1,000 stations, outlasted the asker's wait — and the asker asked as far
+// back again, for ever: the hour of chaos of 2026-12-02.)
+func TestAnswerJumpsOverTheJournal(t *testing.T) {
+	t.Parallel()
+	a, b := pair(t, 20*time.Millisecond, time.Hour)
+	b.receive(t, "S1", seqs(1, 100, nil)...)
+	b.bulk(t, "X", 1, 60_000) // not compared: another core's business
+	b.receive(t, "S1", seqs(101, 4000, nil)...)
+	a.receive(t, "S1", seqs(1, 4000, func(s uint64) bool { return s >= 10 && s <= 12 || s >= 3900 && s <= 3990 })...)
+	run(t, a, b)
+	waitConverged(t, a, b, map[string]int{"S1": 4000})
+	if n := counter(b.syncer.scanned); n >= 20_000 {
+		t.Fatalf("%v journal records read to answer, of the %d between the stretches", n, 60_000)
+	}
+}
+
+// TestAnswerWithinBudget: an answer stops reading at its budget and sends
+// what it found; the exchanges after it bring the rest, none failing.
+func TestAnswerWithinBudget(t *testing.T) {
+	t.Parallel()
+	a, b := pair(t, 20*time.Millisecond, 20*time.Millisecond) // every exchange looks far back
+	b.syncer.cfg.AnswerBudget = time.Nanosecond               // one read per answer
+	for lo := uint64(1); lo <= 2000; lo += 200 {
+		b.receive(t, "S1", seqs(lo, lo+199, nil)...)
+		b.bulk(t, "X", lo*25, lo*25+4999)
+	}
+	a.receive(t, "S1", seqs(1, 2000, func(s uint64) bool { return s%10 == 0 })...)
+	run(t, a, b)
+	// An answer a round, many rounds: slow under the race detector.
+	waitConvergedWithin(t, time.Minute, a, b, map[string]int{"S1": 2000})
+	if f := counter(a.syncer.failures); f != 0 {
+		t.Fatalf("%v exchanges failed", f)
+	}
+	// The wanted records are spread over a journal of 52,000: each answer
+	// read one batch of 4,096, and it took several.
+	if r := counter(a.syncer.requests); r < 5 || counter(b.syncer.scanned) > 4096*r {
+		t.Fatalf("%v journal records read over %v exchanges", counter(b.syncer.scanned), r)
+	}
 }
 
 func counter(c prometheus.Counter) float64 { return testutil.ToFloat64(c) }
