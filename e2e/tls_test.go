@@ -161,14 +161,6 @@ func TestTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, body := postJSON(t, d.endpoints.get(t, "TNN-1", "dataapi", "http")+"/v1/clients", strings.TrimSpace(string(token)),
-			`{"name":"e2e tls","role":"subscriber","topics":["websocket.trem.rts.v1"]}`)
-		var created struct {
-			Key string `json:"key"`
-		}
-		if code != 200 || json.Unmarshal([]byte(body), &created) != nil || created.Key == "" {
-			t.Fatalf("create a subscriber key: %d %s", code, body)
-		}
 		pem, err := os.ReadFile(ca)
 		if err != nil {
 			t.Fatal(err)
@@ -177,6 +169,25 @@ func TestTLS(t *testing.T) {
 		roots.AppendCertsFromPEM(pem)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		// Through the edge's routed data API, as an operator outside the
+		// network would: the data API itself serves the network's
+		// certificates alone.
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, tpe+"/v1/clients",
+			strings.NewReader(`{"name":"e2e tls","role":"subscriber","topics":["websocket.trem.rts.v1"]}`))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		req.Header.Set("Content-Type", "application/json")
+		var created struct {
+			Key string `json:"key"`
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&created)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || err != nil || created.Key == "" {
+			t.Fatalf("create a subscriber key through the edge: %s %v", resp.Status, err)
+		}
 		// A browser's WebSocket: HTTP/1.1 on a connection of its own.
 		ws, _, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(tpe, "https")+"/ws", &websocket.DialOptions{
 			HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}})
@@ -203,6 +214,10 @@ func TestTLS(t *testing.T) {
 
 	t.Run("gRPC between the services is mutual TLS with roles", func(t *testing.T) {
 		testInternalGRPC(t, d, ca)
+	})
+
+	t.Run("the data API's REST is mutual TLS with roles", func(t *testing.T) {
+		testInternalREST(t, d, ca)
 	})
 
 	t.Run("NATS is mutual TLS with roles", func(t *testing.T) {
@@ -481,14 +496,7 @@ func testInternalNATS(t *testing.T, d *dev, caFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsDir := filepath.Dir(caFile)
-	as := func(site, role string) *tls.Config {
-		r, err := certfile.Load(filepath.Join(tlsDir, site+"-"+role+".pem"), filepath.Join(tlsDir, site+"-"+role+"-key.pem"), slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return certfile.MutualClientConfig(r, pool)
-	}
+	as := func(site, role string) *tls.Config { return devClientTLS(t, caFile, site, role) }
 	for _, site := range []string{"TNN-1", "TYO-1"} {
 		url := d.endpoints.get(t, site, "nats", "url")
 		if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
@@ -543,13 +551,8 @@ func testInternalGRPC(t *testing.T, d *dev, caFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsDir := filepath.Dir(caFile)
 	as := func(site, role string) credentials.TransportCredentials {
-		r, err := certfile.Load(filepath.Join(tlsDir, site+"-"+role+".pem"), filepath.Join(tlsDir, site+"-"+role+"-key.pem"), slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return credentials.NewTLS(certfile.MutualClientConfig(r, pool))
+		return credentials.NewTLS(devClientTLS(t, caFile, site, role))
 	}
 	stranger, err := pki.NewCA("not the dev CA", time.Hour)
 	if err != nil {
@@ -634,6 +637,75 @@ func testInternalGRPC(t *testing.T, d *dev, caFile string) {
 	if err != nil {
 		t.Errorf("the operator subscribing to TNN-1's RTS: %v", err)
 	}
+}
+
+// testInternalREST: the data API's REST, which the edges route to, is
+// served over mutual TLS: plain text and TLS without a certificate of the
+// dev CA get nothing from it, a certificate of a role other than edge or
+// operator gets 403, the operator's is served — and the edges' routing
+// (with their own certificates) answers the public.
+func testInternalREST(t *testing.T, d *dev, caFile string) {
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	get := func(url string, cfg *tls.Config) (int, string, error) {
+		tr := &http.Transport{TLSClientConfig: cfg}
+		defer tr.CloseIdleConnections()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, err = bufio.NewReader(resp.Body).WriteTo(&b)
+		return resp.StatusCode, b.String(), err
+	}
+	as := func(site, role string) *tls.Config { return devClientTLS(t, caFile, site, role) }
+	for _, site := range []string{"TNN-1", "TYO-1"} {
+		api := d.endpoints.get(t, site, "dataapi", "http")
+		if !strings.HasPrefix(api, "https://") {
+			t.Fatalf("%s's data API at %s under -tls", site, api)
+		}
+		stations := api + "/v1/stations"
+		if _, _, err := get(stations, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}); err == nil {
+			t.Errorf("%s data API: served TLS without a client certificate", site)
+		}
+		if code, body, err := get("http"+strings.TrimPrefix(stations, "https"), nil); err == nil && code != http.StatusBadRequest {
+			t.Errorf("%s data API: plain text answered %d %q", site, code, firstLine(body))
+		}
+		if code, body, err := get(stations, as(site, peerid.Ingest)); err != nil || code != http.StatusForbidden {
+			t.Errorf("%s data API, its own ingest's certificate: %d %q %v, want 403", site, code, firstLine(body), err)
+		}
+		if code, body, err := get(stations, as("dev", peerid.Operator)); err != nil || code != http.StatusOK {
+			t.Errorf("%s data API, the operator's certificate: %d %q %v, want 200", site, code, firstLine(body), err)
+		}
+	}
+	for _, edge := range []string{"TPE-1", "KHH-1"} {
+		url := d.endpoints.get(t, edge, "edge", "http") + "/v1/stations"
+		if code, body, err := get(url, &tls.Config{RootCAs: pool}); err != nil || code != http.StatusOK {
+			t.Errorf("%s's routed data API: %d %q %v, want 200", edge, code, firstLine(body), err)
+		}
+	}
+}
+
+// devClientTLS is the client side of mutual TLS with the certificate shindo
+// dev -tls issued site's role, beside caFile.
+func devClientTLS(t *testing.T, caFile, site, role string) *tls.Config {
+	t.Helper()
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(caFile)
+	r, err := certfile.Load(filepath.Join(dir, site+"-"+role+".pem"), filepath.Join(dir, site+"-"+role+"-key.pem"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certfile.MutualClientConfig(r, pool)
 }
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }

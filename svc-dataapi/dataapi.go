@@ -414,7 +414,9 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	// preflights are answered before the guard, as browsers send them
 	// without credentials.
 	h := cors.Reads(guard.Wrap(cond.Wrap(mux)))
-	if _, err := svc.Listen("data api", cfg.HTTPAddr, h); err != nil {
+	// The REST API is the edges' to route to (and operators' tools'):
+	// under -mtls-cert only their certificates are served.
+	if _, err := svc.Listen("data api", cfg.HTTPAddr, h, service.Internal(peerid.Allow(peerid.Edge, peerid.Operator))); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -72,7 +72,7 @@ type Config struct {
 	MaxStall     time.Duration `conf:"sse-max-stall" default:"15s" help:"how long a stream's client may leave more than sse-max-queued bytes unread"`
 	EEWAuthor    string        `conf:"eew-author" default:"trem" help:"the author of the alerts this network issues from its detections (/api/v2/eq/eew): the apps accept trem (a network's own alerts) and cwa"`
 
-	DataAPI          []string      `conf:"data-api" help:"data API base URLs of the cores (http://host:port), comma-separated, preferred first; empty serves no data API"`
+	DataAPI          []string      `conf:"data-api" help:"data API base URLs of the cores (http://host:port; https:// with mtls-cert), comma-separated, preferred first; empty serves no data API"`
 	Offload          float64       `conf:"api-offload" default:"0.3" help:"share of data-API requests sent to the next core while the preferred one is overloaded"`
 	OverloadLatency  time.Duration `conf:"api-overload-latency" default:"250ms" help:"smoothed core latency at which a core counts as overloaded"`
 	OverloadInFlight int           `conf:"api-overload-inflight" default:"256" help:"requests in flight at which a core counts as overloaded"`
@@ -175,6 +175,12 @@ func (c *Config) Validate() error {
 	if len(c.DataAPI) > 0 {
 		errs = append(errs, c.routeOptions().Validate())
 	}
+	for _, u := range c.DataAPI {
+		// Under mutual TLS the data APIs serve nothing but TLS.
+		if c.MTLSCert != "" && !strings.HasPrefix(u, "https://") {
+			errs = append(errs, fmt.Errorf("data-api %q: with mtls-cert the data APIs serve HTTPS only; use https://", u))
+		}
+	}
 	if c.ReportDelay < time.Second || c.ReportDelay > 10*time.Minute {
 		errs = append(errs, errors.New("report-delay: 1s to 10m"))
 	}
@@ -253,7 +259,11 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	})
 	var bal *route.Balancer
 	if len(cfg.DataAPI) > 0 {
-		bal, err = route.New(cfg.DataAPI, cfg.routeOptions(), otelhttp.NewTransport(http.DefaultTransport), svc.Logger())
+		// The data APIs' REST is an internal hop: under -mtls-cert the edge
+		// presents its certificate, and trusts the network's CA alone.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = svc.ClientTLS()
+		bal, err = route.New(cfg.DataAPI, cfg.routeOptions(), otelhttp.NewTransport(tr), svc.Logger())
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ package peerid
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"regexp"
 	"strings"
@@ -76,10 +77,21 @@ func FromContext(ctx context.Context) (Identity, bool) {
 		return Identity{}, false
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+	if !ok {
 		return Identity{}, false
 	}
-	return Of(info.State.VerifiedChains[0][0])
+	return FromTLS(&info.State)
+}
+
+// FromTLS is the identity of the peer of a TLS connection (an HTTP
+// request's r.TLS), from the certificate it presented and the server
+// verified; false on nil (no TLS) or without a verified certificate naming
+// one.
+func FromTLS(state *tls.ConnectionState) (Identity, bool) {
+	if state == nil || len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
+		return Identity{}, false
+	}
+	return Of(state.VerifiedChains[0][0])
 }
 
 // Rule is who may call a method.
@@ -99,7 +111,8 @@ func AllowSameSite(roles ...string) Rule { return Rule{roles: roles, sameSite: t
 // Anyone lets every identity of the network call (health checks).
 func Anyone() Rule { return Rule{roles: nil} }
 
-func (r Rule) permits(id Identity, site string) bool {
+// Permits tells whether id may call at a server of site.
+func (r Rule) Permits(id Identity, site string) bool {
 	if r.sameSite && id.Site != site {
 		return false
 	}
@@ -144,7 +157,7 @@ func (p Policy) Check(id Identity, site, method string) error {
 			return status.Errorf(codes.PermissionDenied, "%s: no caller is allowed", method)
 		}
 	}
-	if !rule.permits(id, site) {
+	if !rule.Permits(id, site) {
 		return status.Errorf(codes.PermissionDenied, "%s may not call %s at %s (allowed: %s)", id, method, site, rule)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -94,4 +95,28 @@ func (s *Service) authorize(ctx context.Context, method string) error {
 		s.denied.WithLabelValues(method, role).Inc()
 	}
 	return err
+}
+
+var deniedHTTPOpts = prometheus.CounterOpts{
+	Name: "shindo_http_requests_denied_total",
+	Help: "HTTP requests refused at an internal listener under mutual TLS, by listener and the caller's role (none: no certificate naming one).",
+}
+
+// checkCaller answers 403 to a request at an internal listener whose
+// caller rule does not permit; the handshake already refused callers
+// without a certificate of the network.
+func (s *Service) checkCaller(listener string, rule peerid.Rule, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := peerid.FromTLS(r.TLS)
+		if ok && rule.Permits(id, s.common.Site) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		role, who := id.Role, id.String()
+		if !ok {
+			role, who = "none", "a caller whose certificate names no shindo identity"
+		}
+		s.deniedHTTP.WithLabelValues(listener, role).Inc()
+		http.Error(w, fmt.Sprintf("%s may not call the %s at %s (allowed: %s)", who, listener, s.common.Site, rule), http.StatusForbidden)
+	})
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -186,5 +189,102 @@ func TestMutualTLSConfiguration(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.wantErrHas) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+// TestInternalListener: an Internal HTTP listener under -mtls-cert is
+// served over mutual TLS (HTTP/2 by ALPN): no certificate of the network's
+// CA, no handshake; a role its rule does not permit gets 403, counted.
+// Without -mtls-cert the same listener serves plain HTTP.
+func TestInternalListener(t *testing.T) {
+	t.Parallel()
+	ca, err := pki.NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPKI{t: t, ca: ca, dir: t.TempDir()}
+	common := testCommon()
+	common.MTLSCert, common.MTLSKey = p.issue("TNN-1", peerid.DataAPI)
+	common.MTLSCA = filepath.Join(p.dir, "ca.pem")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	svc, err := New(ctx, "shindo-test", common, &struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.Proto) })
+	addr, err := svc.Listen("data api", "127.0.0.1:0", ok, Internal(peerid.Allow(peerid.Edge, peerid.Operator)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	fetch := func(cfg *tls.Config) (int, string, error) {
+		t.Helper()
+		tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+		resp, err := c.Get("https://" + addr.String() + "/v1/stations")
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	as := func(site, role string) *tls.Config {
+		cert, key := p.issue(site, role)
+		r, err := certfile.Load(cert, key, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return certfile.MutualClientConfig(r, pool)
+	}
+	if code, body, err := fetch(as("TPE-1", peerid.Edge)); err != nil || code != http.StatusOK || body != "HTTP/2.0" {
+		t.Errorf("edge: %d %q %v, want 200 over HTTP/2", code, body, err)
+	}
+	if code, _, err := fetch(as("dev", peerid.Operator)); err != nil || code != http.StatusOK {
+		t.Errorf("operator: %d %v, want 200", code, err)
+	}
+	code, body, err := fetch(as("TNN-1", peerid.Ingest))
+	if err != nil || code != http.StatusForbidden || !strings.Contains(body, "TNN-1/ingest may not call the data api") {
+		t.Errorf("ingest: %d %q %v, want 403 naming the caller", code, body, err)
+	}
+	if _, _, err := fetch(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}); err == nil {
+		t.Error("a client without a certificate was served")
+	}
+	// Plain text gets net/http's 400 for HTTP at an HTTPS port, and no
+	// handler runs.
+	if code, body := get(t, "http://"+addr.String()+"/v1/stations"); code != http.StatusBadRequest || strings.Contains(body, "HTTP/") {
+		t.Errorf("plain-text request: %d %q, want 400 from the TLS layer", code, body)
+	}
+	if got := counterValue(t, svc, "shindo_http_requests_denied_total", peerid.Ingest); got != 1 {
+		t.Errorf("denied requests of ingest counted %v, want 1", got)
+	}
+
+	// The same listener without -mtls-cert: plain HTTP.
+	plain, err := New(ctx, "shindo-test", testCommon(), &struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paddr, err := plain.Listen("data api", "127.0.0.1:0", ok, Internal(peerid.Allow(peerid.Edge)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithCancel(ctx)
+	pdone := make(chan error, 1)
+	go func() { pdone <- plain.Run(pctx) }()
+	defer func() {
+		pcancel()
+		<-pdone
+	}()
+	if code, body := get(t, "http://"+paddr.String()+"/"); code != http.StatusOK || body != "HTTP/1.1" {
+		t.Errorf("plain internal listener: %d", code)
 	}
 }

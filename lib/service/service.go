@@ -153,6 +153,8 @@ type Service struct {
 	// certs are the certificates loaded, by files (Certificate).
 	certs  map[[2]string]*certfile.Reloader
 	denied *prometheus.CounterVec
+	// deniedHTTP counts the requests refused at Internal listeners.
+	deniedHTTP *prometheus.CounterVec
 	// handshakeFailures count, by listener, the TLS handshakes given up.
 	handshakeFailures *prometheus.CounterVec
 	listeners         []httpListener
@@ -196,8 +198,9 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 		budget:            newBudget(common.MaxConns, common.MaxConnsPerIP),
 		handshakeFailures: prometheus.NewCounterVec(handshakeFailuresOpts, []string{"listener"}),
 		denied:            prometheus.NewCounterVec(deniedOpts, []string{"method", "role"}),
+		deniedHTTP:        prometheus.NewCounterVec(deniedHTTPOpts, []string{"listener", "role"}),
 	}
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures, s.denied,
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures, s.denied, s.deniedHTTP,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shindo_connections_open",
 			Help: "Connections to public listeners (HTTP and gRPC) open now: clients' streams, uplinks, requests."}, s.budget.opened))
 
@@ -349,6 +352,8 @@ type ListenOption func(*listenOptions)
 type listenOptions struct {
 	lc  net.ListenConfig
 	tls *tls.Config
+	// internal, when set, is who of the network may call (Internal).
+	internal *peerid.Rule
 }
 
 // SharedPort listens on an address several processes may listen on at
@@ -364,6 +369,16 @@ func SharedPort() ListenOption {
 // headers, so a stalled one holds its connection no longer.
 func WithTLS(cfg *tls.Config) ListenOption {
 	return func(o *listenOptions) { o.tls = cfg }
+}
+
+// Internal marks a listener as one of the network's internal hops (the data
+// API's REST, which the edges route to): under -mtls-cert it is served over
+// mutual TLS with the process's internal certificate, a caller without a
+// certificate of the network's CA is refused at the handshake, and each
+// request whose certificate names a role rule does not permit is answered
+// 403. Without -mtls-cert it is served plain, like the gRPC.
+func Internal(rule peerid.Rule) ListenOption {
+	return func(o *listenOptions) { o.internal = &rule }
 }
 
 // Listen binds an extra HTTP listener (public API, SSE, WebSocket) that is
@@ -387,6 +402,10 @@ func reusePort(_, _ string, c syscall.RawConn) error {
 }
 
 func (s *Service) listen(name, addr string, h http.Handler, o listenOptions) (net.Addr, error) {
+	if o.internal != nil && s.mtls != nil {
+		o.tls = certfile.MutualServerConfig(s.mtls.cert, s.mtls.cas)
+		h = s.checkCaller(name, *o.internal, h)
+	}
 	ln, err := o.lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s %s: %w", name, addr, err)

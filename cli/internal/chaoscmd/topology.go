@@ -80,6 +80,11 @@ func attach(dir string) (*topology, error) {
 			return nil, fmt.Errorf("the dev CA: %w", err)
 		}
 		t.grpc = credentials.NewTLS(certfile.MutualClientConfig(cert, cas))
+		if t.tls != nil {
+			// The data APIs' REST under -tls serves operators' certificates.
+			t.tls.GetClientCertificate = cert.GetClientCertificate
+			t.http = t.client(10*time.Second, 0)
+		}
 	}
 	for _, f := range []struct {
 		path string

@@ -22,6 +22,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -240,7 +241,15 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 			// the data API, as an operator would, and hand the issued keys
 			// to the fleet.
 			start := time.Now()
-			if err := provision.All(ctx, plan.provisioner.listeners["http"], token, stations, log); err != nil {
+			var tlsCfg *tls.Config
+			if plan.cfg.TLS {
+				// The data API under mutual TLS serves operators' certificates.
+				var err error
+				if tlsCfg, err = provision.ClientTLS(plan.caFile, plan.operatorCert, plan.operatorKey); err != nil {
+					return err
+				}
+			}
+			if err := provision.All(ctx, plan.provisioner.listeners["http"], token, tlsCfg, stations, log); err != nil {
 				return err
 			}
 			if err := writeJSON(plan.stationsFile, stations); err != nil {

@@ -314,7 +314,9 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),
 			"-waveform", addr(c, waveformGRPC), "-nats", natsURL(c),
 			"-rts", addr(c, rtsGRPC)+","+addr(peer, rtsGRPC), "-trusted-proxies", edgeSource(cfg.Host, edgeHosts...))
-		data.listeners["http"] = "http://" + addr(c, dataHTTP)
+		// Under -tls the REST API is an internal hop like the gRPC: mutual
+		// TLS, served to the edges and the operator's tools.
+		data.listeners["http"] = p.webScheme() + "://" + addr(c, dataHTTP)
 		// Secrets by file, never on a command line other users can read.
 		data.env = append(data.env, "SHINDO_DATAAPI_ADMIN_TOKENS_FILE="+p.tokenFile)
 		if cfg.HA {
@@ -528,7 +530,7 @@ func (p *plan) endpoints(pid func(*process) int) map[string]any {
 	return doc
 }
 
-// webScheme is the scheme of the edges' public URLs.
+// webScheme is the scheme of the edges' public URLs and the data APIs'.
 func (p *plan) webScheme() string {
 	if p.cfg.TLS {
 		return "https"

@@ -21,6 +21,9 @@ type config struct {
 	Stations   int    `conf:"stations" default:"50" help:"how many stations to create"`
 	Prefix     string `conf:"id-prefix" default:"SIM" help:"station IDs are the prefix and a five-digit number; also the network name"`
 	Out        string `conf:"out" default:"stations.json" help:"file to write the stations and their keys to (for shindo sim -stations-file)"`
+	CAFile     string `conf:"ca-file" help:"CA certificates (PEM) to trust the https:// data API by (empty: the system's)"`
+	Cert       string `conf:"cert" help:"client certificate (PEM) to present: a data API under mutual TLS serves an operator's or an edge's alone"`
+	Key        string `conf:"key" help:"the key of -cert (PEM)"`
 }
 
 func (c *config) Validate() error {
@@ -37,6 +40,9 @@ func (c *config) Validate() error {
 	if c.Prefix == "" || len(c.Prefix) > 32 {
 		errs = append(errs, errors.New("id-prefix must be 1 to 32 characters"))
 	}
+	if (c.Cert == "") != (c.Key == "") {
+		errs = append(errs, errors.New("cert and key go together"))
+	}
 	if c.Out == "" {
 		errs = append(errs, errors.New("out must not be empty"))
 	}
@@ -52,8 +58,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return service.ExitCode(stderr, name, err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	tlsCfg, err := ClientTLS(cfg.CAFile, cfg.Cert, cfg.Key)
+	if err != nil {
+		return service.ExitCode(stderr, name, err)
+	}
 	stations := Fleet(cfg.Prefix, cfg.Stations)
-	if err := All(ctx, cfg.DataAPI, cfg.AdminToken, stations, log); err != nil {
+	if err := All(ctx, cfg.DataAPI, cfg.AdminToken, tlsCfg, stations, log); err != nil {
 		return service.ExitCode(stderr, name, err)
 	}
 	b, err := json.MarshalIndent(stations, "", "  ")

@@ -8,6 +8,7 @@ package provision
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/township"
+	"shindo.dev/sdk/trust"
 )
 
 // Fleet lays out n stations over Taiwan's townships (IDs <prefix>00001…),
@@ -47,11 +49,33 @@ func Fleet(prefix string, n int) []*registry.Station {
 	return out
 }
 
+// ClientTLS is the TLS configuration of a tool calling a data API: the CAs
+// of caFile trusted (none: the system's), and certFile presented when
+// given, as a data API under mutual TLS requires.
+func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg, err := trust.ClientConfig(caFile, "")
+	if err != nil {
+		return nil, fmt.Errorf("ca-file: %w", err)
+	}
+	if certFile != "" {
+		c, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return cfg, nil
+}
+
 // All creates the stations through the data API at dataAPI (its base URL)
-// with the admin token, and fills in the keys the API issued. Progress is
+// with the admin token, over TLS with tlsCfg for https:// (nil: the
+// system's defaults), and fills in the keys the API issued. Progress is
 // logged for large fleets.
-func All(ctx context.Context, dataAPI, token string, stations []*registry.Station, log *slog.Logger) error {
-	client := &http.Client{Timeout: 10 * time.Second}
+func All(ctx context.Context, dataAPI, token string, tlsCfg *tls.Config, stations []*registry.Station, log *slog.Logger) error {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	var done atomic.Int64
 	var firstErr error
 	var mu sync.Mutex

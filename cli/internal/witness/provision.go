@@ -29,7 +29,10 @@ var errRetry = errors.New("retryable")
 // witness holds the only valid key.
 func provisionStations(ctx context.Context, cfg Config) ([]*registry.Station, error) {
 	stations := provision.Fleet(cfg.Prefix, cfg.Stations)
-	client := &http.Client{Timeout: 10 * time.Second}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg.TLS
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	for _, st := range stations {
 		body := map[string]any{"id": st.ID, "name": "witness " + st.Name, "net": st.Net, "lat": st.Lat, "lon": st.Lon, "code": st.Code}
 		code, b, err := post(ctx, client, cfg, "/v1/stations", body)

@@ -75,7 +75,9 @@ type Config struct {
 	// URL of the primary (TNN-1) and the backup (TYO-1) ingest, or of the
 	// (possibly impaired) paths to them.
 	Primary, PrimaryWS, Backup, BackupWS string
-	// TLS is whom a wss:// uplink's server must be (nil: the system's CAs).
+	// TLS is whom a wss:// uplink's server and an https:// data API must
+	// be (nil: the system's CAs), with the client certificate a data API
+	// under mutual TLS asks for.
 	TLS *tls.Config
 	// Waveform maps each core's site name ("TNN-1", "TYO-1") to its
 	// waveform gRPC address (host:port); Verify checks every one.
