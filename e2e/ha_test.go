@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"shindo.dev/devkit/poll"
+	"shindo.dev/lib/certfile"
 )
 
 // writer posts earthquake reports through the data API as fast as it gets
@@ -24,6 +26,8 @@ type writer struct {
 	t     *testing.T
 	api   string
 	token string
+	// client reaches the edge (and, under -tls, as the operator).
+	client *http.Client
 
 	mu    sync.Mutex
 	acked []string
@@ -32,7 +36,7 @@ type writer struct {
 }
 
 func (w *writer) run(ctx context.Context) {
-	client := &http.Client{Timeout: 3 * time.Second}
+	client := w.client
 	for n := 0; ctx.Err() == nil; n++ {
 		id := fmt.Sprintf("ha-%05d", n)
 		body := fmt.Sprintf(`{"id":%q,"time_ms":%d,"lat":23.8,"lon":121.6,"depth_km":12,"magnitude":5.1,`+
@@ -77,9 +81,9 @@ func (w *writer) ackedIDs() []string {
 
 // leader returns the member Patroni says leads, and whether the other is a
 // running synchronous standby.
-func leader(t testing.TB, rest string) (string, bool) {
+func leader(t testing.TB, client *http.Client, rest string) (string, bool) {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(rest + "/cluster")
+	resp, err := client.Get(rest + "/cluster")
 	if err != nil {
 		return "", false
 	}
@@ -115,8 +119,12 @@ func leader(t testing.TB, rest string) (string, bool) {
 //     there;
 //   - the old primary restarts and rejoins as the synchronous standby;
 //   - with one etcd member down, killing the new primary still fails over.
+//
+// All of it under -tls, as production runs: Patroni's REST API — which
+// HAProxy's checks, the other member and the test ask — is mutual TLS, and
+// refuses a client without a certificate of the dev CA.
 func TestMetadataFailover(t *testing.T) {
-	d := startDev(t, "-ha", "-stations", "1", "-simulate=false")
+	d := startDev(t, "-ha", "-tls", "-stations", "1", "-simulate=false")
 	ha, stopWriting := startWriting(t, d, d.endpoints.get(t, "KHH-1", "edge", "http"))
 	defer stopWriting()
 	waitLeader := func(what string, within time.Duration, needSync bool) string {
@@ -147,6 +155,20 @@ func TestMetadataFailover(t *testing.T) {
 	}
 	lead := waitLeader("before the outside kills", 30*time.Second, true)
 	ha.writesFlow(t, "before the outside kills")
+	pool, err := certfile.LoadPool(d.endpoints.devCA(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for site, rest := range ha.rest {
+		if !strings.HasPrefix(rest, "https://") {
+			t.Fatalf("%s's Patroni REST API at %s under -tls", site, rest)
+		}
+		anonymous := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		if resp, err := anonymous.Get(rest + "/cluster"); err == nil {
+			resp.Body.Close()
+			t.Errorf("%s's Patroni REST API answered a client without a certificate: %s", site, resp.Status)
+		}
+	}
 	b, err := os.ReadFile(filepath.Join(d.endpoints.get(t, lead, "patroni", "data_dir"), "postmaster.pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +210,7 @@ func startWriting(t *testing.T, d *dev, entrance string) (ha *haCluster, stop fu
 	for _, c := range []string{"TNN-1", "TYO-1"} {
 		rest[c] = d.endpoints.get(t, c, "patroni", "rest")
 	}
-	w := &writer{t: t, api: entrance, token: strings.TrimSpace(string(raw))}
+	w := &writer{t: t, api: entrance, token: strings.TrimSpace(string(raw)), client: d.endpoints.operatorClient(t, 3*time.Second)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.run(ctx) }()
@@ -210,7 +232,7 @@ func (h *haCluster) waitLeader(t testing.TB, what string, within time.Duration, 
 	var lead string
 	if !poll.Within(within, func() bool {
 		for _, r := range h.rest {
-			if l, sync := leader(t, r); l != "" && (sync || !needSync) {
+			if l, sync := leader(t, h.w.client, r); l != "" && (sync || !needSync) {
 				lead = l
 				return true
 			}
@@ -266,7 +288,7 @@ func (h *haCluster) failover(t *testing.T, what string) {
 func (h *haCluster) allPresent(t *testing.T) {
 	t.Helper()
 	w := h.w
-	client := &http.Client{Timeout: 5 * time.Second}
+	client := w.client
 	acked := w.ackedIDs()
 	for _, id := range acked {
 		req, _ := http.NewRequest(http.MethodGet, w.api+"/v1/reports/"+id, nil)

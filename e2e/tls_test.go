@@ -53,6 +53,37 @@ func (e endpoints) devCA(t testing.TB) string {
 	return dev.CA
 }
 
+// operatorClient is an HTTP client as the operator's tools are: under
+// -tls trusting the dev CA and presenting the operator's certificate (which
+// the internal HTTPS of the data APIs and Patroni's REST APIs ask for),
+// plain otherwise.
+func (e endpoints) operatorClient(t testing.TB, timeout time.Duration) *http.Client {
+	t.Helper()
+	var dev struct {
+		CA   string `json:"ca"`
+		Cert string `json:"operator_cert"`
+		Key  string `json:"operator_key"`
+	}
+	raw, _ := json.Marshal(e["dev"])
+	if err := json.Unmarshal(raw, &dev); err != nil {
+		t.Fatal(err)
+	}
+	if dev.CA == "" {
+		return &http.Client{Timeout: timeout}
+	}
+	pool, err := certfile.LoadPool(dev.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(dev.Cert, dev.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return &http.Client{Timeout: timeout, Transport: tr}
+}
+
 // browserTrusting is a home directory whose NSS database, where Chromium
 // on Linux keeps the certificates its user added, trusts ca to identify
 // servers: the browser then trusts the edges as it would a public CA's

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"shindo.dev/devkit/pgserver"
@@ -55,6 +56,12 @@ func issueCertificates(p *plan, log *slog.Logger) error {
 			return err
 		}
 		files := []string{c.certFile, c.keyFile}
+		if c.combined != "" {
+			if err := atomicfile.Write(c.combined, append(slices.Clone(is.CertPEM), is.KeyPEM...), 0o600); err != nil {
+				return err
+			}
+			files = append(files, c.combined)
+		}
 		if c.caCopy != "" {
 			if err := atomicfile.Write(c.caCopy, ca.PEM, 0o644); err != nil {
 				return err

@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"shindo.dev/cli/internal/netprofile"
@@ -177,6 +178,17 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 	if cfg.TLS {
 		if err := issueCertificates(plan, log); err != nil {
 			return err
+		}
+		// Readiness over mutual TLS (Patroni's REST API) asks as the
+		// operator.
+		readyTLS, err := provision.ClientTLS(plan.caFile, plan.operatorCert, plan.operatorKey)
+		if err != nil {
+			return err
+		}
+		for _, p := range plan.processes() {
+			if strings.HasPrefix(p.readyURL, "https://") {
+				p.readyTLS = readyTLS
+			}
 		}
 	}
 	if !cfg.HA {
@@ -354,6 +366,12 @@ func names(ps []*process) []string {
 func waitReady(ctx context.Context, p *process, pr *proc.Proc, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: time.Second}
+	if p.readyTLS != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = p.readyTLS
+		defer tr.CloseIdleConnections()
+		client.Transport = tr
+	}
 	var last string
 	for {
 		select {

@@ -40,10 +40,13 @@ const (
 // made when the stack starts, under a directory the postgres user can
 // enter.
 type haFiles struct {
-	base      string // directory of everything below
-	members   map[string]haMember
-	haproxy   map[string]string // per core: its HAProxy configuration file
-	etcdHosts []string          // the quorum store, host:port
+	base    string // directory of everything below
+	members map[string]haMember
+	haproxy map[string]string // per core: its HAProxy configuration file
+	// checkCert, per core under -tls: the certificate and key (one file)
+	// its HAProxy checks the members' REST APIs with.
+	checkCert map[string]string
+	etcdHosts []string // the quorum store, host:port
 }
 
 type haMember struct {
@@ -60,7 +63,7 @@ type patroniTLS struct{ ca, cert, key string }
 
 // haProcesses adds each core's Patroni and HAProxy to the plan.
 func (p *plan) haProcesses(addr func(site, int) string) (patronis, haproxies []*process) {
-	p.ha = &haFiles{members: map[string]haMember{}, haproxy: map[string]string{}}
+	p.ha = &haFiles{members: map[string]haMember{}, haproxy: map[string]string{}, checkCert: map[string]string{}}
 	for _, s := range []site{tnn, tyo, tpe} {
 		p.ha.etcdHosts = append(p.ha.etcdHosts, addr(s, etcdClient))
 	}
@@ -74,10 +77,14 @@ func (p *plan) haProcesses(addr func(site, int) string) (patronis, haproxies []*
 		p.addPort(c.name+" Patroni REST", cfg.PortBase+c.block+patroniREST, false)
 		p.addPort(c.name+" HAProxy (primary)", cfg.PortBase+c.block+haproxyPort, false)
 		p.addPort(c.name+" HAProxy health", cfg.PortBase+c.block+haproxyHealth, false)
+		// Under -tls Patroni's REST API is mutual TLS like every internal
+		// hop: HAProxy's checks, the other member and the tools present a
+		// certificate of the dev CA.
+		rest := p.webScheme() + "://" + m.rest
 		patronis = append(patronis, &process{
 			name: c.name + "-patroni", site: c.name, role: "patroni", bin: "patroni",
-			readyURL:  "http://" + m.rest + "/health",
-			listeners: map[string]string{"rest": "http://" + m.rest, "postgres": m.postgres},
+			readyURL:  rest + "/health",
+			listeners: map[string]string{"rest": rest, "postgres": m.postgres},
 		})
 		haproxies = append(haproxies, &process{
 			name: c.name + "-haproxy", site: c.name, role: "haproxy", bin: "haproxy",
@@ -151,6 +158,15 @@ func (p *plan) writeHA(base string) error {
 			p.ha.members[pr.site] = m
 			pr.args, pr.as = []string{m.config}, as
 		case "haproxy":
+			if p.cfg.TLS {
+				// HAProxy's health checks of the members' REST APIs present
+				// its own certificate, which it reads with the key in one
+				// file.
+				p.ha.checkCert[pr.site] = filepath.Join(base, pr.site+"-haproxy-check.pem")
+				p.certs = append(p.certs, certPlan{site: pr.site, role: "haproxy", hosts: []string{p.host(pr.site), "localhost"},
+					certFile: filepath.Join(base, pr.site+"-haproxy.pem"), keyFile: filepath.Join(base, pr.site+"-haproxy-key.pem"),
+					combined: p.ha.checkCert[pr.site]})
+			}
 			path := filepath.Join(base, pr.site+"-haproxy.cfg")
 			if err := os.WriteFile(path, []byte(p.haproxyConfig(pr.site)), 0o644); err != nil {
 				return err
@@ -201,8 +217,11 @@ func patroniConfig(name string, m haMember, etcdHosts []string, binDir, home str
 	for _, n := range trusted {
 		fmt.Fprintf(&hba, "    - host replication postgres %s trust\n    - host all all %s trust\n", n, n)
 	}
-	etcd, pgAuth, pgParams, superuser, replication := "", "", "", "", ""
+	etcd, pgAuth, pgParams, superuser, replication, restTLS := "", "", "", "", "", ""
 	if t := m.etcdTLS; t != nil {
+		// The REST API serves certificates of the dev CA only; Patroni
+		// calls the other member's with the same certificate.
+		restTLS = fmt.Sprintf("  certfile: %s\n  keyfile: %s\n  cafile: %s\n  verify_client: required\n", t.cert, t.key, t.ca)
 		// Under -tls: etcd over TLS, and PostgreSQL takes TCP connections
 		// — the services', Patroni's own, the standby's replication —
 		// only over TLS with a certificate of the dev CA.
@@ -222,7 +241,7 @@ log:
 restapi:
   listen: %[2]s
   connect_address: %[2]s
-etcd3:
+%[17]setcd3:
   hosts: %[3]s
 %[12]sbootstrap:
   dcs:
@@ -267,7 +286,7 @@ tags:
   nofailover: false
   noloadbalance: false
 `, name, m.rest, strings.Join(etcdHosts, ","), patroniTTL, patroniLoopWait, patroniRetryTimeout,
-		m.postgres, m.dataDir, binDir, home, hba.String(), etcd, pgParams, superuser, replication, pgAuth)
+		m.postgres, m.dataDir, binDir, home, hba.String(), etcd, pgParams, superuser, replication, pgAuth, restTLS)
 }
 
 // haproxyConfig is a core's HAProxy: one TCP listener leading to the member
@@ -277,7 +296,13 @@ func (p *plan) haproxyConfig(name string) string {
 	for _, c := range cores {
 		m := p.ha.members[c.name]
 		_, restPort, _ := net.SplitHostPort(m.rest)
-		fmt.Fprintf(&servers, "  server %s %s check port %s\n", c.name, m.postgres, restPort)
+		check := ""
+		if cert := p.ha.checkCert[name]; cert != "" {
+			// The REST API over mutual TLS; the chain is checked against
+			// the dev CA, which issues no certificate outside the network.
+			check = fmt.Sprintf(" check-ssl verify required ca-file %s crt %s", p.caFile, cert)
+		}
+		fmt.Fprintf(&servers, "  server %s %s check port %s%s\n", c.name, m.postgres, restPort, check)
 	}
 	var self site
 	for _, c := range cores {

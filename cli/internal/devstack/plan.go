@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -89,6 +90,9 @@ type process struct {
 	args     []string
 	env      []string // extra environment, for secrets kept off the command line
 	readyURL string
+	// readyTLS is how readiness asks over https:// (the operator's
+	// certificate); nil for plain.
+	readyTLS *tls.Config
 	proc     *proc.Proc
 	// down: taken down through the control API, so its exit is expected.
 	down bool
@@ -548,6 +552,9 @@ type certPlan struct {
 	// as another user).
 	caCopy string
 	owner  *syscall.Credential
+	// combined, when set, is a file holding the certificate and then its
+	// key, for a program that reads them so (HAProxy's crt).
+	combined string
 }
 
 // issue plans the certificate of s's role, for s's address and
