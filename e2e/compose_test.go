@@ -40,6 +40,8 @@ var composeRequired = map[string][]string{
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
 	"shindo etcd":     {"name", "data-dir", "client-url", "peer-url", "initial-cluster"},
+	// The network's certificates (compose_tls_test.go checks them).
+	"shindo cert bootstrap": {"ca-dir", "dir", "issue", "ca-copy"},
 }
 
 // composeDeps are the flags that address another process: each address must
@@ -63,7 +65,7 @@ var composeDeps = []struct{ program, flag, target, targetFlag string }{
 
 // composeFileFlags name files the process reads; they must come from a
 // read-only mount.
-var composeFileFlags = []string{"registry", "stations-file"}
+var composeFileFlags = []string{"registry", "stations-file", "ca-file"}
 
 var composeSites = []string{"TNN-1", "TYO-1", "TPE-1", "KHH-1"}
 
@@ -90,8 +92,8 @@ type composeServiceYAML struct {
 	Command         words        `yaml:"command"`
 	Environment     envVars      `yaml:"environment"`
 	Ports           []string     `yaml:"ports"`
-	Volumes         []string     `yaml:"volumes"`
-	DependsOn       serviceNames `yaml:"depends_on"`
+	Volumes         volumeMounts `yaml:"volumes"`
+	DependsOn       dependsOn    `yaml:"depends_on"`
 	Restart         string       `yaml:"restart"`
 	StopGracePeriod string       `yaml:"stop_grace_period"`
 	Networks        map[string]struct {
@@ -129,17 +131,102 @@ func (e *envVars) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// serviceNames is depends_on, as a list or as a mapping with conditions.
-type serviceNames []string
+// dependsOn is depends_on, as a list or as a mapping with conditions.
+type dependsOn struct {
+	names []string
+	// condition by name: "service_started" for the list form.
+	condition map[string]string
+}
 
-func (s *serviceNames) UnmarshalYAML(n *yaml.Node) error {
+func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	d.condition = map[string]string{}
 	if n.Kind != yaml.MappingNode {
-		return n.Decode((*[]string)(s))
+		if err := n.Decode(&d.names); err != nil {
+			return err
+		}
+		for _, name := range d.names {
+			d.condition[name] = "service_started"
+		}
+		return nil
 	}
 	for i := 0; i < len(n.Content); i += 2 {
-		*s = append(*s, n.Content[i].Value)
+		var c struct {
+			Condition string `yaml:"condition"`
+		}
+		if err := n.Content[i+1].Decode(&c); err != nil {
+			return err
+		}
+		if c.Condition == "" {
+			c.Condition = "service_started"
+		}
+		d.names = append(d.names, n.Content[i].Value)
+		d.condition[n.Content[i].Value] = c.Condition
 	}
 	return nil
+}
+
+// volumeMount is one entry of volumes, from the short syntax
+// (source:target[:ro]) or the long one.
+type volumeMount struct {
+	bind           bool // a host path, else a named volume
+	source, target string
+	subpath        string // of a named volume
+	readOnly       bool
+}
+
+type volumeMounts []volumeMount
+
+func (v *volumeMounts) UnmarshalYAML(n *yaml.Node) error {
+	var entries []yaml.Node
+	if err := n.Decode(&entries); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Kind == yaml.ScalarNode {
+			parts := strings.Split(e.Value, ":")
+			m := volumeMount{source: parts[0], bind: strings.HasPrefix(parts[0], ".") || strings.HasPrefix(parts[0], "/")}
+			if len(parts) > 1 {
+				m.target = parts[1]
+			}
+			if len(parts) > 2 {
+				m.readOnly = slices.Contains(strings.Split(parts[2], ","), "ro")
+			}
+			*v = append(*v, m)
+			continue
+		}
+		var long struct {
+			Type     string `yaml:"type"`
+			Source   string `yaml:"source"`
+			Target   string `yaml:"target"`
+			ReadOnly bool   `yaml:"read_only"`
+			Volume   struct {
+				Subpath string `yaml:"subpath"`
+			} `yaml:"volume"`
+		}
+		if err := e.Decode(&long); err != nil {
+			return err
+		}
+		if long.Type != "volume" && long.Type != "bind" {
+			return fmt.Errorf("volume of type %q: this test knows volume and bind", long.Type)
+		}
+		*v = append(*v, volumeMount{bind: long.Type == "bind", source: long.Source, target: long.Target,
+			subpath: long.Volume.Subpath, readOnly: long.ReadOnly})
+	}
+	return nil
+}
+
+// find is the mount a path inside the container lies in, and the path's
+// rest below the mount's target.
+func (v volumeMounts) find(p string) (volumeMount, string, bool) {
+	for _, m := range v {
+		if rest, ok := strings.CutPrefix(p, strings.TrimSuffix(m.target, "/")+"/"); ok {
+			return m, rest, true
+		}
+		if p == m.target {
+			return m, "", true
+		}
+	}
+	return volumeMount{}, "", false
 }
 
 // dockerStage is one FROM … AS name section of the Dockerfile.
@@ -190,8 +277,10 @@ func (u *composeUnit) listens(t *testing.T) []listenPort {
 		if v == "" {
 			continue // an optional listener not configured (-http-plain-addr without TLS)
 		}
-		if rest, ok := strings.CutPrefix(v, "http://"); ok {
-			v = rest
+		for _, scheme := range []string{"http://", "https://"} {
+			if rest, ok := strings.CutPrefix(v, scheme); ok {
+				v = rest
+			}
 		}
 		_, p, err := net.SplitHostPort(v)
 		n, perr := strconv.Atoi(p)
@@ -212,8 +301,10 @@ type composeModel struct {
 	byName map[string]*composeUnit
 	stages map[string]*dockerStage
 	goWork string // go.work's go version
-	// thirdParty are services running an image of thirdPartyImages.
+	// thirdParty are services running an image of thirdPartyImages;
+	// third has their definitions.
 	thirdParty []string
+	third      map[string]composeServiceYAML
 	subnets    []string // of the default network
 }
 
@@ -237,6 +328,7 @@ func TestCompose(t *testing.T) {
 		{"metadata database", checkComposeDatabase},
 		{"traces go to the collector", checkComposeTelemetry},
 		{"only edges are trusted proxies", checkComposeTrustedProxies},
+		{"internal hops are mutual TLS", checkComposeTLS},
 		{"docker compose config", checkDockerCompose},
 	}
 	for _, c := range checks {
@@ -260,7 +352,7 @@ func loadCompose(t *testing.T) *composeModel {
 	if len(doc.Services) == 0 {
 		t.Fatal("docker-compose.yml has no services")
 	}
-	m := &composeModel{byName: map[string]*composeUnit{}, goWork: goWorkVersion(t)}
+	m := &composeModel{byName: map[string]*composeUnit{}, third: map[string]composeServiceYAML{}, goWork: goWorkVersion(t)}
 	for _, c := range doc.Networks["default"].IPAM.Config {
 		m.subnets = append(m.subnets, c.Subnet)
 	}
@@ -269,6 +361,7 @@ func loadCompose(t *testing.T) *composeModel {
 		svc := doc.Services[name]
 		if svc.Build.Target == "" && slices.ContainsFunc(thirdPartyImages, func(p string) bool { return strings.HasPrefix(svc.Image, p) }) {
 			m.thirdParty = append(m.thirdParty, name)
+			m.third[name] = svc
 			continue
 		}
 		df := filepath.Join(svc.Build.Context, svc.Build.Dockerfile)
@@ -459,7 +552,7 @@ func checkComposeDatabase(t *testing.T, m *composeModel) {
 		if !strings.HasPrefix(v, "postgres://") || !strings.Contains(v, "@tnn1-postgres:5432/") {
 			t.Errorf("%s: database-url %q does not point at tnn1-postgres:5432", u.name, v)
 		}
-		if !slices.Contains(u.svc.DependsOn, "tnn1-postgres") {
+		if !slices.Contains(u.svc.DependsOn.names, "tnn1-postgres") {
 			t.Errorf("%s: uses the metadata database but does not depend_on tnn1-postgres", u.name)
 		}
 	}
@@ -610,7 +703,7 @@ func checkComposeDeps(t *testing.T, m *composeModel) {
 				if !slices.ContainsFunc(dep.listens(t), func(l listenPort) bool { return l.port == port }) {
 					t.Errorf("%s: %s=%s, but %s listens on %v", u.name, k, addr, host, dep.listens(t))
 				}
-				if !slices.Contains(u.svc.DependsOn, host) {
+				if !slices.Contains(u.svc.DependsOn.names, host) {
 					t.Errorf("%s: uses %s (%s) but does not depend_on it", u.name, host, k)
 				}
 			}
@@ -655,14 +748,7 @@ func checkComposeFiles(t *testing.T, m *composeModel) {
 			if !set {
 				continue
 			}
-			mounted := slices.ContainsFunc(u.svc.Volumes, func(vol string) bool {
-				parts := strings.Split(vol, ":")
-				if len(parts) != 3 || !slices.Contains(strings.Split(parts[2], ","), "ro") {
-					return false
-				}
-				return v == parts[1] || strings.HasPrefix(v, strings.TrimSuffix(parts[1], "/")+"/")
-			})
-			if !mounted {
+			if mnt, _, ok := u.svc.Volumes.find(v); !ok || !mnt.readOnly {
 				t.Errorf("%s: -%s %s is not inside a read-only volume (%v)", u.name, flag, v, u.svc.Volumes)
 			}
 		}
@@ -736,8 +822,19 @@ func checkComposeSites(t *testing.T, m *composeModel) {
 // a service that gave up waiting for a dependency must come back) and get
 // longer to stop than their own shutdown bound.
 func checkComposeLifecycle(t *testing.T, m *composeModel) {
+	// A one-shot job the others wait for (certs) runs again only when it
+	// failed: restarted after success it would run for ever.
+	oneShot := map[string]bool{}
 	for _, u := range m.units {
-		if u.svc.Restart != "unless-stopped" && u.svc.Restart != "always" {
+		for name, cond := range u.svc.DependsOn.condition {
+			oneShot[name] = oneShot[name] || cond == "service_completed_successfully"
+		}
+	}
+	for _, u := range m.units {
+		switch {
+		case oneShot[u.name] && u.svc.Restart != "on-failure":
+			t.Errorf("%s: others wait for it to complete, so restart %q must be on-failure", u.name, u.svc.Restart)
+		case !oneShot[u.name] && u.svc.Restart != "unless-stopped" && u.svc.Restart != "always":
 			t.Errorf("%s: restart %q; want unless-stopped", u.name, u.svc.Restart)
 		}
 		grace, err := time.ParseDuration(u.svc.StopGracePeriod)

@@ -3,8 +3,10 @@
 // certificate and key naming its site and role (replacing both files
 // whole, so a running service picks them up at its next look or SIGHUP),
 // or with -renew-within only when the one there expires within that long,
-// for a daily timer; `show` tells what a certificate is for, until when,
-// and the pin a station may trust it by.
+// for a daily timer; `bootstrap` makes a CA where the operator has none
+// (the compose file) and issues a whole network's certificates from it,
+// again only what is missing or going stale; `show` tells what a
+// certificate is for, until when, and the pin a station may trust it by.
 package certcmd
 
 import (
@@ -64,9 +66,17 @@ func (c *issueConfig) Validate() error {
 // Main runs the command with args (after "cert"): 0, 1 when it failed, 2
 // for bad flags.
 func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "issue" && args[0] != "show") {
-		fmt.Fprintln(stderr, "usage: shindo cert issue [flags] | shindo cert show FILE…")
+	const usage = "usage: shindo cert issue [flags] | shindo cert bootstrap [flags] | shindo cert show FILE…"
+	if len(args) == 0 || (args[0] != "issue" && args[0] != "show" && args[0] != "bootstrap") {
+		fmt.Fprintln(stderr, usage)
 		return 2
+	}
+	if args[0] == "bootstrap" {
+		var cfg bootstrapConfig
+		if err := conf.Load(&cfg, "CERT", args[1:], conf.Options{Name: name + " bootstrap", Help: stdout}); err != nil {
+			return service.ExitCode(stderr, name, err)
+		}
+		return service.ExitCode(stderr, name, bootstrap(cfg, stdout, time.Now()))
 	}
 	if args[0] == "show" {
 		if len(args) < 2 {
@@ -85,7 +95,11 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 func issue(cfg issueConfig, stdout io.Writer, now time.Time) error {
 	id := pki.Identity{Site: cfg.Site, Role: cfg.Role}
 	if cfg.RenewWithin > 0 {
-		why, keep := current(cfg, id, now)
+		cas, err := certfile.LoadPool(cfg.CACert)
+		if err != nil {
+			return fmt.Errorf("ca-cert: %w", err)
+		}
+		why, keep := current(cfg.Cert, id, cfg.Hosts, cas, cfg.RenewWithin, now)
 		if keep {
 			fmt.Fprintf(stdout, "kept %s: %s\n", cfg.Cert, why)
 			return nil
@@ -109,27 +123,32 @@ func issue(cfg issueConfig, stdout io.Writer, now time.Time) error {
 	return nil
 }
 
-// current tells whether the certificate at cfg.Cert may stay, and why.
-func current(cfg issueConfig, id pki.Identity, now time.Time) (string, bool) {
-	cert, err := readCert(cfg.Cert)
+// current tells whether the certificate at file may stay, and why: it
+// names id and exactly hosts, chains to cas, and expires later than
+// renewWithin from now.
+func current(file string, id pki.Identity, hosts []string, cas *x509.CertPool, renewWithin time.Duration, now time.Time) (string, bool) {
+	cert, err := readCert(file)
 	if err != nil {
 		return err.Error(), false
 	}
 	if got, ok := peerid.Of(cert); !ok || got != (peerid.Identity{Site: id.Site, Role: id.Role}) {
 		return fmt.Sprintf("it names %v, not %s", got, id), false
 	}
-	hosts := hostsOf(cert)
-	want := slices.Clone(cfg.Hosts)
-	slices.Sort(hosts)
+	have := hostsOf(cert)
+	want := slices.Clone(hosts)
+	slices.Sort(have)
 	slices.Sort(want)
-	if !slices.Equal(hosts, want) {
-		return fmt.Sprintf("it is for %s, not %s", strings.Join(hosts, ","), strings.Join(want, ",")), false
+	if !slices.Equal(have, want) {
+		return fmt.Sprintf("it is for %s, not %s", strings.Join(have, ","), strings.Join(want, ",")), false
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: cas, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return fmt.Sprintf("it is not of the CA: %v", err), false
 	}
 	left := cert.NotAfter.Sub(now)
-	if left <= cfg.RenewWithin {
-		return fmt.Sprintf("it expires %s, within %s", cert.NotAfter.UTC().Format(time.RFC3339), cfg.RenewWithin), false
+	if left <= renewWithin {
+		return fmt.Sprintf("it expires %s, within %s", cert.NotAfter.UTC().Format(time.RFC3339), renewWithin), false
 	}
-	return fmt.Sprintf("valid until %s, more than %s", cert.NotAfter.UTC().Format(time.RFC3339), cfg.RenewWithin), true
+	return fmt.Sprintf("valid until %s, more than %s", cert.NotAfter.UTC().Format(time.RFC3339), renewWithin), true
 }
 
 // hostsOf are the names and addresses cert is for.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"shindo.dev/cli/internal/certcmd"
 	"shindo.dev/devkit/pgserver"
 	"shindo.dev/devkit/pki"
 	"shindo.dev/lib/atomicfile"
@@ -97,19 +98,5 @@ func (p *plan) databaseTLS(dir string) (*pgserver.TLS, error) {
 }
 
 func newDevCA(certFile, keyFile string) (*pki.CA, error) {
-	ca, err := pki.NewCA("shindo dev CA", devCAValidity)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ca.KeyPEM()
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.Write(keyFile, key, 0o600); err != nil {
-		return nil, err
-	}
-	if err := atomicfile.Write(certFile, ca.PEM, 0o644); err != nil {
-		return nil, err
-	}
-	return ca, nil
+	return certcmd.MakeCA(certFile, keyFile, "shindo dev CA", devCAValidity)
 }
