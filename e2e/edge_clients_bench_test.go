@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,7 +83,7 @@ func edgeClients(b *testing.B, n, procs, ticks int) {
 			share = n - share*(procs-1)
 		}
 		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d", sseClientsEnv, addr, share, ticks, p))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d edge -", sseClientsEnv, addr, share, ticks, p))
 		cmd.Stderr = os.Stderr
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
@@ -177,16 +178,23 @@ type sseClientsResult struct {
 	LastClient []float64
 }
 
-// runSSEClients is a client process: "addr clients ticks index". It
-// connects its clients (from source addresses of its own: each has only
-// its own ephemeral ports), each reading from the start, prints "ready"
-// once all read the hello, reads the first recorded tick from stdin,
-// records ticks ticks and prints the result as JSON.
+// runSSEClients is a client process: "addr clients ticks index server
+// ca". It connects its clients to server (sseServers), over TLS trusting
+// the CA file ca or plain when it is "-" (from source addresses of its
+// own: each has only its own ephemeral ports), each reading from the
+// start, prints "ready" once all read the hello, reads the first recorded
+// tick from stdin, records ticks ticks and prints the result as JSON.
 func runSSEClients(spec string) int {
-	var addr string
+	var addr, server, ca string
 	var n, ticks, index int
-	if _, err := fmt.Sscan(spec, &addr, &n, &ticks, &index); err != nil {
+	if _, err := fmt.Sscan(spec, &addr, &n, &ticks, &index, &server, &ca); err != nil {
 		fmt.Fprintln(os.Stderr, "bad client spec:", err)
+		return 2
+	}
+	srv, known := sseServers[server]
+	tlsConfig, err := clientTLS(ca)
+	if !known || err != nil {
+		fmt.Fprintln(os.Stderr, "bad client spec:", server, err)
 		return 2
 	}
 	loadtest.RaiseFileLimit(uint64(n) + 400)
@@ -196,17 +204,17 @@ func runSSEClients(spec string) int {
 	var hello, done sync.WaitGroup
 	var failed atomic.Int64
 	for i := range n {
-		lat[i] = make([]float64, ticks)
+		lat[i] = slices.Repeat([]float64{-1}, ticks) // -1: not read (a read may take 0 ms)
 		hello.Add(1)
 		done.Add(1)
 		local := &net.TCPAddr{IP: net.IPv4(127, byte(10+index), byte(1+i/5000), 1)}
 		dialer := net.Dialer{LocalAddr: local, Timeout: 30 * time.Second}
-		conn, err := dialer.Dial("tcp", addr)
+		conn, err := dialClient(&dialer, addr, tlsConfig)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "client %d: %v\n", i, err)
 			return 1
 		}
-		fmt.Fprintf(conn, "GET /api/v2/trem/rts?sse=1 HTTP/1.1\r\nHost: edge\r\nAccept: text/event-stream\r\n\r\n")
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: edge\r\nAccept: text/event-stream\r\n\r\n", srv.path)
 		go func() {
 			defer done.Done()
 			defer conn.Close()
@@ -226,7 +234,7 @@ func runSSEClients(spec string) int {
 					return
 				}
 				now := time.Now().UnixMilli()
-				if !greeted && bytes.HasPrefix(line, []byte("event: info")) {
+				if !greeted && bytes.HasPrefix(line, srv.hello) {
 					greeted = true
 					hello.Done()
 					continue
@@ -259,7 +267,7 @@ func runSSEClients(spec string) int {
 	res := sseClientsResult{Connected: n - int(failed.Load()), LastClient: make([]float64, ticks)}
 	for _, row := range lat {
 		for k, l := range row {
-			if l == 0 {
+			if l < 0 {
 				res.Missing++
 				continue
 			}

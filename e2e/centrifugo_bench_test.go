@@ -1,0 +1,545 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"crypto/tls"
+	"debug/buildinfo"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shindo.dev/devkit/loadtest"
+	"shindo.dev/devkit/pki"
+	"shindo.dev/lib/certfile"
+)
+
+// Centrifugo beside the edge (issue 14): the same client processes
+// (runSSEClients) hold 10,000 and 20,000 SSE clients of each server, with
+// and without TLS, and report the same metrics as BenchmarkEdgeSSEClients:
+// resident memory per idle client, and latency from each message's time to
+// each client's read and, per message, to the last client's read.
+//
+// Run both in one go test run, so they share the machine's state:
+//
+//	make build && cd e2e && SHINDO_BIN=$PWD/../bin SHINDO_CENTRIFUGO=$(go env GOPATH)/bin/centrifugo \
+//	  go test -run '^$' -bench '^Benchmark(EdgeSSE|CentrifugoSSE)$' -benchtime 1x -timeout 60m
+//
+// SHINDO_BENCH_CLIENTS=500 runs each at 500 clients instead: a check that
+// the benchmark works, not a measurement.
+
+// centrifugoVersion is the release these benchmarks configure: v6 nests
+// its configuration in sections (http_server, client, channel, …).
+const centrifugoVersion = "v6.9.1"
+
+// pushTickMS is how often a message is published: the edge's tick, so
+// both servers carry the same load.
+const pushTickMS = 500
+
+// perServerProcess is the most clients one server process is given: every
+// client is a descriptor, and this machine's hard RLIMIT_NOFILE is 20,000.
+const perServerProcess = 19_000
+
+// pushClientProcs is how many client processes hold the clients: at least
+// two, so the clients' TLS handshakes and reads use both cores.
+func pushClientProcs(serverProcs int) int { return max(2, serverProcs) }
+
+// pushClientCounts are the sizes run: 10,000 and 20,000, or the one in
+// SHINDO_BENCH_CLIENTS.
+func pushClientCounts(b *testing.B) []int {
+	if s := os.Getenv("SHINDO_BENCH_CLIENTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 2 {
+			b.Fatalf("SHINDO_BENCH_CLIENTS=%q: want a number of clients, at least 2", s)
+		}
+		return []int{n}
+	}
+	return []int{10_000, 20_000}
+}
+
+// BenchmarkCentrifugoSSE holds SSE clients of Centrifugo's unidirectional
+// SSE transport (/connection/uni_sse), each subscribed to one channel at
+// connect, and publishes to it through the server HTTP API twice a second
+// a message the size and shape of the topology's ticks carrying its send
+// time: memory per idle client (the nodes' RSS growth), and publish →
+// client and publish → last client.
+//
+// Centrifugo runs with its memory engine, one node per 19,000 clients (a
+// node is one process: the descriptor limit holds for it as for the edge);
+// with two, they share no broker and each node is published to directly,
+// so no broker hop is in Centrifugo's latency.
+func BenchmarkCentrifugoSSE(b *testing.B) {
+	bin := centrifugoBin(b)
+	for _, n := range pushClientCounts(b) {
+		for _, overTLS := range []bool{false, true} {
+			b.Run(fmt.Sprintf("clients=%d/tls=%t", n, overTLS), func(b *testing.B) {
+				nodes := (n + perServerProcess - 1) / perServerProcess
+				skipFewDescriptors(b, n, nodes)
+				for b.Loop() {
+					centrifugoClients(b, bin, n, nodes, overTLS)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkEdgeSSE is BenchmarkCentrifugoSSE's counterpart: the same
+// clients, sizes and TLS of the edge's SSE stream (/api/v2/trem/rts) on one
+// edge site of a running topology (shindo dev, 5 stations), one edge
+// process per 19,000 clients sharing one address (-http-reuse-port).
+// Latency is from each tick's time, its 500 ms boundary, so it includes
+// the cores' work and the hop to the edge, which Centrifugo's publish time
+// does not: the comparison leans against the edge. Its clients receive
+// ticks while their memory is measured; Centrifugo's are idle.
+func BenchmarkEdgeSSE(b *testing.B) {
+	for _, n := range pushClientCounts(b) {
+		for _, overTLS := range []bool{false, true} {
+			b.Run(fmt.Sprintf("clients=%d/tls=%t", n, overTLS), func(b *testing.B) {
+				procs := (n + perServerProcess - 1) / perServerProcess
+				skipFewDescriptors(b, n, procs)
+				for b.Loop() {
+					edgePushClients(b, n, procs, overTLS)
+				}
+			})
+		}
+	}
+}
+
+func skipFewDescriptors(b *testing.B, n, serverProcs int) {
+	b.Helper()
+	per := (n + pushClientProcs(serverProcs) - 1) / pushClientProcs(serverProcs)
+	if limit := loadtest.FileLimit(); limit < uint64(max(per, n/serverProcs)+1000) {
+		b.Skipf("RLIMIT_NOFILE %d: too few descriptors for %d clients in %d server processes", limit, n, serverProcs)
+	}
+}
+
+func edgePushClients(b *testing.B, n, procs int, overTLS bool) {
+	d := startDev(b, "-stations", "5", "-log-level", "warn")
+	// Each client source address holds up to 5,000 clients
+	// (runSSEClients), above the edge's default bound per address.
+	args := []string{"-sse-max-per-ip", "100000", "-sse-max-clients", "19500", "-max-conns-per-ip", "0", "-log-level", "warn"}
+	ca := "-"
+	if overTLS {
+		var cert, key string
+		ca, cert, key = issueServerCert(b)
+		args = append(args, "-tls-cert", cert, "-tls-key", key)
+	}
+	addr, edges, admins := startSharedEdges(b, d, procs, args...)
+	target := pushTarget{server: "edge", addrs: []string{addr}, ca: ca}
+	for _, e := range edges {
+		target.pids = append(target.pids, e.Process.Pid)
+	}
+	target.held = func() (int, error) {
+		held := 0.0
+		for _, a := range admins {
+			_, page := httpGet(b, a+"/metrics")
+			held += metricValue(page, "shindo_edge_sse_clients")
+		}
+		return int(held), nil
+	}
+	pushClients(b, target, n, 20)
+}
+
+// issueServerCert issues a certificate for 127.0.0.1 from a new CA into a
+// temporary directory: the CA's file (what clients trust), the
+// certificate's and its key's.
+func issueServerCert(b *testing.B) (caFile, cert, key string) {
+	b.Helper()
+	ca, err := pki.NewCA("push bench CA", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	cert, key, err = ca.IssueFiles(dir, "TPE-1", "edge", "127.0.0.1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Join(dir, "ca.pem"), cert, key
+}
+
+// pushTarget is a server under load, as pushClients drives it.
+type pushTarget struct {
+	// server is how the clients read it: a key of sseServers.
+	server string
+	// addrs are where the clients connect: client process p to
+	// addrs[p%len(addrs)].
+	addrs []string
+	// ca is the CA file the clients trust over TLS; "-": plain.
+	ca string
+	// pids are the processes whose resident memory is the server's.
+	pids []int
+	// held is how many clients the server holds.
+	held func() (int, error)
+	// publish publishes ticks messages, the first at start (Unix ms),
+	// pushTickMS apart; nil when the server ticks by itself.
+	publish func(start int64, ticks int) error
+}
+
+// pushClients connects n clients to target from client processes
+// (runSSEClients), measures the server's memory with them connected, then
+// records ticks messages at every client and reports the metrics of
+// BenchmarkEdgeSSEClients.
+func pushClients(b *testing.B, target pushTarget, n, ticks int) {
+	rss := func() (sum int64) {
+		for _, pid := range target.pids {
+			sum += int64(loadtest.RSS(pid))
+		}
+		return sum
+	}
+	before := rss()
+
+	type child struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   *bufio.Reader
+	}
+	procs := pushClientProcs(len(target.addrs))
+	var children []child
+	for p := range procs {
+		share := n / procs
+		if p == procs-1 {
+			share = n - share*(procs-1)
+		}
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d %s %s", sseClientsEnv,
+			target.addrs[p%len(target.addrs)], share, ticks, p, target.server, target.ca))
+		cmd.Stderr = os.Stderr
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		children = append(children, child{cmd, stdin, bufio.NewReader(stdout)})
+	}
+	for i, c := range children {
+		if line, err := c.out.ReadString('\n'); err != nil || line != "ready\n" {
+			b.Fatalf("client process %d: %q %v", i, line, err)
+		}
+	}
+	// As in BenchmarkEdgeSSEClients: the server settles, every client past
+	// its head, before its memory is measured; resident memory has no
+	// state to wait for, so this is the measurement's window.
+	time.Sleep(2 * time.Second) //nolint:forbidigo // a settling window before measuring RSS, not a wait for a state
+	after := rss()
+	if held, err := target.held(); err != nil || held != n {
+		b.Fatalf("the server holds %d clients (%v), want %d", held, err, n)
+	}
+
+	// From a tick two seconds ahead, so every process starts at the same
+	// one.
+	start := (time.Now().UnixMilli()/pushTickMS + 4) * pushTickMS
+	for _, c := range children {
+		fmt.Fprintf(c.stdin, "%d\n", start)
+	}
+	var publishing sync.WaitGroup
+	defer publishing.Wait() // before the servers stop, on every way out
+	if target.publish != nil {
+		publishing.Go(func() {
+			if err := target.publish(start, ticks); err != nil {
+				// The clients would wait for the messages until their
+				// read deadline: end them, and the reads below fail.
+				b.Error(err)
+				for _, c := range children {
+					c.cmd.Process.Kill()
+				}
+			}
+		})
+	}
+	var perClient []float64
+	last := make([]float64, ticks)
+	for i, c := range children {
+		var res sseClientsResult
+		if err := json.NewDecoder(c.out).Decode(&res); err != nil {
+			b.Fatalf("client process %d: %v", i, err)
+		}
+		if res.Missing > 0 {
+			b.Fatalf("client process %d: %d reads missing of %d clients", i, res.Missing, res.Connected)
+		}
+		perClient = append(perClient, res.PerClient...)
+		for k, l := range res.LastClient {
+			last[k] = max(last[k], l)
+		}
+	}
+	// Signed: a collection between the two readings can leave RSS lower.
+	b.ReportMetric(float64(after-before)/float64(n), "rss-B/client")
+	b.ReportMetric(loadtest.Quantile(perClient, 0.5), "p50-ms")
+	b.ReportMetric(loadtest.Quantile(perClient, 0.99), "p99-ms")
+	b.ReportMetric(loadtest.Quantile(last, 0.5), "last-p50-ms")
+	b.ReportMetric(loadtest.Quantile(last, 0.99), "last-p99-ms")
+}
+
+// sseServer is how runSSEClients speaks to a server: the path its clients
+// request, and the start of the line that greets a client (once every
+// client has it, they are all in). Both servers' data lines end with the
+// message's time ("time":ms, then closing braces), which tickTime reads.
+type sseServer struct {
+	path  string
+	hello []byte
+}
+
+// sseServers are the servers runSSEClients knows, by the name in its spec.
+var sseServers = map[string]sseServer{
+	"edge": {path: "/api/v2/trem/rts?sse=1", hello: []byte("event: info")},
+	// The connect request goes in the cf_connect URL parameter (JSON),
+	// subscribing at connect; Centrifugo answers with a connect push
+	// first (https://centrifugal.dev/docs/transports/uni_sse; its
+	// internal/unisse/handler.go at v6.9.1).
+	"centrifugo": {
+		path:  "/connection/uni_sse?cf_connect=" + url.QueryEscape(`{"subs":{"`+centrifugoChannel+`":{}}}`),
+		hello: []byte(`data: {"connect":`),
+	},
+}
+
+// clientTLS is the clients' TLS configuration: trusting the CA file ca
+// ("-": plain, nil), TLS 1.3 with X25519 (as BenchmarkTLSHandshakes, what
+// both servers share) and HTTP/1.1 alone — a connection per client, as an
+// EventSource without HTTP/2 has: TLS's cost per client at its highest.
+func clientTLS(ca string) (*tls.Config, error) {
+	if ca == "-" {
+		return nil, nil
+	}
+	pool, err := certfile.LoadPool(ca)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13,
+		CurvePreferences: []tls.CurveID{tls.X25519}, NextProtos: []string{"http/1.1"}}, nil
+}
+
+// dialClient connects one client, completing the TLS handshake when cfg
+// is not nil.
+func dialClient(d *net.Dialer, addr string, cfg *tls.Config) (net.Conn, error) {
+	conn, err := d.Dial("tcp", addr)
+	if err != nil || cfg == nil {
+		return conn, err
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.Handshake(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// centrifugoChannel is the channel the clients subscribe to and the
+// benchmark publishes to.
+const centrifugoChannel = "rts"
+
+// centrifugoAPIKey authenticates the benchmark's API calls.
+const centrifugoAPIKey = "bench-api-key"
+
+// centrifugoBin is the Centrifugo binary: $SHINDO_CENTRIFUGO, or
+// centrifugo on PATH. Its module version is logged with the results
+// (`centrifugo version` says v0.0.0 when built by go install).
+func centrifugoBin(b *testing.B) string {
+	name := cmp.Or(os.Getenv("SHINDO_CENTRIFUGO"), "centrifugo")
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		b.Skipf("no Centrifugo (%s: %v): go install github.com/centrifugal/centrifugo/v6@%s, or set SHINDO_CENTRIFUGO to its binary", name, err, centrifugoVersion)
+	}
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil || info.Main.Path != "github.com/centrifugal/centrifugo/v6" {
+		b.Fatalf("%s is not Centrifugo v6 (%v): the configuration written is v6's", bin, err)
+	}
+	b.Logf("%s: %s %s, %s", bin, info.Main.Path, info.Main.Version, info.GoVersion)
+	return bin
+}
+
+func centrifugoClients(b *testing.B, bin string, n, nodes int, overTLS bool) {
+	ca, cert, key := "-", "", ""
+	if overTLS {
+		ca, cert, key = issueServerCert(b)
+	}
+	target := pushTarget{server: "centrifugo", ca: ca}
+	var apis []string
+	for range nodes {
+		addr, api, cmd := startCentrifugo(b, bin, cert, key)
+		target.addrs = append(target.addrs, addr)
+		target.pids = append(target.pids, cmd.Process.Pid)
+		apis = append(apis, api)
+	}
+	// The API's own connections are made before the clients' memory is
+	// measured, so they are not counted as the clients'.
+	api := &http.Client{Timeout: 10 * time.Second}
+	target.held = func() (int, error) {
+		held := 0
+		for _, a := range apis {
+			var res struct {
+				Channels map[string]struct {
+					NumClients int `json:"num_clients"`
+				} `json:"channels"`
+			}
+			if err := centrifugoCall(api, a, "channels", struct{}{}, &res); err != nil {
+				return held, err
+			}
+			held += res.Channels[centrifugoChannel].NumClients
+		}
+		return held, nil
+	}
+	if _, err := target.held(); err != nil {
+		b.Fatal(err)
+	}
+	target.publish = func(start int64, ticks int) error {
+		errs := make(chan error, len(apis))
+		for _, a := range apis {
+			go func() { errs <- centrifugoPublish(api, a, start, ticks) }()
+		}
+		var first error
+		for range apis {
+			first = cmp.Or(first, <-errs)
+		}
+		return first
+	}
+	pushClients(b, target, n, 20)
+}
+
+// centrifugoPublish publishes ticks messages to one node, the first at
+// start (Unix ms), pushTickMS apart, each with its send time.
+func centrifugoPublish(c *http.Client, api string, start int64, ticks int) error {
+	for k := range ticks {
+		//nolint:forbidigo // publishes at the edge's tick rate, two a second: the pacing is the load under test
+		time.Sleep(time.Until(time.UnixMilli(start + int64(k)*pushTickMS)))
+		req := struct {
+			Channel string          `json:"channel"`
+			Data    json.RawMessage `json:"data"`
+		}{centrifugoChannel, tickLike(time.Now().UnixMilli())}
+		if err := centrifugoCall(c, api, "publish", req, nil); err != nil {
+			return fmt.Errorf("publish %d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// tickLike is a message the size and shape of the topology's ticks
+// (compatjson.RTS of 5 stations), its time ms last as theirs is.
+func tickLike(ms int64) json.RawMessage {
+	var b strings.Builder
+	b.WriteString(`{"station":{`)
+	for i := range 5 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"1100%04d":{"pga":0.012,"pgv":0.003,"i":0.12,"I":0.1}`, i)
+	}
+	fmt.Fprintf(&b, `},"box":{},"int":[],"time":%d}`, ms)
+	return json.RawMessage(b.String())
+}
+
+// centrifugoCall calls a method of Centrifugo's server HTTP API (POST
+// /api/<method>, the key in X-API-Key: its internal/middleware/auth.go)
+// and decodes its result into out (nil: discarded).
+func centrifugoCall(c *http.Client, api, method string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPost, api+"/api/"+method, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-API-Key", centrifugoAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var reply struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s %v", method, resp.Status, err)
+	}
+	if reply.Error != nil {
+		return fmt.Errorf("%s: error %d %s", method, reply.Error.Code, reply.Error.Message)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(reply.Result, out)
+}
+
+// startCentrifugo runs a Centrifugo node serving uni_sse on a port of its
+// own (over TLS with cert and key unless empty) and its API and health on
+// another in plain HTTP, so publishing costs the same with TLS or without.
+// It returns the clients' address, the API's base URL and the process.
+func startCentrifugo(b *testing.B, bin, cert, key string) (string, string, *exec.Cmd) {
+	b.Helper()
+	port, internal := serverPort(b), serverPort(b)
+	// Keys of v6's configuration (its internal/configtypes/types.go and
+	// internal/app/mux.go at v6.9.1; centrifugo defaultconfig lists them).
+	httpServer := map[string]any{
+		"address": "127.0.0.1", "port": port,
+		"internal_address": "127.0.0.1", "internal_port": strconv.Itoa(internal),
+	}
+	if cert != "" {
+		// TLS on the clients' port alone.
+		httpServer["tls"] = map[string]any{"enabled": true, "cert_pem": cert, "key_pem": key}
+		httpServer["tls_external"] = true
+	}
+	cfg := map[string]any{
+		"http_server": httpServer,
+		"log":         map[string]any{"level": "error"},
+		// Public data, as the edge's streams: anonymous clients subscribe
+		// at connect, without tokens. No limit on connections (the
+		// default), nor on their rate.
+		"client": map[string]any{"allow_anonymous_connect_without_token": true, "connection_limit": 0, "connection_rate_limit": 0},
+		"channel": map[string]any{"without_namespace": map[string]any{
+			"allow_subscribe_for_client": true, "allow_subscribe_for_anonymous": true}},
+		"http_api":  map[string]any{"key": centrifugoAPIKey},
+		"uni_sse":   map[string]any{"enabled": true},
+		"websocket": map[string]any{"disabled": true},
+		"health":    map[string]any{"enabled": true},
+		// Nothing leaves this machine.
+		"usage_stats": map[string]any{"disabled": true},
+	}
+	raw, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := filepath.Join(b.TempDir(), "centrifugo.json")
+	writeFile(b, file, string(raw))
+	cmd := exec.Command(bin, "--config", file)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	api := fmt.Sprintf("http://127.0.0.1:%d", internal)
+	waitHTTP(b, api+"/health", time.Minute)
+	return fmt.Sprintf("127.0.0.1:%d", port), api, cmd
+}
+
+// serverPort returns a port for a server to listen on that nobody listens
+// on now, below the ephemeral range (32768–60999) that the clients' source
+// ports and freePort draw on.
+func serverPort(b *testing.B) int {
+	b.Helper()
+	for range 100 {
+		p := 20_000 + rand.IntN(12_000)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			l.Close()
+			return p
+		}
+	}
+	b.Fatal("no free port in 20000–31999")
+	return 0
+}
