@@ -41,21 +41,29 @@ func (p testPKI) issue(site, role string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-// TestMutualTLS: a service with -mtls-cert serves gRPC only to callers
-// with a certificate of the network's CA, and each call only to the roles
-// its policy allows — from its own site where the policy says so; a
-// method no policy names is closed. Refusals are counted.
-func TestMutualTLS(t *testing.T) {
-	t.Parallel()
+// mutualCommon is the configuration of a TNN-1 service of role under
+// mutual TLS, with the test CA that issued its certificate.
+func mutualCommon(t *testing.T, role string) (Common, testPKI) {
+	t.Helper()
 	ca, err := pki.NewCA("test CA", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := testPKI{t: t, ca: ca, dir: t.TempDir()}
 	common := testCommon()
-	common.MTLSCert, common.MTLSKey = p.issue("TNN-1", peerid.RTS)
-	caFile := filepath.Join(p.dir, "ca.pem")
-	common.MTLSCA = caFile
+	common.MTLSCert, common.MTLSKey = p.issue("TNN-1", role)
+	common.MTLSCA = filepath.Join(p.dir, "ca.pem")
+	return common, p
+}
+
+// TestMutualTLS: a service with -mtls-cert serves gRPC only to callers
+// with a certificate of the network's CA, and each call only to the roles
+// its policy allows — from its own site where the policy says so; a
+// method no policy names is closed. Refusals are counted.
+func TestMutualTLS(t *testing.T) {
+	t.Parallel()
+	common, p := mutualCommon(t, peerid.RTS)
+	ca := p.ca
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	svc, err := New(ctx, "shindo-test", common, &struct{}{})
@@ -198,14 +206,8 @@ func TestMutualTLSConfiguration(t *testing.T) {
 // Without -mtls-cert the same listener serves plain HTTP.
 func TestInternalListener(t *testing.T) {
 	t.Parallel()
-	ca, err := pki.NewCA("test CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := testPKI{t: t, ca: ca, dir: t.TempDir()}
-	common := testCommon()
-	common.MTLSCert, common.MTLSKey = p.issue("TNN-1", peerid.DataAPI)
-	common.MTLSCA = filepath.Join(p.dir, "ca.pem")
+	common, p := mutualCommon(t, peerid.DataAPI)
+	ca := p.ca
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	svc, err := New(ctx, "shindo-test", common, &struct{}{})
