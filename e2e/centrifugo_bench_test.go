@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,15 +27,16 @@ import (
 )
 
 // Centrifugo beside the edge (issue 14): the same client processes
-// (runSSEClients) hold 10,000 and 20,000 SSE clients of each server, with
-// and without TLS, and report the same metrics as BenchmarkEdgeSSEClients:
-// resident memory per idle client, and latency from each message's time to
-// each client's read and, per message, to the last client's read.
+// (runPushClients) hold 10,000 and 20,000 clients of each server, over SSE
+// and over WebSocket, with and without TLS, and report the same metrics as
+// BenchmarkEdgeSSEClients: resident memory per idle client, and latency
+// from each message's time to each client's read and, per message, to the
+// last client's read.
 //
-// Run both in one go test run, so they share the machine's state:
+// Run them in one go test run, so they share the machine's state:
 //
 //	make build && cd e2e && SHINDO_BIN=$PWD/../bin SHINDO_CENTRIFUGO=$(go env GOPATH)/bin/centrifugo \
-//	  go test -run '^$' -bench '^Benchmark(EdgeSSE|CentrifugoSSE)$' -benchtime 1x -timeout 60m
+//	  go test -run '^$' -bench '^Benchmark(Edge|Centrifugo)(SSE|WS)$' -benchtime 1x -timeout 90m
 //
 // SHINDO_BENCH_CLIENTS=500 runs each at 500 clients instead: a check that
 // the benchmark works, not a measurement.
@@ -53,9 +53,13 @@ const pushTickMS = 500
 // client is a descriptor, and this machine's hard RLIMIT_NOFILE is 20,000.
 const perServerProcess = 19_000
 
-// pushClientProcs is how many client processes hold the clients: at least
-// two, so the clients' TLS handshakes and reads use both cores.
-func pushClientProcs(serverProcs int) int { return max(2, serverProcs) }
+// pushClientProcs is how many client processes hold n clients of
+// serverProcs server processes: at least two, so the clients' TLS
+// handshakes and reads use both cores, and at most perServerProcess
+// clients each (the descriptor limit holds for them too).
+func pushClientProcs(n, serverProcs int) int {
+	return max(2, serverProcs, (n+perServerProcess-1)/perServerProcess)
+}
 
 // pushClientCounts are the sizes run: 10,000 and 20,000, or the one in
 // SHINDO_BENCH_CLIENTS.
@@ -81,7 +85,14 @@ func pushClientCounts(b *testing.B) []int {
 // node is one process: the descriptor limit holds for it as for the edge);
 // with two, they share no broker and each node is published to directly,
 // so no broker hop is in Centrifugo's latency.
-func BenchmarkCentrifugoSSE(b *testing.B) {
+func BenchmarkCentrifugoSSE(b *testing.B) { benchCentrifugo(b, "centrifugo") }
+
+// BenchmarkCentrifugoWS is BenchmarkCentrifugoSSE over Centrifugo's
+// unidirectional WebSocket transport (/connection/uni_websocket), the
+// clients answering its pings.
+func BenchmarkCentrifugoWS(b *testing.B) { benchCentrifugo(b, "centrifugo-ws") }
+
+func benchCentrifugo(b *testing.B, server string) {
 	bin := centrifugoBin(b)
 	for _, n := range pushClientCounts(b) {
 		for _, overTLS := range []bool{false, true} {
@@ -89,7 +100,7 @@ func BenchmarkCentrifugoSSE(b *testing.B) {
 				nodes := (n + perServerProcess - 1) / perServerProcess
 				skipFewDescriptors(b, n, nodes)
 				for b.Loop() {
-					centrifugoClients(b, bin, n, nodes, overTLS)
+					centrifugoClients(b, bin, server, n, nodes, overTLS)
 				}
 			})
 		}
@@ -104,14 +115,22 @@ func BenchmarkCentrifugoSSE(b *testing.B) {
 // the cores' work and the hop to the edge, which Centrifugo's publish time
 // does not: the comparison leans against the edge. Its clients receive
 // ticks while their memory is measured; Centrifugo's are idle.
-func BenchmarkEdgeSSE(b *testing.B) {
+func BenchmarkEdgeSSE(b *testing.B) { benchEdge(b, "edge") }
+
+// BenchmarkEdgeWS is BenchmarkEdgeSSE over the edge's WebSocket API
+// (/ws), each client starting with a subscriber's key made through the
+// data API, beside Centrifugo's unidirectional WebSocket
+// (BenchmarkCentrifugoWS).
+func BenchmarkEdgeWS(b *testing.B) { benchEdge(b, "edge-ws") }
+
+func benchEdge(b *testing.B, server string) {
 	for _, n := range pushClientCounts(b) {
 		for _, overTLS := range []bool{false, true} {
 			b.Run(fmt.Sprintf("clients=%d/tls=%t", n, overTLS), func(b *testing.B) {
 				procs := (n + perServerProcess - 1) / perServerProcess
 				skipFewDescriptors(b, n, procs)
 				for b.Loop() {
-					edgePushClients(b, n, procs, overTLS)
+					edgePushClients(b, server, n, procs, overTLS)
 				}
 			})
 		}
@@ -120,16 +139,16 @@ func BenchmarkEdgeSSE(b *testing.B) {
 
 func skipFewDescriptors(b *testing.B, n, serverProcs int) {
 	b.Helper()
-	per := (n + pushClientProcs(serverProcs) - 1) / pushClientProcs(serverProcs)
+	per := (n + pushClientProcs(n, serverProcs) - 1) / pushClientProcs(n, serverProcs)
 	if limit := loadtest.FileLimit(); limit < uint64(max(per, n/serverProcs)+1000) {
 		b.Skipf("RLIMIT_NOFILE %d: too few descriptors for %d clients in %d server processes", limit, n, serverProcs)
 	}
 }
 
-func edgePushClients(b *testing.B, n, procs int, overTLS bool) {
+func edgePushClients(b *testing.B, server string, n, procs int, overTLS bool) {
 	d := startDev(b, "-stations", "5", "-log-level", "warn")
 	// Each client source address holds up to 5,000 clients
-	// (runSSEClients), above the edge's default bound per address.
+	// (runPushClients), above the edge's default bound per address.
 	args := []string{"-sse-max-per-ip", "100000", "-sse-max-clients", "19500", "-max-conns-per-ip", "0", "-log-level", "warn"}
 	ca := "-"
 	if overTLS {
@@ -137,20 +156,69 @@ func edgePushClients(b *testing.B, n, procs int, overTLS bool) {
 		ca, cert, key = issueServerCert(b)
 		args = append(args, "-tls-cert", cert, "-tls-key", key)
 	}
+	token := "-"
+	if server == "edge-ws" {
+		// The WebSocket API checks the clients' key through the data API.
+		tnn := d.endpoints.get(b, "TNN-1", "dataapi", "http")
+		args = append(args, "-data-api", tnn+","+d.endpoints.get(b, "TYO-1", "dataapi", "http"))
+		token = subscriberKey(b, d, tnn, "websocket.trem.rts.v1")
+	}
 	addr, edges, admins := startSharedEdges(b, d, procs, args...)
-	target := pushTarget{server: "edge", addrs: []string{addr}, ca: ca}
+	target := edgeTarget(server, addr, ca, edges, admins)
+	target.token = token
+	pushClients(b, target, n, 20)
+}
+
+// edgeTarget is the edge processes edges (their admin base URLs admins)
+// at addr, read as server by clients trusting ca.
+func edgeTarget(server, addr, ca string, edges []*exec.Cmd, admins []string) pushTarget {
+	target := pushTarget{server: server, addrs: []string{addr}, ca: ca, token: "-"}
 	for _, e := range edges {
 		target.pids = append(target.pids, e.Process.Pid)
+	}
+	gauge := "shindo_edge_sse_clients"
+	if pushServers[server].ws {
+		gauge = "shindo_edge_ws_clients"
 	}
 	target.held = func() (int, error) {
 		held := 0.0
 		for _, a := range admins {
-			_, page := httpGet(b, a+"/metrics")
-			held += metricValue(page, "shindo_edge_sse_clients")
+			resp, err := http.Get(a + "/metrics")
+			if err != nil {
+				return int(held), err
+			}
+			page, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return int(held), err
+			}
+			held += metricValue(string(page), gauge)
 		}
 		return int(held), nil
 	}
-	pushClients(b, target, n, 20)
+	return target
+}
+
+// subscriberKey makes through the data API at base an API key of a
+// subscriber to topics.
+func subscriberKey(t testing.TB, d *dev, base string, topics ...string) string {
+	t.Helper()
+	admin, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(map[string]any{"name": "push bench", "role": "subscriber", "topics": topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, reply := postJSON(t, base+"/v1/clients", strings.TrimSpace(string(admin)), string(body))
+	var created struct {
+		Key string `json:"key"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(reply), &created) != nil || created.Key == "" {
+		t.Fatalf("create a subscriber key: %d %s", code, reply)
+	}
+	return created.Key
 }
 
 // issueServerCert issues a certificate for 127.0.0.1 from a new CA into a
@@ -172,13 +240,15 @@ func issueServerCert(b *testing.B) (caFile, cert, key string) {
 
 // pushTarget is a server under load, as pushClients drives it.
 type pushTarget struct {
-	// server is how the clients read it: a key of sseServers.
+	// server is how the clients read it: a key of pushServers.
 	server string
 	// addrs are where the clients connect: client process p to
 	// addrs[p%len(addrs)].
 	addrs []string
 	// ca is the CA file the clients trust over TLS; "-": plain.
 	ca string
+	// token is the API key the clients present; "-": none.
+	token string
 	// pids are the processes whose resident memory is the server's.
 	pids []int
 	// held is how many clients the server holds.
@@ -189,7 +259,7 @@ type pushTarget struct {
 }
 
 // pushClients connects n clients to target from client processes
-// (runSSEClients), measures the server's memory with them connected, then
+// (runPushClients), measures the server's memory with them connected, then
 // records ticks messages at every client and reports the metrics of
 // BenchmarkEdgeSSEClients.
 func pushClients(b *testing.B, target pushTarget, n, ticks int) {
@@ -206,7 +276,7 @@ func pushClients(b *testing.B, target pushTarget, n, ticks int) {
 		stdin io.WriteCloser
 		out   *bufio.Reader
 	}
-	procs := pushClientProcs(len(target.addrs))
+	procs := pushClientProcs(n, len(target.addrs))
 	var children []child
 	for p := range procs {
 		share := n / procs
@@ -214,8 +284,8 @@ func pushClients(b *testing.B, target pushTarget, n, ticks int) {
 			share = n - share*(procs-1)
 		}
 		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d %s %s", sseClientsEnv,
-			target.addrs[p%len(target.addrs)], share, ticks, p, target.server, target.ca))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d %s %s %s", pushClientsEnv,
+			target.addrs[p%len(target.addrs)], share, ticks, p, target.server, target.ca, target.token))
 		cmd.Stderr = os.Stderr
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
@@ -262,7 +332,7 @@ func pushClients(b *testing.B, target pushTarget, n, ticks int) {
 	var perClient []float64
 	last := make([]float64, ticks)
 	for i, c := range children {
-		var res sseClientsResult
+		var res pushClientsResult
 		if err := json.NewDecoder(c.out).Decode(&res); err != nil {
 			b.Fatalf("client process %d: %v", i, err)
 		}
@@ -280,28 +350,6 @@ func pushClients(b *testing.B, target pushTarget, n, ticks int) {
 	b.ReportMetric(loadtest.Quantile(perClient, 0.99), "p99-ms")
 	b.ReportMetric(loadtest.Quantile(last, 0.5), "last-p50-ms")
 	b.ReportMetric(loadtest.Quantile(last, 0.99), "last-p99-ms")
-}
-
-// sseServer is how runSSEClients speaks to a server: the path its clients
-// request, and the start of the line that greets a client (once every
-// client has it, they are all in). Both servers' data lines end with the
-// message's time ("time":ms, then closing braces), which tickTime reads.
-type sseServer struct {
-	path  string
-	hello []byte
-}
-
-// sseServers are the servers runSSEClients knows, by the name in its spec.
-var sseServers = map[string]sseServer{
-	"edge": {path: "/api/v2/trem/rts?sse=1", hello: []byte("event: info")},
-	// The connect request goes in the cf_connect URL parameter (JSON),
-	// subscribing at connect; Centrifugo answers with a connect push
-	// first (https://centrifugal.dev/docs/transports/uni_sse; its
-	// internal/unisse/handler.go at v6.9.1).
-	"centrifugo": {
-		path:  "/connection/uni_sse?cf_connect=" + url.QueryEscape(`{"subs":{"`+centrifugoChannel+`":{}}}`),
-		hello: []byte(`data: {"connect":`),
-	},
 }
 
 // clientTLS is the clients' TLS configuration: trusting the CA file ca
@@ -359,12 +407,12 @@ func centrifugoBin(b *testing.B) string {
 	return bin
 }
 
-func centrifugoClients(b *testing.B, bin string, n, nodes int, overTLS bool) {
+func centrifugoClients(b *testing.B, bin, server string, n, nodes int, overTLS bool) {
 	ca, cert, key := "-", "", ""
 	if overTLS {
 		ca, cert, key = issueServerCert(b)
 	}
-	target := pushTarget{server: "centrifugo", ca: ca}
+	target := pushTarget{server: server, ca: ca, token: "-"}
 	var apis []string
 	for range nodes {
 		addr, api, cmd := startCentrifugo(b, bin, cert, key)
@@ -477,7 +525,7 @@ func centrifugoCall(c *http.Client, api, method string, in, out any) error {
 	return json.Unmarshal(reply.Result, out)
 }
 
-// startCentrifugo runs a Centrifugo node serving uni_sse on a port of its
+// startCentrifugo runs a Centrifugo node serving uni_sse and uni_websocket on a port of its
 // own (over TLS with cert and key unless empty) and its API and health on
 // another in plain HTTP, so publishing costs the same with TLS or without.
 // It returns the clients' address, the API's base URL and the process.
@@ -504,10 +552,13 @@ func startCentrifugo(b *testing.B, bin, cert, key string) (string, string, *exec
 		"client": map[string]any{"allow_anonymous_connect_without_token": true, "connection_limit": 0, "connection_rate_limit": 0},
 		"channel": map[string]any{"without_namespace": map[string]any{
 			"allow_subscribe_for_client": true, "allow_subscribe_for_anonymous": true}},
-		"http_api":  map[string]any{"key": centrifugoAPIKey},
-		"uni_sse":   map[string]any{"enabled": true},
-		"websocket": map[string]any{"disabled": true},
-		"health":    map[string]any{"enabled": true},
+		"http_api": map[string]any{"key": centrifugoAPIKey},
+		"uni_sse":  map[string]any{"enabled": true},
+		// Its unidirectional WebSocket, as the edge's /ws is to a client
+		// that only subscribes.
+		"uni_websocket": map[string]any{"enabled": true},
+		"websocket":     map[string]any{"disabled": true},
+		"health":        map[string]any{"enabled": true},
 		// Nothing leaves this machine.
 		"usage_stats": map[string]any{"disabled": true},
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -24,14 +23,15 @@ import (
 	"shindo.dev/devkit/poll"
 )
 
-// The clients of BenchmarkEdgeSSEClients run in child processes (this
-// test binary again): each client is a descriptor, and one process may
-// hold only RLIMIT_NOFILE of them.
-const sseClientsEnv = "SHINDO_E2E_SSE_CLIENTS"
+// The clients of the push benchmarks (SSE and WebSocket, of the edge and
+// of Centrifugo) run in child processes (this test binary again): each
+// client is a descriptor, and one process may hold only RLIMIT_NOFILE of
+// them.
+const pushClientsEnv = "SHINDO_E2E_PUSH_CLIENTS"
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(sseClientsEnv); spec != "" {
-		os.Exit(runSSEClients(spec))
+	if spec := os.Getenv(pushClientsEnv); spec != "" {
+		os.Exit(runPushClients(spec))
 	}
 	os.Exit(m.Run())
 }
@@ -63,81 +63,7 @@ func BenchmarkEdgeSSEClients(b *testing.B) {
 func edgeClients(b *testing.B, n, procs, ticks int) {
 	d := startDev(b, "-stations", "5", "-log-level", "warn")
 	addr, edges, admins := startSharedEdges(b, d, procs, "-sse-max-per-ip", "100000", "-sse-max-clients", "19500", "-log-level", "warn")
-	edgeRSS := func() (sum uint64) {
-		for _, e := range edges {
-			sum += loadtest.RSS(e.Process.Pid)
-		}
-		return sum
-	}
-	before := edgeRSS()
-
-	type child struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Reader
-	}
-	var children []child
-	for p := range procs {
-		share := n / procs
-		if p == procs-1 {
-			share = n - share*(procs-1)
-		}
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d edge -", sseClientsEnv, addr, share, ticks, p))
-		cmd.Stderr = os.Stderr
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		children = append(children, child{cmd, stdin, bufio.NewReader(stdout)})
-	}
-	for i, c := range children {
-		if line, err := c.out.ReadString('\n'); err != nil || line != "ready\n" {
-			b.Fatalf("client process %d: %q %v", i, line, err)
-		}
-	}
-	// The edges settle, every client past its head, before their memory
-	// is measured: resident memory has no state to wait for, so this is
-	// the measurement's window.
-	time.Sleep(2 * time.Second) //nolint:forbidigo // a settling window before measuring RSS, not a wait for a state
-	after := edgeRSS()
-	held := 0.0
-	for _, a := range admins {
-		_, page := httpGet(b, a+"/metrics")
-		held += metricValue(page, "shindo_edge_sse_clients")
-	}
-	if int(held) != n {
-		b.Fatalf("the edges hold %v clients, want %d", held, n)
-	}
-
-	// Record from a tick two seconds ahead, so every process starts at the
-	// same one.
-	start := (time.Now().UnixMilli()/500 + 4) * 500
-	for _, c := range children {
-		fmt.Fprintf(c.stdin, "%d\n", start)
-	}
-	var perClient []float64
-	last := make([]float64, ticks)
-	for i, c := range children {
-		var res sseClientsResult
-		if err := json.NewDecoder(c.out).Decode(&res); err != nil {
-			b.Fatalf("client process %d: %v", i, err)
-		}
-		if res.Missing > 0 {
-			b.Fatalf("client process %d: %d tick reads missing of %d clients", i, res.Missing, res.Connected)
-		}
-		perClient = append(perClient, res.PerClient...)
-		for k, l := range res.LastClient {
-			last[k] = max(last[k], l)
-		}
-	}
-	b.ReportMetric(float64(after-before)/float64(n), "rss-B/client")
-	b.ReportMetric(loadtest.Quantile(perClient, 0.5), "p50-ms")
-	b.ReportMetric(loadtest.Quantile(perClient, 0.99), "p99-ms")
-	b.ReportMetric(loadtest.Quantile(last, 0.5), "last-p50-ms")
-	b.ReportMetric(loadtest.Quantile(last, 0.99), "last-p99-ms")
+	pushClients(b, edgeTarget("edge", addr, "-", edges, admins), n, ticks)
 }
 
 // startSharedEdges starts procs edge processes of site TPE-1 on one
@@ -168,8 +94,8 @@ func startSharedEdges(t testing.TB, d *dev, procs int, args ...string) (string, 
 	return addr, edges, admins
 }
 
-// sseClientsResult is what a client process reports.
-type sseClientsResult struct {
+// pushClientsResult is what a client process reports.
+type pushClientsResult struct {
 	Connected int
 	Missing   int
 	// PerClient are every client's latencies (tick → read), ms.
@@ -178,20 +104,21 @@ type sseClientsResult struct {
 	LastClient []float64
 }
 
-// runSSEClients is a client process: "addr clients ticks index server
-// ca". It connects its clients to server (sseServers), over TLS trusting
-// the CA file ca or plain when it is "-" (from source addresses of its
-// own: each has only its own ephemeral ports), each reading from the
-// start, prints "ready" once all read the hello, reads the first recorded
-// tick from stdin, records ticks ticks and prints the result as JSON.
-func runSSEClients(spec string) int {
-	var addr, server, ca string
+// runPushClients is a client process: "addr clients ticks index server
+// ca token". It connects its clients to server (pushServers), over TLS
+// trusting the CA file ca or plain when it is "-" (from source addresses
+// of its own: each has only its own ephemeral ports), with the API key
+// token where the server asks for one, each reading from the start,
+// prints "ready" once all read the hello, reads the first recorded tick
+// from stdin, records ticks ticks and prints the result as JSON.
+func runPushClients(spec string) int {
+	var addr, server, ca, token string
 	var n, ticks, index int
-	if _, err := fmt.Sscan(spec, &addr, &n, &ticks, &index, &server, &ca); err != nil {
+	if _, err := fmt.Sscan(spec, &addr, &n, &ticks, &index, &server, &ca, &token); err != nil {
 		fmt.Fprintln(os.Stderr, "bad client spec:", err)
 		return 2
 	}
-	srv, known := sseServers[server]
+	srv, known := pushServers[server]
 	tlsConfig, err := clientTLS(ca)
 	if !known || err != nil {
 		fmt.Fprintln(os.Stderr, "bad client spec:", server, err)
@@ -214,44 +141,62 @@ func runSSEClients(spec string) int {
 			fmt.Fprintf(os.Stderr, "client %d: %v\n", i, err)
 			return 1
 		}
-		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: edge\r\nAccept: text/event-stream\r\n\r\n", srv.path)
+		if srv.ws {
+			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+				"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", srv.path, addr)
+		} else {
+			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", srv.path, addr)
+		}
 		go func() {
 			defer done.Done()
 			defer conn.Close()
-			r := bufio.NewReaderSize(conn, 4096)
 			greeted := false
+			greet := func() {
+				if !greeted {
+					greeted = true
+					hello.Done()
+				}
+			}
+			defer greet() // a client that fails before its hello must not hold the others
+			r := bufio.NewReaderSize(conn, 4096)
+			next, err := srv.open(conn, r, token)
+			if err != nil {
+				failed.Add(1)
+				return
+			}
 			for got := 0; got < ticks; {
 				conn.SetReadDeadline(time.Now().Add(5 * time.Minute))
-				line, err := r.ReadSlice('\n')
-				if err == bufio.ErrBufferFull {
-					continue // a long line: only its end holds the time
-				}
+				chunk, err := next()
 				if err != nil {
 					failed.Add(1)
-					if !greeted {
-						hello.Done()
-					}
 					return
 				}
 				now := time.Now().UnixMilli()
-				if !greeted && bytes.HasPrefix(line, srv.hello) {
-					greeted = true
-					hello.Done()
-					continue
-				}
-				t, ok := tickTime(line)
-				s := start.Load()
-				if !ok || s == 0 || t < s {
-					continue
-				}
-				if k := int((t - s) / 500); k < ticks {
-					lat[i][k] = float64(now - t)
-					got++
+				// A chunk may hold several messages: Centrifugo joins
+				// queued pushes in one frame, a line apart.
+				for msg := range bytes.SplitSeq(chunk, []byte("\n")) {
+					if !greeted && bytes.HasPrefix(msg, srv.hello) {
+						greet()
+						continue
+					}
+					t, ok := srv.tick(msg)
+					s := start.Load()
+					if !ok || s == 0 || t < s {
+						continue
+					}
+					if k := int((t - s) / 500); k < ticks && lat[i][k] < 0 {
+						lat[i][k] = float64(now - t)
+						got++
+					}
 				}
 			}
 		}()
 	}
 	hello.Wait()
+	if f := failed.Load(); f > 0 {
+		fmt.Fprintf(os.Stderr, "%d of %d clients failed before their hello\n", f, n)
+		return 1
+	}
 	// The parent reads this line on the process's stdout: it is the
 	// protocol between the two, as the JSON result below is, not a log.
 	fmt.Fprintln(os.Stdout, "ready")
@@ -264,7 +209,7 @@ func runSSEClients(spec string) int {
 	start.Store(s)
 	done.Wait()
 
-	res := sseClientsResult{Connected: n - int(failed.Load()), LastClient: make([]float64, ticks)}
+	res := pushClientsResult{Connected: n - int(failed.Load()), LastClient: make([]float64, ticks)}
 	for _, row := range lat {
 		for k, l := range row {
 			if l < 0 {
@@ -277,21 +222,6 @@ func runSSEClients(spec string) int {
 	}
 	json.NewEncoder(os.Stdout).Encode(res)
 	return 0
-}
-
-// tickTime reads the tick of a data line of the RTS stream: its "time",
-// the last field.
-func tickTime(line []byte) (int64, bool) {
-	if !bytes.HasPrefix(line, []byte("data: ")) {
-		return 0, false
-	}
-	i := bytes.LastIndex(line, []byte(`"time":`))
-	if i < 0 {
-		return 0, false
-	}
-	v := bytes.TrimRight(line[i+len(`"time":`):], "}\r\n")
-	t, err := strconv.ParseInt(string(v), 10, 64)
-	return t, err == nil
 }
 
 // waitHTTP waits until url answers 200.

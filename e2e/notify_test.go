@@ -79,7 +79,7 @@ func (c *notifyClient) none(d time.Duration) {
 	}
 }
 
-func postJSON(t *testing.T, url, token, body string) (int, string) {
+func postJSON(t testing.TB, url, token, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
