@@ -59,8 +59,11 @@ require (
 	google.golang.org/protobuf v1.36.12
 	shindo.dev/devkit v0.0.0-00010101000000-000000000000
 	shindo.dev/gen v0.0.0
+	shindo.dev/seismo v0.0.0
 )
 
 replace shindo.dev/gen => ../gen
 
 replace shindo.dev/devkit => ../devkit
+
+replace shindo.dev/seismo => ../seismo

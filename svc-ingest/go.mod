@@ -27,6 +27,7 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
+	shindo.dev/seismo v0.0.0 // indirect
 )
 
 require (
@@ -72,3 +73,5 @@ replace (
 )
 
 replace shindo.dev/devkit => ../devkit
+
+replace shindo.dev/seismo => ../seismo

@@ -109,7 +109,7 @@ func TestSourcePeriodicFallback(t *testing.T) {
 	defer conn.Release()
 	_, err = conn.Exec(ctx, `BEGIN;
 		SET LOCAL session_replication_role = replica;
-		INSERT INTO stations (id, lat, lon) VALUES ('silent', 23.5, 121);
+		INSERT INTO stations (id, lat, lon, seed_net, seed_sta) VALUES ('silent', 23.5, 121, 'SH', 'SILNT'); -- the triggers that would give codes are off too
 		INSERT INTO station_keys (station_id, key_id, secret) VALUES ('silent', 1, repeat('k', 32)::bytea);
 		COMMIT`)
 	if err != nil {

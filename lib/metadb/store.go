@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"shindo.dev/lib/registry"
+	"shindo.dev/seismo/seedcode"
 )
 
 // Limits, the same as the schema's CHECK constraints.
@@ -49,6 +50,11 @@ type NewStation struct {
 	Lat  float64
 	Lon  float64
 	Code uint32 // township postal code, 0 if unknown
+	// SEED are the station's SEED codes, fixed from now on; zero gives it
+	// network seedcode.DefaultNetwork, location seedcode.DefaultLocation
+	// and a station code by seedcode.Station's rule among the stations
+	// provisioned before.
+	SEED seedcode.Codes
 	// Key is the station's first signing key (key ID 1), 16–64 bytes; nil
 	// means generate 32 random bytes.
 	Key []byte
@@ -72,19 +78,34 @@ type Filter struct {
 
 // CreateStation provisions a station, active, with its first key as key ID
 // 1, and returns it. It fails with ErrInvalid for a bad value and with
-// ErrExists if the ID is taken, even by a retired station.
+// ErrExists if the ID or the SEED codes are taken, even by a retired
+// station.
 func (s *Store) CreateStation(ctx context.Context, ns NewStation) (*registry.Station, error) {
 	key := newKey()
 	if ns.Key != nil {
 		key = append([]byte(nil), ns.Key...) // ours from here on
 	}
-	if err := firstError(checkID(ns.ID), checkInfo(ns.Name, ns.Net, ns.Lat, ns.Lon, ns.Code), checkKey(key)); err != nil {
+	var seedErr error
+	if !ns.SEED.IsZero() {
+		if seedErr = ns.SEED.Check(); seedErr != nil {
+			seedErr = fmt.Errorf("%w: %v", ErrInvalid, seedErr)
+		}
+	}
+	if err := firstError(checkID(ns.ID), checkInfo(ns.Name, ns.Net, ns.Lat, ns.Lon, ns.Code), seedErr, checkKey(key)); err != nil {
 		return nil, fmt.Errorf("create station %q: %w", ns.ID, err)
 	}
+	// Without codes the row is given them by the schema's rule
+	// (migration 0007, seedcode.Station's), among the stations there.
+	var seed [3]*string
+	if !ns.SEED.IsZero() {
+		seed = [3]*string{&ns.SEED.Network, &ns.SEED.Station, &ns.SEED.Location}
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx,
-			`INSERT INTO stations (id, name, net, lat, lon, code) VALUES ($1, $2, $3, $4, $5, $6)`,
-			ns.ID, ns.Name, ns.Net, ns.Lat, ns.Lon, int64(ns.Code)); err != nil {
+		if err := tx.QueryRow(ctx,
+			`INSERT INTO stations (id, name, net, lat, lon, code, seed_net, seed_sta, seed_loc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			 RETURNING seed_net, seed_sta, seed_loc`,
+			ns.ID, ns.Name, ns.Net, ns.Lat, ns.Lon, int64(ns.Code), seed[0], seed[1], seed[2],
+		).Scan(&ns.SEED.Network, &ns.SEED.Station, &ns.SEED.Location); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO station_keys (station_id, key_id, secret) VALUES ($1, 1, $2)`, ns.ID, key)
@@ -95,7 +116,7 @@ func (s *Store) CreateStation(ctx context.Context, ns NewStation) (*registry.Sta
 	}
 	active := true
 	return validated(&registry.Station{
-		ID: ns.ID, Name: ns.Name, Net: ns.Net, Lat: ns.Lat, Lon: ns.Lon, Code: ns.Code,
+		ID: ns.ID, Name: ns.Name, Net: ns.Net, Lat: ns.Lat, Lon: ns.Lon, Code: ns.Code, SEED: ns.SEED,
 		KeyID: 1, KeyHex: hex.EncodeToString(key), Active: &active,
 	})
 }
@@ -294,7 +315,8 @@ type querier interface {
 // not ended by the database's clock. Errors are already translated.
 func readStations(ctx context.Context, q querier, where string, args ...any) ([]*registry.Station, error) {
 	rows, err := q.Query(ctx, `
-		SELECT s.id, s.name, s.net, s.lat, s.lon, s.code, s.active, s.seq_reset_at, k.key_id, k.secret, k.not_after
+		SELECT s.id, s.name, s.net, s.lat, s.lon, s.code, s.active, s.seq_reset_at, s.seed_net, s.seed_sta, s.seed_loc,
+		       k.key_id, k.secret, k.not_after
 		FROM stations s
 		LEFT JOIN station_keys k ON k.station_id = s.id AND (k.not_after IS NULL OR k.not_after > now())
 		WHERE `+where+`
@@ -317,12 +339,14 @@ func readStations(ctx context.Context, q querier, where string, args ...any) ([]
 			keyID         *int64
 			secret        []byte
 			notAfter      *time.Time
+			seed          seedcode.Codes
 		)
-		if err := rows.Scan(&id, &name, &net, &lat, &lon, &code, &active, &seqReset, &keyID, &secret, &notAfter); err != nil {
+		if err := rows.Scan(&id, &name, &net, &lat, &lon, &code, &active, &seqReset,
+			&seed.Network, &seed.Station, &seed.Location, &keyID, &secret, &notAfter); err != nil {
 			return nil, translate(err)
 		}
 		if cur == nil || cur.ID != id {
-			cur = &registry.Station{ID: id, Name: name, Net: net, Lat: lat, Lon: lon, Code: uint32(code), Active: &active}
+			cur = &registry.Station{ID: id, Name: name, Net: net, Lat: lat, Lon: lon, Code: uint32(code), SEED: seed, Active: &active}
 			if seqReset != nil {
 				cur.SeqResetMs = seqReset.UnixMilli()
 			}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"shindo.dev/lib/stationwire"
+	"shindo.dev/seismo/seedcode"
 )
 
 // Station is one provisioned station.
@@ -28,6 +29,12 @@ type Station struct {
 	Lat  float64 `json:"lat"`
 	Lon  float64 `json:"lon"`
 	Code uint32  `json:"code,omitempty"`
+	// SEED are the codes that name the station's data everywhere (the
+	// archive, exports, station metadata), fixed when it is provisioned.
+	// A registry file may leave them out: NewSet then gives the station
+	// network seedcode.DefaultNetwork, location seedcode.DefaultLocation
+	// and a station code by seedcode.Station's rule.
+	SEED seedcode.Codes `json:"seed,omitzero"`
 	// KeyID and KeyHex are the station's current signing key.
 	KeyID  uint32 `json:"key_id"`
 	KeyHex string `json:"key_hex"`
@@ -135,8 +142,9 @@ func Parse(b []byte) (*Set, error) {
 }
 
 // NewSet validates stations (unique IDs, 16–64 byte hex keys, positions in
-// range, seq reset times as CheckSeqReset) and indexes them; it takes
-// ownership of the slice.
+// range, seq reset times as CheckSeqReset, valid SEED codes unique by
+// network and station) and indexes them, giving the stations without SEED
+// codes their defaults (Station.SEED); it takes ownership of the slice.
 func NewSet(list []*Station) (*Set, error) {
 	now := time.Now()
 	set := &Set{byID: make(map[string]*Station, len(list))}
@@ -177,7 +185,39 @@ func NewSet(list []*Station) (*Set, error) {
 	}
 	set.list = list
 	sort.Slice(set.list, func(i, j int) bool { return set.list[i].ID < set.list[j].ID })
+	if err := set.seedCodes(); err != nil {
+		return nil, err
+	}
 	return set, nil
+}
+
+// seedCodes checks the stations' SEED codes and gives the stations
+// without any their defaults, in id order after every given code is
+// taken, so a file's codes do not depend on the order it lists stations.
+func (s *Set) seedCodes() error {
+	taken := map[string]string{} // network.station → id
+	for _, st := range s.list {
+		if st.SEED.IsZero() {
+			continue
+		}
+		if err := st.SEED.Check(); err != nil {
+			return fmt.Errorf("station %q: %w", st.ID, err)
+		}
+		if other, dup := taken[st.SEED.Key()]; dup {
+			return fmt.Errorf("stations %q and %q: both named %s", other, st.ID, st.SEED.Key())
+		}
+		taken[st.SEED.Key()] = st.ID
+	}
+	for _, st := range s.list {
+		if !st.SEED.IsZero() {
+			continue
+		}
+		net := seedcode.DefaultNetwork
+		sta := seedcode.Station(st.ID, func(c string) bool { _, ok := taken[net+"."+c]; return ok })
+		st.SEED = seedcode.Codes{Network: net, Station: sta, Location: seedcode.DefaultLocation}
+		taken[st.SEED.Key()] = st.ID
+	}
+	return nil
 }
 
 func decodeKey(h string) ([]byte, error) {

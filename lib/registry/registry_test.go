@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shindo.dev/devkit/poll"
+	"shindo.dev/seismo/seedcode"
 )
 
 const key32 = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -31,6 +32,8 @@ func TestParse(t *testing.T) {
 		{"bad hex", `[{"id":"A","key_hex":"zz` + key32[2:] + `"}]`, "16 to 64 bytes"},
 		{"bad position", `[{"id":"A","key_hex":"` + key32 + `","lat":91}]`, "out of range"},
 		{"null entry", `[null]`, "missing id"},
+		{"bad seed", `[{"id":"A","key_hex":"` + key32 + `","seed":{"net":"SHX","sta":"A","loc":""}}]`, "network code"},
+		{"seed twice", `[{"id":"A","key_hex":"` + key32 + `","seed":{"net":"SH","sta":"X","loc":""}},{"id":"B","key_hex":"` + key32 + `","seed":{"net":"SH","sta":"X","loc":"10"}}]`, "both named SH.X"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,12 +107,18 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[{"id":"A","key_id":1,"key_hex":"` + key32 + `","seq_reset_ms":1712102289000}]`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`[{"id":"","key_hex":""}]`))
+	f.Add([]byte(`[{"id":"A","key_hex":"` + key32 + `","seed":{"net":"TW","sta":"A","loc":""}},{"id":"TW.A","key_hex":"` + key32 + `"}]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		set, err := Parse(b)
 		if err != nil {
 			return
 		}
+		names := map[string]bool{}
 		for _, s := range set.All() {
+			if err := s.SEED.Check(); err != nil || names[s.SEED.Key()] {
+				t.Fatalf("station %q named %v (%v), or a name given twice", s.ID, s.SEED, err)
+			}
+			names[s.SEED.Key()] = true
 			if _, ok := s.Key(s.KeyID); !ok {
 				t.Fatalf("station %q has no usable key", s.ID)
 			}
@@ -245,5 +254,51 @@ func TestSeqResetInFileFormat(t *testing.T) {
 	bb, _ := back.Lookup("B")
 	if a.SeqResetMs != reset || bb.SeqResetMs != 0 {
 		t.Fatalf("read back: A %d, B %d", a.SeqResetMs, bb.SeqResetMs)
+	}
+}
+
+// TestSEEDCodes: a file's stations keep the codes it gives them, and the
+// others get seedcode.Station's after those, in id order whatever the
+// file's order.
+func TestSEEDCodes(t *testing.T) {
+	t.Parallel()
+	st := func(id, seed string) string {
+		s := `{"id":"` + id + `","key_hex":"` + key32 + `"`
+		if seed != "" {
+			s += `,"seed":` + seed
+		}
+		return s + "}"
+	}
+	docs := []string{
+		`[` + st("SIM00002", "") + `,` + st("TST00002", "") + `,` + st("HUA", `{"net":"TW","sta":"00002","loc":""}`) + `,` + st("X-00001", `{"net":"SH","sta":"00002","loc":"00"}`) + `]`,
+		`[` + st("X-00001", `{"net":"SH","sta":"00002","loc":"00"}`) + `,` + st("TST00002", "") + `,` + st("HUA", `{"net":"TW","sta":"00002","loc":""}`) + `,` + st("SIM00002", "") + `]`,
+	}
+	var first map[string]string
+	for i, doc := range docs {
+		set, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, s := range set.All() {
+			got[s.ID] = s.SEED.String()
+		}
+		if got["HUA"] != "TW.00002." || got["X-00001"] != "SH.00002.00" {
+			t.Fatalf("doc %d: given codes not kept: %v", i, got)
+		}
+		// 00002 is taken in SH: both defaults are hashed, SIM before TST.
+		taken := map[string]bool{"00002": true}
+		for _, id := range []string{"SIM00002", "TST00002"} {
+			c := seedcode.Station(id, func(c string) bool { return taken[c] })
+			taken[c] = true
+			if got[id] != "SH."+c+".00" {
+				t.Errorf("doc %d: %s is %s, want SH.%s.00", i, id, got[id], c)
+			}
+		}
+		if first == nil {
+			first = got
+		} else if fmt.Sprint(got) != fmt.Sprint(first) {
+			t.Errorf("the order of the file changed the codes: %v, then %v", first, got)
+		}
 	}
 }
