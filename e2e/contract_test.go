@@ -90,6 +90,25 @@ func TestOpenAPIContract(t *testing.T) {
 	}) {
 		t.Fatalf("no archived tick (%d) or waveform window (%d–%d) at both cores within 30 s", past, wstart, wend)
 	}
+	// One naming: both cores' archives call the station by the SEED codes
+	// the registry gave it.
+	type codes struct {
+		Network  string `json:"network_code"`
+		Station  string `json:"station_code"`
+		Location string `json:"location_code"`
+	}
+	var registered struct{ Station codes }
+	if _, body := httpGet(t, d.endpoints.get(t, "TNN-1", "dataapi", "http")+"/v1/stations/"+station); json.Unmarshal([]byte(body), &registered) != nil ||
+		registered.Station.Network == "" || registered.Station.Station == "" {
+		t.Fatalf("station %s: no SEED codes in %s", station, body)
+	}
+	for _, core := range []string{"TNN-1", "TYO-1"} {
+		var archived codes
+		_, body := httpGet(t, fmt.Sprintf("%s/v1/waveforms/%s?start_ms=%d&end_ms=%d", d.endpoints.get(t, core, "dataapi", "http"), station, wstart, wend))
+		if json.Unmarshal([]byte(body), &archived) != nil || archived != registered.Station {
+			t.Errorf("%s archives station %s as %+v, the registry names it %+v", core, station, archived, registered.Station)
+		}
+	}
 	type call struct {
 		method, path string
 		body         any

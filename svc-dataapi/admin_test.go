@@ -82,6 +82,10 @@ func TestProvisioning(t *testing.T) {
 		{"bad latitude", adminToken, map[string]any{"id": "X", "lat": 91}, 400},
 		{"bad key", adminToken, map[string]any{"id": "X", "key_hex": "zz"}, 400},
 		{"unknown field", adminToken, map[string]any{"id": "X", "colour": "red"}, 400},
+		{"network code too long", adminToken, map[string]any{"id": "X", "network_code": "SHX", "station_code": "X"}, 400},
+		{"station code in lower case", adminToken, map[string]any{"id": "X", "network_code": "SH", "station_code": "x"}, 400},
+		{"network code alone", adminToken, map[string]any{"id": "X", "network_code": "SH"}, 400},
+		{"location code alone", adminToken, map[string]any{"id": "X", "location_code": "10"}, 400},
 	} {
 		if code, body := call(t, "POST", base+"/v1/stations", tc.token, tc.body); code != tc.want {
 			t.Errorf("%s: %d %v, want %d", tc.name, code, body, tc.want)
@@ -93,8 +97,22 @@ func TestProvisioning(t *testing.T) {
 	if code != 200 || key["key_id"] != float64(1) || len(key["key_hex"].(string)) != 64 {
 		t.Fatalf("create: %d %v", code, body)
 	}
+	if st, _ := body["station"].(map[string]any); st["network_code"] != "SH" || st["station_code"] != "HUA01" || st["location_code"] != "00" {
+		t.Errorf("created without codes: %v, want SH.HUA01.00", st)
+	}
 	if code, _ := call(t, "POST", base+"/v1/stations", adminToken, station); code != 409 {
 		t.Fatalf("duplicate create: %d", code)
+	}
+	// Codes given are kept; codes taken are refused as the id is.
+	given := map[string]any{"id": "HUA-2", "lat": 23.99, "lon": 121.61, "network_code": "TW", "station_code": "HUA2", "location_code": ""}
+	if code, body := call(t, "POST", base+"/v1/stations", adminToken, given); code != 200 {
+		t.Fatalf("create with codes: %d %v", code, body)
+	} else if st, _ := body["station"].(map[string]any); st["network_code"] != "TW" || st["station_code"] != "HUA2" || st["location_code"] != "" {
+		t.Errorf("created with codes: %v, want TW.HUA2.", st)
+	}
+	given["id"] = "HUA-3"
+	if code, body := call(t, "POST", base+"/v1/stations", adminToken, given); code != 409 {
+		t.Errorf("create with taken codes: %d %v, want 409", code, body)
 	}
 	// The cached registry picks the new station up without a restart.
 	poll.Until(t, 10*time.Second, "station in the registry", func() bool {
@@ -138,7 +156,7 @@ func TestProvisioning(t *testing.T) {
 		return code == 200 && st["id"] == evil
 	})
 	_, body = call(t, "GET", base+"/v1/stations", "", nil)
-	if list, _ := body["stations"].([]any); len(list) != 2 || strings.Contains(mustJSON(body), "key") {
+	if list, _ := body["stations"].([]any); len(list) != 3 || strings.Contains(mustJSON(body), "key") {
 		t.Fatalf("list: %v", body)
 	}
 }

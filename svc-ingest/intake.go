@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/peersync"
@@ -89,9 +90,9 @@ func (in *intake) scanRecent(fn func(station string, seq, index uint64, recvAtMs
 // an embedded message is its serialization, so the verified packet needs
 // no second encoding. The result decodes as the Record proto.Marshal would
 // produce. traceContext, of a traced packet, goes in the record's
-// trace_context map.
-func encodeRecord(packet []byte, recvAtMs int64, site string, tr ingestv1.Transport, traceContext map[string]string) []byte {
-	n := len(packet) + len(site) + 24
+// trace_context map; seed are the station's SEED codes.
+func encodeRecord(packet []byte, recvAtMs int64, site string, tr ingestv1.Transport, traceContext map[string]string, seed seedcode.Codes) []byte {
+	n := len(packet) + len(site) + len(seed.Network) + len(seed.Station) + len(seed.Location) + 32
 	for k, v := range traceContext {
 		n += len(k) + len(v) + 8
 	}
@@ -113,6 +114,16 @@ func encodeRecord(packet []byte, recvAtMs int64, site string, tr ingestv1.Transp
 		b = protowire.AppendString(b, k)
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
 		b = protowire.AppendString(b, v)
+	}
+	// Empty strings are left out, as proto3 leaves out defaults.
+	for _, f := range []struct {
+		num protowire.Number
+		v   string
+	}{{6, seed.Network}, {7, seed.Station}, {8, seed.Location}} {
+		if f.v != "" {
+			b = protowire.AppendTag(b, f.num, protowire.BytesType)
+			b = protowire.AppendString(b, f.v)
+		}
 	}
 	return b
 }
@@ -146,7 +157,7 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 			if span != nil {
 				traced = append(traced, tracedPacket{i, span})
 			}
-			payloads = append(payloads, encodeRecord(o.Raw, o.RecvAt.UnixMilli(), in.site, tr, traceContext))
+			payloads = append(payloads, encodeRecord(o.Raw, o.RecvAt.UnixMilli(), in.site, tr, traceContext, o.SEED))
 			toRecord = append(toRecord, i)
 		}
 	}

@@ -23,13 +23,15 @@ import (
 	"shindo.dev/lib/stationwire"
 	"shindo.dev/lib/telemetry"
 	"shindo.dev/lib/telemetry/telemetrytest"
+	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/verify"
 )
 
 // TestEncodeRecordMatchesProto: the hand-built record decodes to the same
-// message proto would have encoded, with and without a trace context.
+// message proto would have encoded, with and without a trace context, with
+// and without SEED codes (an empty location among them).
 func TestEncodeRecordMatchesProto(t *testing.T) {
 	t.Parallel()
 	p := &stationv1.Packet{StationId: "S1", Seq: 42, SentAtMs: 1_800_000_000_000, RttUs: 900,
@@ -39,13 +41,16 @@ func TestEncodeRecordMatchesProto(t *testing.T) {
 		nil,
 		{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "shindo=1"},
 	} {
-		want := &ingestv1.Record{Packet: p, RecvAtMs: 1_800_000_000_123, Site: "TYO-1", Transport: ingestv1.Transport_TRANSPORT_WS, TraceContext: tc}
-		var got ingestv1.Record
-		if err := proto.Unmarshal(encodeRecord(raw, 1_800_000_000_123, "TYO-1", ingestv1.Transport_TRANSPORT_WS, tc), &got); err != nil {
-			t.Fatal(err)
-		}
-		if !proto.Equal(&got, want) {
-			t.Fatalf("got %v, want %v", &got, want)
+		for _, seed := range []seedcode.Codes{{}, {Network: "SH", Station: "00001", Location: "00"}, {Network: "TW", Station: "HUA"}} {
+			want := &ingestv1.Record{Packet: p, RecvAtMs: 1_800_000_000_123, Site: "TYO-1", Transport: ingestv1.Transport_TRANSPORT_WS, TraceContext: tc,
+				NetworkCode: seed.Network, StationCode: seed.Station, LocationCode: seed.Location}
+			var got ingestv1.Record
+			if err := proto.Unmarshal(encodeRecord(raw, 1_800_000_000_123, "TYO-1", ingestv1.Transport_TRANSPORT_WS, tc, seed), &got); err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(&got, want) {
+				t.Fatalf("got %v, want %v", &got, want)
+			}
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/service"
+	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-waveform/internal/archive"
 	"shindo.dev/svc-waveform/internal/wavegrpc"
 )
@@ -28,7 +29,7 @@ type Config struct {
 	service.Common
 	DataDir   string        `conf:"data-dir" help:"archive directory (required; one process per directory): SDS tree, write-ahead log, station map"`
 	Retention time.Duration `conf:"retention" default:"168h" help:"how long samples and intensity series are kept"`
-	Network   string        `conf:"network" default:"SH" help:"SEED network code of the archived stations (1 or 2 upper-case letters or digits)"`
+	Network   string        `conf:"network" default:"SH" help:"SEED network code of stations whose records carry none from the registry (journaled before it held codes): 1 or 2 upper-case letters or digits"`
 	FlushAge  time.Duration `conf:"flush-age" default:"60s" help:"longest a channel's buffer waits for more samples before it is written as a part-filled miniSEED record"`
 }
 
@@ -46,22 +47,13 @@ func (c *Config) Validate() error {
 	if c.Retention < time.Hour {
 		errs = append(errs, errors.New("retention must be at least 1h"))
 	}
-	if len(c.Network) < 1 || len(c.Network) > 2 || !upperAlnum(c.Network) {
+	if !seedcode.IsCode(c.Network, 1, seedcode.MaxNetwork) {
 		errs = append(errs, fmt.Errorf("network %q: want 1 or 2 upper-case letters or digits", c.Network))
 	}
 	if c.FlushAge < time.Second || c.FlushAge > time.Hour {
 		errs = append(errs, errors.New("flush-age must be between 1s and 1h"))
 	}
 	return errors.Join(errs...)
-}
-
-func upperAlnum(s string) bool {
-	for _, c := range s {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // Run runs svc-waveform until ctx ends.

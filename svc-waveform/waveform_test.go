@@ -326,3 +326,39 @@ func TestConfig(t *testing.T) {
 		t.Errorf("defaults %+v", cfg)
 	}
 }
+
+// TestRecordCodes: the SEED codes a record carries from ingest's registry
+// name the station in queries, exports and the miniSEED records.
+func TestRecordCodes(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	start := time.Now().Add(-time.Hour).UnixMilli() / 500 * 500
+	var recs []*ingestv1.Record
+	for j := range int64(20) {
+		recs = append(recs, sensorRecord("HUA-X", start+500*j, 25), intensityRecord("HUA-X", start+500*j+500))
+	}
+	for _, r := range recs {
+		r.NetworkCode, r.StationCode, r.LocationCode = "TW", "HUA1", "10"
+	}
+	ts.ingest(t, &waveformv1.IngestRequest{BatchId: 1, Records: recs})
+	resp, err := ts.client.Query(context.Background(), &waveformv1.QueryRequest{StationId: "HUA-X", StartMs: start, EndMs: start + 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetNetworkCode() != "TW" || resp.GetStationCode() != "HUA1" || resp.GetLocationCode() != "10" {
+		t.Errorf("names %s.%s.%s, want TW.HUA1.10", resp.GetNetworkCode(), resp.GetStationCode(), resp.GetLocationCode())
+	}
+	raw, parts := ts.export(t, &waveformv1.ExportRequest{StationId: "HUA-X", StartMs: start, EndMs: start + 10_000})
+	if p := parts[0]; p.GetNetworkCode() != "TW" || p.GetStationCode() != "HUA1" || p.GetLocationCode() != "10" {
+		t.Errorf("first part names %s.%s.%s", p.GetNetworkCode(), p.GetStationCode(), p.GetLocationCode())
+	}
+	out, err := mseed.ReadAll(bytes.NewReader(raw))
+	if err != nil || len(out) == 0 {
+		t.Fatalf("%d records, %v", len(out), err)
+	}
+	for _, r := range out {
+		if r.SourceName() != "TW_HUA1_10_"+r.Channel {
+			t.Fatalf("record of %s", r.SourceName())
+		}
+	}
+}

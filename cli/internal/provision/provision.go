@@ -23,10 +23,11 @@ import (
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/township"
 	"shindo.dev/sdk/trust"
+	"shindo.dev/seismo/seedcode"
 )
 
-// Fleet lays out n stations over Taiwan's townships (IDs <prefix>00001…),
-// with no keys yet.
+// Fleet lays out n stations over Taiwan's townships (IDs <prefix>00001…,
+// SEED codes SH.00001.00…), with no keys yet.
 func Fleet(prefix string, n int) []*registry.Station {
 	towns := township.Sample()
 	out := make([]*registry.Station, n)
@@ -44,6 +45,9 @@ func Fleet(prefix string, n int) []*registry.Station {
 			Lat:  math.Round((t.Lat+r*math.Sin(angle))*1e4) / 1e4,
 			Lon:  math.Round((t.Lon+r*math.Cos(angle))*1e4) / 1e4,
 			Code: t.Code,
+		}
+		if i+1 <= 99_999 { // five digits; beyond, the registry chooses (seedcode.Station)
+			out[i].SEED = seedcode.Codes{Network: seedcode.DefaultNetwork, Station: fmt.Sprintf("%05d", i+1), Location: seedcode.DefaultLocation}
 		}
 	}
 	return out
@@ -113,7 +117,8 @@ func All(ctx context.Context, dataAPI, token string, tlsCfg *tls.Config, station
 }
 
 func createStation(ctx context.Context, client *http.Client, dataAPI, token string, st *registry.Station) error {
-	body, _ := json.Marshal(map[string]any{"id": st.ID, "name": st.Name, "net": st.Net, "lat": st.Lat, "lon": st.Lon, "code": st.Code})
+	body, _ := json.Marshal(map[string]any{"id": st.ID, "name": st.Name, "net": st.Net, "lat": st.Lat, "lon": st.Lon, "code": st.Code,
+		"network_code": st.SEED.Network, "station_code": st.SEED.Station, "location_code": st.SEED.Location})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dataAPI+"/v1/stations", bytes.NewReader(body))
 	if err != nil {
 		return err

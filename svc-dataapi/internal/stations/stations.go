@@ -19,6 +19,7 @@ import (
 	datav1 "shindo.dev/gen/shindo/data/v1"
 	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/registry"
+	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-dataapi/internal/auth"
 	"shindo.dev/svc-dataapi/internal/storeerr"
 )
@@ -101,6 +102,15 @@ func (s *Server) CreateStation(ctx context.Context, req *datav1.CreateStationReq
 	if err := checkPlace(req.GetName(), req.GetNet(), req.GetLat(), req.GetLon()); err != nil {
 		return nil, err
 	}
+	seed := seedcode.Codes{Network: req.GetNetworkCode(), Station: req.GetStationCode(), Location: req.GetLocationCode()}
+	if !seed.IsZero() {
+		if seed.Network == "" || seed.Station == "" {
+			return nil, status.Error(codes.InvalidArgument, "network_code and station_code: both, or neither to have them chosen")
+		}
+		if err := seed.Check(); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
 	var key []byte
 	if req.GetKeyHex() != "" {
 		k, err := hex.DecodeString(req.GetKeyHex())
@@ -111,6 +121,7 @@ func (s *Server) CreateStation(ctx context.Context, req *datav1.CreateStationReq
 	}
 	st, err := s.admin.CreateStation(ctx, metadb.NewStation{
 		ID: req.GetId(), Name: req.GetName(), Net: req.GetNet(), Lat: req.GetLat(), Lon: req.GetLon(), Code: req.GetCode(), Key: key,
+		SEED: seed,
 	})
 	if err != nil {
 		return nil, s.fail(ctx, err)
@@ -245,6 +256,6 @@ func (s *Server) fail(ctx context.Context, err error) error {
 func Proto(st *registry.Station) *datav1.Station {
 	return &datav1.Station{
 		Id: st.ID, Name: st.Name, Net: st.Net, Lat: st.Lat, Lon: st.Lon, Code: st.Code, Active: st.InService(),
-		SeqResetMs: st.SeqResetMs,
+		SeqResetMs: st.SeqResetMs, NetworkCode: st.SEED.Network, StationCode: st.SEED.Station, LocationCode: st.SEED.Location,
 	}
 }

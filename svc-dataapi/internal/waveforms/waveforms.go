@@ -35,6 +35,7 @@ import (
 
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/apierror"
+	"shindo.dev/seismo/seedcode"
 )
 
 // MediaType is miniSEED's registered media type.
@@ -186,21 +187,9 @@ func (h *handler) exportError(w http.ResponseWriter, r *http.Request, id string,
 // codes of the export's first part; codes that are not SEED codes (which a
 // header must not carry) are refused.
 func fileName(first *waveformv1.ExportResponse, startMs int64) (string, bool) {
-	net, sta, loc := first.GetNetworkCode(), first.GetStationCode(), first.GetLocationCode()
-	if !seedCode(net, 1, 2) || !seedCode(sta, 1, 5) || !seedCode(loc, 0, 2) {
+	c := seedcode.Codes{Network: first.GetNetworkCode(), Station: first.GetStationCode(), Location: first.GetLocationCode()}
+	if c.Check() != nil {
 		return "", false
 	}
-	return fmt.Sprintf("%s.%s.%s.%s.mseed", net, sta, loc, time.UnixMilli(startMs).UTC().Format("20060102T150405")), true
-}
-
-func seedCode(s string, minLen, maxLen int) bool {
-	if len(s) < minLen || len(s) > maxLen {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
+	return c.String() + "." + time.UnixMilli(startMs).UTC().Format("20060102T150405") + ".mseed", true
 }

@@ -17,6 +17,7 @@ import (
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/stationwire"
+	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-ingest/internal/replay"
 )
 
@@ -118,6 +119,9 @@ type Outcome struct {
 	Ack []byte
 	// RecvAt is the server clock at the decision.
 	RecvAt time.Time
+	// SEED are the station's codes in the registry, when it is known:
+	// the record carries them to the archive.
+	SEED seedcode.Codes
 
 	signer *stationwire.Signer
 	keyID  uint32
@@ -148,6 +152,7 @@ func (g *Gate) Check(b []byte) Outcome {
 		out.Result = UnknownStation
 		return out
 	}
+	out.SEED = st.SEED
 	signer, ok := st.Signer(d.GetKeyId())
 	if !ok || !signer.Verify(d) {
 		out.Result = BadMAC

@@ -15,7 +15,7 @@
 // sds/. Records are 1024 bytes: counts in Steim-2 on channels BNZ, BNN and
 // BNE, the intensity series as 32-bit floats on MXI, MXA and MXV (see
 // kinds), location 00, the network code from the configuration and a
-// station code from the ID (see stationCode; the choice is kept in
+// station code from the ID (seedcode.Station; the choice is kept in
 // stations.jsonl).
 //
 // # Writing
@@ -83,6 +83,7 @@ import (
 	"shindo.dev/seismo/mseed"
 
 	"shindo.dev/lib/atomicfile"
+	"shindo.dev/seismo/seedcode"
 )
 
 // Domain errors.
@@ -142,7 +143,11 @@ func (o Outcome) String() string { return outcomeNames[o] }
 // the first sample) or one intensity frame (Intensity true: Values are
 // intensity, PGA and PGV of the 500 ms ending at TimeMs).
 type Frame struct {
-	Station    string
+	Station string
+	// SEED are the station's codes in the registry (ingest's record
+	// carries them); zero, as in records journaled before the registry
+	// held codes, has the archive choose them from the id as it did then.
+	SEED       seedcode.Codes
 	Intensity  bool
 	TimeMs     int64
 	RateHz     uint32
@@ -152,8 +157,11 @@ type Frame struct {
 }
 
 type station struct {
-	id       string
-	net, sta string
+	id            string
+	net, sta, loc string
+	// conflict is set once a frame named the station otherwise than its
+	// files are named (counted, logged once).
+	conflict bool
 	scale    float32 // gal per count; 0 until the first sensor frame
 	ch       [numChannels]channel
 }
@@ -226,7 +234,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.Network == "" {
 		opts.Network = defaultNetwork
 	}
-	if !isCode(opts.Network, 2) {
+	if !seedcode.IsCode(opts.Network, 1, seedcode.MaxNetwork) {
 		return nil, fmt.Errorf("archive: network code %q: want 1 or 2 upper-case letters or digits", opts.Network)
 	}
 	if opts.Retention <= 0 {
@@ -305,7 +313,11 @@ func (s *Store) recover() error {
 			st.scale = e.ScaleGal // a later line records the count size
 			continue
 		}
-		s.addStation(e.ID, e.Network, e.Station, e.ScaleGal)
+		loc := Location // lines written before stations had their own
+		if e.Location != nil {
+			loc = *e.Location
+		}
+		s.addStation(e.ID, seedcode.Codes{Network: e.Network, Station: e.Station, Location: loc}, e.ScaleGal)
 	}
 	var cp checkpoint
 	switch b, err := os.ReadFile(filepath.Join(s.opts.Dir, checkpointName)); {
@@ -427,35 +439,62 @@ func (s *Store) rollBack(path string, length int64) error {
 }
 
 // addStation registers a station under the given SEED codes.
-func (s *Store) addStation(id, net, sta string, scale float32) *station {
-	st := &station{id: id, net: net, sta: sta, scale: scale}
+func (s *Store) addStation(id string, c seedcode.Codes, scale float32) *station {
+	st := &station{id: id, net: c.Network, sta: c.Station, loc: c.Location, scale: scale}
 	for i := range st.ch {
 		st.ch[i].kind = &kinds[i]
 		st.ch[i].files = map[int64]*dayFile{}
 	}
 	s.stations[id] = st
-	s.codes[net+"."+sta] = true
+	s.codes[c.Key()] = true
 	s.order = append(s.order, st)
 	return st
 }
 
-// station returns the station, creating it and queueing its map line.
-func (s *Store) station(id string, scale float32) *station {
+// station returns the station, creating it under its registry codes seed
+// and queueing its map line. A station keeps the names it was first
+// archived under: its files carry them. Codes that differ from those, or
+// that another station's files already carry (archived before the
+// registry held codes), are counted and logged, and the archive's names
+// kept — never two stations in one file.
+func (s *Store) station(id string, scale float32, seed seedcode.Codes) *station {
 	st := s.stations[id]
 	if st == nil {
-		code := stationCode(id, func(c string) bool { return s.codes[s.opts.Network+"."+c] })
-		st = s.addStation(id, s.opts.Network, code, scale)
+		c, conflict := seed, !seed.IsZero() && s.codes[seed.Key()]
+		if conflict {
+			s.namingConflict(id, c, "another station's files carry these codes")
+		}
+		if c.IsZero() || conflict {
+			c = seedcode.Codes{Network: s.opts.Network, Location: Location}
+			c.Station = seedcode.Station(id, func(sta string) bool { return s.codes[c.Network+"."+sta] })
+		}
+		st = s.addStation(id, c, scale)
+		st.conflict = conflict
 		s.queueMapLine(st)
 		s.m.stations.Inc()
-	} else if st.scale == 0 && scale != 0 {
+		return st
+	}
+	if !seed.IsZero() && !st.conflict && (seed != seedcode.Codes{Network: st.net, Station: st.sta, Location: st.loc}) {
+		st.conflict = true
+		s.namingConflict(id, seed, "archived as "+st.net+"."+st.sta+"."+st.loc+" before")
+	}
+	if st.scale == 0 && scale != 0 {
 		st.scale = scale
 		s.queueMapLine(st)
 	}
 	return st
 }
 
+// namingConflict counts and logs registry codes the archive cannot use.
+func (s *Store) namingConflict(id string, c seedcode.Codes, why string) {
+	s.m.namingConflicts.Inc()
+	s.opts.Log.Warn("station archived under other codes than the registry's", slog.String("station", id),
+		slog.String("registry", c.String()), slog.String("why", why))
+}
+
 func (s *Store) queueMapLine(st *station) {
-	line, _ := json.Marshal(mapEntry{ID: st.id, Network: st.net, Station: st.sta, ScaleGal: st.scale})
+	loc := st.loc
+	line, _ := json.Marshal(mapEntry{ID: st.id, Network: st.net, Station: st.sta, Location: &loc, ScaleGal: st.scale})
 	s.mapBuf = append(append(s.mapBuf, line...), '\n')
 }
 
@@ -511,7 +550,7 @@ func validScale(f float32) bool {
 // applyFrame stores one frame under s.mu. In replay, nothing is logged or
 // cut.
 func (s *Store) applyFrame(f *Frame, now int64, replay bool) Outcome {
-	if f.Station == "" || len(f.Station) > maxStationID {
+	if f.Station == "" || len(f.Station) > maxStationID || !f.SEED.IsZero() && f.SEED.Check() != nil {
 		return Malformed
 	}
 	horizon := now - s.opts.Retention.Milliseconds()
@@ -522,7 +561,7 @@ func (s *Store) applyFrame(f *Frame, now int64, replay bool) Outcome {
 		if f.TimeMs < horizon || f.TimeMs > now+maxFutureMs {
 			return Expired
 		}
-		st := s.station(f.Station, 0)
+		st := s.station(f.Station, 0, f.SEED)
 		idx := f.TimeMs / 500
 		stored := false
 		for c := chI; c <= chV; c++ {
@@ -556,7 +595,7 @@ func (s *Store) applyFrame(f *Frame, now int64, replay bool) Outcome {
 	if hi*20 <= horizon || f.TimeMs > now+maxFutureMs {
 		return Expired
 	}
-	st := s.station(f.Station, f.ScaleGal)
+	st := s.station(f.Station, f.ScaleGal, f.SEED)
 	axes := [3][]int32{f.UD, f.NS, f.EW}
 	if f.ScaleGal != st.scale {
 		// One count size per station: other frames are converted to it.
@@ -624,7 +663,7 @@ func (s *Store) cutRecord(st *station, ch *channel, r *run, limit int) int {
 	f := s.dayFile(st, ch, day)
 	h := mseed.Header{
 		SeqNo:   int(f.length/recordLen)%999999 + 1,
-		Network: st.net, Station: st.sta, Location: Location, Channel: k.code,
+		Network: st.net, Station: st.sta, Location: st.loc, Channel: k.code,
 		Start:      time.UnixMilli(r.start * k.periodMs).UTC(),
 		SampleRate: k.rate,
 		Encoding:   k.enc,
@@ -664,7 +703,7 @@ func (s *Store) dayFile(st *station, ch *channel, day int64) *dayFile {
 	if f := ch.files[day]; f != nil {
 		return f
 	}
-	f := &dayFile{path: sdsPath(st.net, st.sta, ch.kind.code, day)}
+	f := &dayFile{path: sdsPath(st.net, st.sta, st.loc, ch.kind.code, day)}
 	if fi, err := os.Stat(filepath.Join(s.sds, f.path)); err == nil {
 		f.length = fi.Size() / recordLen * recordLen
 		f.written = f.length
@@ -1057,7 +1096,7 @@ func (s *Store) expire(walk bool) {
 			}
 			if !walk && from > 0 {
 				for day := from; day < expireDay; day++ {
-					paths = append(paths, sdsPath(st.net, st.sta, k.code, day))
+					paths = append(paths, sdsPath(st.net, st.sta, st.loc, k.code, day))
 				}
 			}
 		}

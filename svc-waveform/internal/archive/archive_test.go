@@ -202,7 +202,7 @@ func diskRecords(t *testing.T, dir string) map[string]int {
 			if err != nil {
 				t.Fatalf("%s at %d: %v", path, off, err)
 			}
-			if !strings.HasPrefix(filepath.Base(path), rec.Network+"."+rec.Station+".00."+rec.Channel+".D.") {
+			if !strings.HasPrefix(filepath.Base(path), rec.Network+"."+rec.Station+"."+rec.Location+"."+rec.Channel+".D.") {
 				t.Fatalf("%s holds a record of %s", path, rec.SourceName())
 			}
 			day := rec.Start.Format("2006.002")
@@ -229,46 +229,6 @@ func diskRecords(t *testing.T, dir string) map[string]int {
 		}
 	}
 	return counts
-}
-
-func TestStationCode(t *testing.T) {
-	t.Parallel()
-	taken := map[string]bool{"00042": true}
-	isTaken := func(c string) bool { return taken[c] }
-	tests := []struct{ id, want string }{
-		{"TAP01", "TAP01"},
-		{"tap1", "TAP1"},
-		{"SIM00007", "00007"},
-		{"tw-hl-0007", "L0007"},
-		{"A", "A"},
-	}
-	for _, tt := range tests {
-		if got := stationCode(tt.id, isTaken); got != tt.want {
-			t.Errorf("stationCode(%q) = %q, want %q", tt.id, got, tt.want)
-		}
-	}
-	// Taken, empty or odd: a hashed code, stable and valid.
-	for _, id := range []string{"TST00042", "—", "☃☃"} {
-		got := stationCode(id, isTaken)
-		if !isCode(got, 5) || len(got) != 5 || got == "00042" {
-			t.Errorf("stationCode(%q) = %q", id, got)
-		}
-		if again := stationCode(id, isTaken); again != got {
-			t.Errorf("stationCode(%q) not deterministic: %q then %q", id, got, again)
-		}
-	}
-	// Many stations sharing suffixes never share a code.
-	seen := map[string]string{}
-	for _, prefix := range []string{"SIM", "TST", "A-", "B_"} {
-		for i := range 3000 {
-			id := fmt.Sprintf("%s%05d", prefix, i)
-			c := stationCode(id, func(c string) bool { _, ok := seen[c]; return ok })
-			if other, ok := seen[c]; ok {
-				t.Fatalf("%s and %s both %s", id, other, c)
-			}
-			seen[c] = id
-		}
-	}
 }
 
 func TestIvset(t *testing.T) {

@@ -9,6 +9,7 @@ type metrics struct {
 	frames            *prometheus.CounterVec
 	byOutcome         [2][len(outcomeNames)]prometheus.Counter // [intensity][outcome]
 	stations          prometheus.Counter
+	namingConflicts   prometheus.Counter
 	rescaled          prometheus.Counter
 	samplesCut        prometheus.Counter
 	records           prometheus.Counter
@@ -27,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind", "result"}),
 		stations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shindo_waveform_archive_new_stations_total", Help: "Stations seen for the first time (given SEED codes).",
+		}),
+		namingConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shindo_waveform_archive_naming_conflicts_total",
+			Help: "Stations whose registry SEED codes the archive could not use: archived under other codes before, or codes another station's files carry.",
 		}),
 		rescaled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shindo_waveform_archive_rescaled_frames_total", Help: "Sensor frames converted to their station's first count size.",
@@ -64,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.frames, m.stations, m.rescaled, m.samplesCut, m.records, m.syncs, m.syncSeconds,
+		reg.MustRegister(m.frames, m.stations, m.namingConflicts, m.rescaled, m.samplesCut, m.records, m.syncs, m.syncSeconds,
 			m.walBytes, m.checkpoints, m.checkpointSeconds, m.expiredFiles)
 	}
 	return m

@@ -1,18 +1,17 @@
 package archive
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"shindo.dev/seismo/mseed"
+	"shindo.dev/seismo/seedcode"
 )
 
-// Location is the SEED location code of every archived channel.
-const Location = "00"
+// Location is the SEED location code of stations whose record carries no
+// codes, and of those archived before stations had their own.
+const Location = seedcode.DefaultLocation
 
 // chanKind describes one archived channel of a station.
 type chanKind struct {
@@ -51,67 +50,6 @@ const (
 	dayMs     = 24 * 60 * 60 * 1000
 )
 
-// isCode reports whether s is 1 to max upper-case letters and digits.
-func isCode(s string, max int) bool {
-	if len(s) == 0 || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// stationCode chooses the SEED station code (at most five upper-case
-// letters and digits) of station id, given which codes are taken:
-//
-//  1. an ID that already is such a code keeps it ("TAP01" → "TAP01");
-//  2. otherwise the last five letters and digits of the upper-cased ID
-//     ("SIM00042" → "00042", "tw-hl-0007" → "L0007");
-//  3. if that is empty or taken by another station, a code derived from
-//     SHA-256 of the ID: five base-36 digits, re-hashed with a counter
-//     until one is free.
-//
-// The choice is recorded the first time a station is seen and never
-// changes, so the rule only has to be deterministic, not injective: two
-// cores that see stations in the same order name them the same, and a
-// collision (SIM00042 and TST00042) can never merge two stations.
-func stationCode(id string, taken func(string) bool) string {
-	up := strings.ToUpper(id)
-	var cand string
-	if isCode(up, 5) {
-		cand = up
-	} else {
-		var alnum []byte
-		for i := 0; i < len(up); i++ {
-			if c := up[i]; c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-				alnum = append(alnum, c)
-			}
-		}
-		cand = string(alnum[max(0, len(alnum)-5):])
-	}
-	if cand != "" && !taken(cand) {
-		return cand
-	}
-	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	for i := uint64(0); ; i++ {
-		var salt [8]byte
-		binary.BigEndian.PutUint64(salt[:], i)
-		sum := sha256.Sum256(append([]byte(id), salt[:]...))
-		v := binary.BigEndian.Uint64(sum[:8])
-		var code [5]byte
-		for j := range code {
-			code[j] = digits[v%36]
-			v /= 36
-		}
-		if c := string(code[:]); !taken(c) {
-			return c
-		}
-	}
-}
-
 // dayOf is the UTC day number (days since the Unix epoch) of a time in ms.
 func dayOf(ms int64) int64 {
 	d := ms / dayMs
@@ -123,9 +61,9 @@ func dayOf(ms int64) int64 {
 
 // sdsPath is the file of one channel-day relative to the SDS root:
 // YEAR/NET/STA/CHAN.D/NET.STA.LOC.CHAN.D.YEAR.DOY.
-func sdsPath(net, sta, chanCode string, day int64) string {
+func sdsPath(net, sta, loc, chanCode string, day int64) string {
 	t := time.UnixMilli(day * dayMs).UTC()
 	year := fmt.Sprintf("%04d", t.Year())
-	name := fmt.Sprintf("%s.%s.%s.%s.D.%s.%03d", net, sta, Location, chanCode, year, t.YearDay())
+	name := fmt.Sprintf("%s.%s.%s.%s.D.%s.%03d", net, sta, loc, chanCode, year, t.YearDay())
 	return filepath.Join(year, net, sta, chanCode+".D", name)
 }

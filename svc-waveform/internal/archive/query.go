@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shindo.dev/seismo/mseed"
+	"shindo.dev/seismo/seedcode"
 )
 
 // Limits of one request.
@@ -369,7 +370,7 @@ func (s *Store) Query(id string, startMs, endMs int64, withIntensity bool) (*Res
 		return nil, err
 	}
 	s.mu.Lock()
-	res := &Result{Network: st.net, Station: st.sta, Location: Location, ScaleGal: st.scale}
+	res := &Result{Network: st.net, Station: st.sta, Location: st.loc, ScaleGal: st.scale}
 	s.mu.Unlock()
 	z, n, e := ws[0], ws[1], ws[2]
 	for k := int64(0); k < int64(len(z.vals)); {
@@ -405,15 +406,15 @@ func (s *Store) Query(id string, startMs, endMs int64, withIntensity bool) (*Res
 	return res, nil
 }
 
-// Names returns the SEED network and station codes of station id.
-func (s *Store) Names(id string) (net, sta string, ok bool) {
+// Names returns the SEED codes station id is archived under.
+func (s *Store) Names(id string) (seedcode.Codes, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stations[id]
 	if st == nil {
-		return "", "", false
+		return seedcode.Codes{}, false
 	}
-	return st.net, st.sta, true
+	return seedcode.Codes{Network: st.net, Station: st.sta, Location: st.loc}, true
 }
 
 // Export writes what the archive holds of station id in [startMs, endMs)
@@ -446,7 +447,7 @@ func (s *Store) Export(id string, startMs, endMs int64, withIntensity bool, emit
 			return records, err
 		}
 		s.mu.Lock()
-		net, sta := st.net, st.sta
+		net, sta, loc := st.net, st.sta, st.loc
 		s.mu.Unlock()
 		for i, c := range chans {
 			k := &kinds[c]
@@ -462,7 +463,7 @@ func (s *Store) Export(id string, startMs, endMs int64, withIntensity bool, emit
 				}
 				for j < end {
 					h := mseed.Header{
-						SeqNo: records%999999 + 1, Network: net, Station: sta, Location: Location, Channel: k.code,
+						SeqNo: records%999999 + 1, Network: net, Station: sta, Location: loc, Channel: k.code,
 						Start: time.UnixMilli((w.a + j) * k.periodMs).UTC(), SampleRate: k.rate, Encoding: k.enc,
 					}
 					buf := make([]byte, recordLen)

@@ -10,6 +10,8 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"os"
+
+	"shindo.dev/seismo/seedcode"
 )
 
 // The checkpoint file holds what recovery needs besides the WAL:
@@ -107,9 +109,12 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 // mapEntry is one line of stations.jsonl: the SEED names a station was
 // given when it was first seen, and its count size.
 type mapEntry struct {
-	ID       string  `json:"id"`
-	Network  string  `json:"net"`
-	Station  string  `json:"sta"`
+	ID      string `json:"id"`
+	Network string `json:"net"`
+	Station string `json:"sta"`
+	// Location is absent from lines written before stations had their own
+	// (Location then).
+	Location *string `json:"loc,omitempty"`
 	ScaleGal float32 `json:"scale_gal"`
 }
 
@@ -137,7 +142,8 @@ func loadStationMap(path string) ([]mapEntry, error) {
 	sc.Buffer(nil, 1<<20)
 	for line := 1; sc.Scan(); line++ {
 		var e mapEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.ID == "" || !isCode(e.Network, 2) || !isCode(e.Station, 5) {
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.ID == "" || !seedcode.IsCode(e.Network, 1, seedcode.MaxNetwork) || !seedcode.IsCode(e.Station, 1, seedcode.MaxStation) ||
+			e.Location != nil && !seedcode.IsCode(*e.Location, 0, seedcode.MaxLocation) {
 			return nil, fmt.Errorf("%s line %d: not a station entry", path, line)
 		}
 		out = append(out, e)

@@ -17,6 +17,7 @@ import (
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/fanout"
 	"shindo.dev/lib/service"
+	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-waveform/internal/archive"
 )
 
@@ -176,15 +177,16 @@ var chunkResult = map[archive.Outcome]string{
 // shared, not copied.
 func toFrame(rec *ingestv1.Record) (archive.Frame, bool) {
 	p := rec.GetPacket()
+	seed := seedcode.Codes{Network: rec.GetNetworkCode(), Station: rec.GetStationCode(), Location: rec.GetLocationCode()}
 	if f := p.GetSensor(); f != nil {
 		return archive.Frame{
-			Station: p.GetStationId(), TimeMs: f.GetFirstSampleMs(), RateHz: f.GetRateHz(), ScaleGal: f.GetScaleGal(),
+			Station: p.GetStationId(), SEED: seed, TimeMs: f.GetFirstSampleMs(), RateHz: f.GetRateHz(), ScaleGal: f.GetScaleGal(),
 			NS: f.GetNs(), EW: f.GetEw(), UD: f.GetUd(),
 		}, true
 	}
 	if f := p.GetIntensity(); f != nil {
 		return archive.Frame{
-			Station: p.GetStationId(), Intensity: true, TimeMs: f.GetWindowEndMs(),
+			Station: p.GetStationId(), SEED: seed, Intensity: true, TimeMs: f.GetWindowEndMs(),
 			Values: [3]float32{f.GetIntensity(), f.GetPgaGal(), f.GetPgvCms()},
 		}, true
 	}
@@ -267,7 +269,7 @@ func (s *Server) Export(req *waveformv1.ExportRequest, stream waveformv1.Wavefor
 	}
 	// The station first, then the window: a client asking for a station the
 	// archive never saw learns that, whatever window it gave.
-	net, sta, ok := s.store.Names(req.GetStationId())
+	names, ok := s.store.Names(req.GetStationId())
 	if !ok {
 		return storeError(archive.ErrUnknownStation)
 	}
@@ -276,7 +278,7 @@ func (s *Server) Export(req *waveformv1.ExportRequest, stream waveformv1.Wavefor
 		resp := &waveformv1.ExportResponse{Data: b}
 		if first {
 			// The codes name the file a client saves before it reads a record.
-			resp.NetworkCode, resp.StationCode, resp.LocationCode = net, sta, archive.Location
+			resp.NetworkCode, resp.StationCode, resp.LocationCode = names.Network, names.Station, names.Location
 			first = false
 		}
 		return stream.Send(resp)

@@ -44,7 +44,17 @@ type Station struct {
 	// When an admin last reset the station's seq counter, Unix ms; 0 if
 	// never: ingest forgets the station's replay window and journal records
 	// received before it.
-	SeqResetMs    int64 `protobuf:"varint,8,opt,name=seq_reset_ms,json=seqResetMs,proto3" json:"seq_reset_ms,omitempty"`
+	SeqResetMs int64 `protobuf:"varint,8,opt,name=seq_reset_ms,json=seqResetMs,proto3" json:"seq_reset_ms,omitempty"`
+	// SEED network code (1–2 upper-case letters or digits): with
+	// station_code and location_code, the station's name in its waveforms,
+	// exports and station metadata; fixed when it was provisioned. Not the
+	// label in net.
+	NetworkCode string `protobuf:"bytes,9,opt,name=network_code,json=networkCode,proto3" json:"network_code,omitempty"`
+	// SEED station code, 1–5 upper-case letters or digits, unique in the
+	// network.
+	StationCode string `protobuf:"bytes,10,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
+	// SEED location code, 0–2 upper-case letters or digits.
+	LocationCode  string `protobuf:"bytes,11,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +143,27 @@ func (x *Station) GetSeqResetMs() int64 {
 		return x.SeqResetMs
 	}
 	return 0
+}
+
+func (x *Station) GetNetworkCode() string {
+	if x != nil {
+		return x.NetworkCode
+	}
+	return ""
+}
+
+func (x *Station) GetStationCode() string {
+	if x != nil {
+		return x.StationCode
+	}
+	return ""
+}
+
+func (x *Station) GetLocationCode() string {
+	if x != nil {
+		return x.LocationCode
+	}
+	return ""
 }
 
 // ListStationsRequest filters the list.
@@ -390,7 +421,18 @@ type CreateStationRequest struct {
 	// Township postal code where it stands.
 	Code uint32 `protobuf:"varint,6,opt,name=code,proto3" json:"code,omitempty"`
 	// The first key, hex (16–64 bytes); empty to have one generated.
-	KeyHex        string `protobuf:"bytes,7,opt,name=key_hex,json=keyHex,proto3" json:"key_hex,omitempty"`
+	KeyHex string `protobuf:"bytes,7,opt,name=key_hex,json=keyHex,proto3" json:"key_hex,omitempty"`
+	// SEED network code (1–2 upper-case letters or digits), fixed from now
+	// on. With station_code, or neither: then network SH, location 00 and a
+	// station code from the id (its last five letters and digits, or a
+	// hashed one when those are taken).
+	NetworkCode string `protobuf:"bytes,8,opt,name=network_code,json=networkCode,proto3" json:"network_code,omitempty"`
+	// SEED station code, 1–5 upper-case letters or digits, unique in the
+	// network.
+	StationCode string `protobuf:"bytes,9,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
+	// SEED location code, 0–2 upper-case letters or digits; used with the
+	// other two.
+	LocationCode  string `protobuf:"bytes,10,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,6 +512,27 @@ func (x *CreateStationRequest) GetCode() uint32 {
 func (x *CreateStationRequest) GetKeyHex() string {
 	if x != nil {
 		return x.KeyHex
+	}
+	return ""
+}
+
+func (x *CreateStationRequest) GetNetworkCode() string {
+	if x != nil {
+		return x.NetworkCode
+	}
+	return ""
+}
+
+func (x *CreateStationRequest) GetStationCode() string {
+	if x != nil {
+		return x.StationCode
+	}
+	return ""
+}
+
+func (x *CreateStationRequest) GetLocationCode() string {
+	if x != nil {
+		return x.LocationCode
 	}
 	return ""
 }
@@ -2867,7 +2930,7 @@ var File_shindo_data_v1_data_proto protoreflect.FileDescriptor
 
 const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\n" +
-	"\x19shindo/data/v1/data.proto\x12\x0eshindo.data.v1\"\xb1\x01\n" +
+	"\x19shindo/data/v1/data.proto\x12\x0eshindo.data.v1\"\x9c\x02\n" +
 	"\aStation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -2877,7 +2940,11 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x04code\x18\x06 \x01(\rR\x04code\x12\x16\n" +
 	"\x06active\x18\a \x01(\bR\x06active\x12 \n" +
 	"\fseq_reset_ms\x18\b \x01(\x03R\n" +
-	"seqResetMs\"'\n" +
+	"seqResetMs\x12!\n" +
+	"\fnetwork_code\x18\t \x01(\tR\vnetworkCode\x12!\n" +
+	"\fstation_code\x18\n" +
+	" \x01(\tR\vstationCode\x12#\n" +
+	"\rlocation_code\x18\v \x01(\tR\flocationCode\"'\n" +
 	"\x13ListStationsRequest\x12\x10\n" +
 	"\x03net\x18\x01 \x01(\tR\x03net\"K\n" +
 	"\x14ListStationsResponse\x123\n" +
@@ -2889,7 +2956,7 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"StationKey\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\rR\x05keyId\x12\x17\n" +
-	"\akey_hex\x18\x02 \x01(\tR\x06keyHex\"\x9d\x01\n" +
+	"\akey_hex\x18\x02 \x01(\tR\x06keyHex\"\x88\x02\n" +
 	"\x14CreateStationRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -2897,7 +2964,11 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\x03lat\x18\x04 \x01(\x01R\x03lat\x12\x10\n" +
 	"\x03lon\x18\x05 \x01(\x01R\x03lon\x12\x12\n" +
 	"\x04code\x18\x06 \x01(\rR\x04code\x12\x17\n" +
-	"\akey_hex\x18\a \x01(\tR\x06keyHex\"x\n" +
+	"\akey_hex\x18\a \x01(\tR\x06keyHex\x12!\n" +
+	"\fnetwork_code\x18\b \x01(\tR\vnetworkCode\x12!\n" +
+	"\fstation_code\x18\t \x01(\tR\vstationCode\x12#\n" +
+	"\rlocation_code\x18\n" +
+	" \x01(\tR\flocationCode\"x\n" +
 	"\x15CreateStationResponse\x121\n" +
 	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\x12,\n" +
 	"\x03key\x18\x02 \x01(\v2\x1a.shindo.data.v1.StationKeyR\x03key\"\x84\x01\n" +

@@ -94,7 +94,15 @@ type Record struct {
 	// on the packets ingest samples for tracing: it goes with the record
 	// through the journal to the processing services, whose work on the
 	// packet joins that trace. Empty for packets not traced.
-	TraceContext  map[string]string `protobuf:"bytes,5,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceContext map[string]string `protobuf:"bytes,5,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The station's SEED codes in the registry that verified the packet:
+	// what the archive names its data. Empty in records journaled before
+	// the registry held codes.
+	NetworkCode string `protobuf:"bytes,6,opt,name=network_code,json=networkCode,proto3" json:"network_code,omitempty"`
+	// SEED station code.
+	StationCode string `protobuf:"bytes,7,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
+	// SEED location code.
+	LocationCode  string `protobuf:"bytes,8,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +170,27 @@ func (x *Record) GetTraceContext() map[string]string {
 		return x.TraceContext
 	}
 	return nil
+}
+
+func (x *Record) GetNetworkCode() string {
+	if x != nil {
+		return x.NetworkCode
+	}
+	return ""
+}
+
+func (x *Record) GetStationCode() string {
+	if x != nil {
+		return x.StationCode
+	}
+	return ""
+}
+
+func (x *Record) GetLocationCode() string {
+	if x != nil {
+		return x.LocationCode
+	}
+	return ""
 }
 
 // ListLinksRequest selects links.
@@ -551,14 +580,17 @@ var File_shindo_ingest_v1_ingest_proto protoreflect.FileDescriptor
 
 const file_shindo_ingest_v1_ingest_proto_rawDesc = "" +
 	"\n" +
-	"\x1dshindo/ingest/v1/ingest.proto\x12\x10shindo.ingest.v1\x1a\x1fshindo/station/v1/station.proto\"\xba\x02\n" +
+	"\x1dshindo/ingest/v1/ingest.proto\x12\x10shindo.ingest.v1\x1a\x1fshindo/station/v1/station.proto\"\xa5\x03\n" +
 	"\x06Record\x121\n" +
 	"\x06packet\x18\x01 \x01(\v2\x19.shindo.station.v1.PacketR\x06packet\x12\x1c\n" +
 	"\n" +
 	"recv_at_ms\x18\x02 \x01(\x03R\brecvAtMs\x12\x12\n" +
 	"\x04site\x18\x03 \x01(\tR\x04site\x129\n" +
 	"\ttransport\x18\x04 \x01(\x0e2\x1b.shindo.ingest.v1.TransportR\ttransport\x12O\n" +
-	"\rtrace_context\x18\x05 \x03(\v2*.shindo.ingest.v1.Record.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\rtrace_context\x18\x05 \x03(\v2*.shindo.ingest.v1.Record.TraceContextEntryR\ftraceContext\x12!\n" +
+	"\fnetwork_code\x18\x06 \x01(\tR\vnetworkCode\x12!\n" +
+	"\fstation_code\x18\a \x01(\tR\vstationCode\x12#\n" +
+	"\rlocation_code\x18\b \x01(\tR\flocationCode\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"1\n" +
