@@ -8,6 +8,11 @@
 //     WebSocket;
 //   - while on WebSocket it sends a UDP probe every ProbeInterval (5 s) and
 //     returns to UDP after ProbesToUDP (3) consecutive acked probes;
+//   - a WebSocket that cannot be dialled, or that stops delivering acks, is
+//     not tried again before a backoff, doubled at each such failure from
+//     DialBackoff (1 s) up to MaxDialBackoff (30 s) with ±25 % jitter, and
+//     reset by an ack: when a core is down or overloaded, a thousand
+//     stations dialling it twice a second each would keep it so;
 //   - acks whose MAC does not verify are counted and ignored.
 //
 // Many stations may share one Uplink (the fleet simulator does): they share
@@ -21,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -41,6 +47,10 @@ const (
 	DefaultTimeoutsToWS  = 4
 	DefaultProbeInterval = 5 * time.Second
 	DefaultProbesToUDP   = 3
+	// Backoff of WebSocket attempts after a failed one (not in SPEC §3,
+	// which fixes when to try, not how often to retry).
+	DefaultDialBackoff    = time.Second
+	DefaultMaxDialBackoff = 30 * time.Second
 )
 
 // Config describes one uplink.
@@ -55,6 +65,10 @@ type Config struct {
 	TimeoutsToWS  int           // consecutive timeouts before switching to WebSocket
 	ProbeInterval time.Duration // UDP probe period while on WebSocket
 	ProbesToUDP   int           // consecutive acked probes before returning to UDP
+	// DialBackoff and MaxDialBackoff bound the wait before the WebSocket
+	// is tried again after a failed dial or a WebSocket that stopped
+	// delivering acks.
+	DialBackoff, MaxDialBackoff time.Duration
 	// OnAck, if set, is called once for every acked packet (not probes),
 	// outside the link's lock.
 	OnAck func(station string, seq uint64)
@@ -72,6 +86,12 @@ func (c *Config) defaults() {
 	}
 	if c.ProbesToUDP <= 0 {
 		c.ProbesToUDP = DefaultProbesToUDP
+	}
+	if c.DialBackoff <= 0 {
+		c.DialBackoff = DefaultDialBackoff
+	}
+	if c.MaxDialBackoff < c.DialBackoff {
+		c.MaxDialBackoff = max(DefaultMaxDialBackoff, c.DialBackoff)
 	}
 }
 
@@ -242,6 +262,7 @@ type Stats struct {
 	Retransmitted       uint64        // second transmissions
 	Lost                uint64        // packets unacked after their retransmission
 	Probes              uint64        // UDP probes sent
+	Dials               uint64        // WebSocket dials attempted
 	BadAcks             uint64        // acks dropped for a bad MAC or an unknown station
 	ToWS, ToUDP         uint64        // transport switches
 }
@@ -255,6 +276,7 @@ func (s *Stats) add(o Stats) {
 	s.Retransmitted += o.Retransmitted
 	s.Lost += o.Lost
 	s.Probes += o.Probes
+	s.Dials += o.Dials
 	s.BadAcks += o.BadAcks
 	s.ToWS += o.ToWS
 	s.ToUDP += o.ToUDP
@@ -293,6 +315,8 @@ type Link struct {
 	transport   Transport
 	ws          *websocket.Conn
 	dialing     bool
+	backoff     time.Duration // current wait after a failed WebSocket; 0 after an ack
+	nextDial    time.Time     // no WebSocket attempt before
 	probeCancel context.CancelFunc
 	consecutive int
 	probesOK    int
@@ -412,18 +436,23 @@ func (l *Link) timeout(seq uint64) {
 	}
 	var toWS, reconnect bool
 	if l.consecutive >= l.u.cfg.TimeoutsToWS && l.u.cfg.WS != "" && !l.dialing {
-		toWS = l.transport == UDP
 		reconnect = l.transport == WS // the WebSocket itself stopped delivering
-		if toWS || reconnect {
+		if reconnect {
+			l.backOffLocked()
+		}
+		toWS = l.transport == UDP && !time.Now().Before(l.nextDial)
+		if toWS {
 			l.dialing = true
 		}
 	}
 	oldWS := l.ws
 	l.mu.Unlock()
 	if reconnect {
+		// Back on UDP; the next run of timeouts after the backoff tries the
+		// WebSocket again.
 		l.wsLost(oldWS, errors.New("acks stopped"))
 	}
-	if toWS || reconnect {
+	if toWS {
 		go l.toWS()
 	}
 	if resend {
@@ -460,6 +489,7 @@ func (l *Link) settle(seq uint64) bool {
 	}
 	l.stats.Acked++
 	l.consecutive = 0
+	l.backoff, l.nextDial = 0, time.Time{}
 	l.lastRTT = rtt
 	if l.srtt == 0 {
 		l.srtt = rtt
@@ -469,8 +499,19 @@ func (l *Link) settle(seq uint64) bool {
 	return true
 }
 
+// backOffLocked doubles the wait before the next WebSocket attempt (from
+// DialBackoff, up to MaxDialBackoff, ±25 %); l.mu is held.
+func (l *Link) backOffLocked() {
+	l.backoff = min(max(2*l.backoff, l.u.cfg.DialBackoff), l.u.cfg.MaxDialBackoff)
+	jitter := time.Duration(rand.Int64N(int64(l.backoff)/2+1)) - l.backoff/4
+	l.nextDial = time.Now().Add(l.backoff + jitter)
+}
+
 // toWS dials the WebSocket and, once connected, moves the link onto it.
 func (l *Link) toWS() {
+	l.mu.Lock()
+	l.stats.Dials++
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(l.u.ctx, 3*time.Second)
 	c, _, err := websocket.Dial(ctx, l.u.cfg.WS, l.u.wsDial)
 	cancel()
@@ -478,8 +519,9 @@ func (l *Link) toWS() {
 	defer l.mu.Unlock()
 	l.dialing = false
 	if err != nil {
-		// Stay on UDP; another run of timeouts tries again.
+		// Stay on UDP; a run of timeouts after the backoff tries again.
 		l.consecutive = 0
+		l.backOffLocked()
 		if l.u.ctx.Err() == nil {
 			l.u.log.WarnContext(ctx, "websocket dial failed, staying on UDP", slog.String("station", l.station), slog.Any("error", err))
 		}

@@ -32,6 +32,8 @@ type core struct {
 	udp       *net.UDPConn
 	ws        *httptest.Server
 	udpDown   atomic.Bool // drop every UDP datagram
+	wsRefuse  atomic.Bool // answer WebSocket dials 503
+	wsDials   atomic.Int32
 	dropFirst atomic.Int32
 	forge     atomic.Bool
 	mu        sync.Mutex
@@ -122,6 +124,11 @@ func (c *core) serveUDP() {
 }
 
 func (c *core) serveWS(w http.ResponseWriter, r *http.Request) {
+	c.wsDials.Add(1)
+	if c.wsRefuse.Load() {
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		return
+	}
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
@@ -389,5 +396,51 @@ func FuzzDispatch(f *testing.F) {
 	u.links["S1"] = &Link{u: u, station: "S1", key: stationKey, signer: stationwire.NewSigner(stationKey), pending: map[uint64]*pending{}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		u.dispatch(b)
+	})
+}
+
+// TestWebSocketRetriesBackOff: while the core answers neither UDP nor
+// WebSocket dials, a station tries the WebSocket again only after a
+// doubling backoff, not after every run of timeouts; once the core
+// accepts, it switches, and the next ack resets the backoff.
+func TestWebSocketRetriesBackOff(t *testing.T) {
+	t.Parallel()
+	c := newCore(t)
+	cfg := fastConfig(c, "primary")
+	cfg.AckTimeout = 10 * time.Millisecond // a run of 4 timeouts every 40 ms
+	cfg.DialBackoff, cfg.MaxDialBackoff = 100*time.Millisecond, 400*time.Millisecond
+	_, st := start(t, cfg)
+	c.udpDown.Store(true)
+	c.wsRefuse.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				st.send(t)
+			}
+		}
+	}()
+	started := time.Now()
+	poll.Until(t, 10*time.Second, "two seconds of refused dials", func() bool { return time.Since(started) > 2*time.Second })
+	// Without the backoff: a dial per run of timeouts, some 50 in 2 s.
+	// With it: after 0, ~0.1, ~0.3, ~0.7, ~1.1, ~1.5, ~1.9 s (±25 %).
+	if n := c.wsDials.Load(); n < 3 || n > 10 {
+		t.Fatalf("%d WebSocket dials in 2 s of refusals, want 3 to 10", n)
+	}
+	if s := st.link.Stats(); s.Dials != uint64(c.wsDials.Load()) && s.Dials != uint64(c.wsDials.Load())+1 {
+		t.Errorf("link counted %d dials, the core saw %d", s.Dials, c.wsDials.Load())
+	}
+	c.wsRefuse.Store(false)
+	poll.Until(t, 10*time.Second, "switch to WebSocket once the core accepts", func() bool { return st.link.Transport() == WS })
+	poll.Until(t, 10*time.Second, "an ack over WebSocket", func() bool {
+		st.link.mu.Lock()
+		defer st.link.mu.Unlock()
+		return st.link.backoff == 0
 	})
 }
