@@ -25,9 +25,7 @@ func BenchmarkSliceLatency(b *testing.B) {
 	for _, n := range []int{50, 1000} {
 		b.Run(fmt.Sprintf("stations=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				p50, p99, _ := sliceLatency(b, n, 120)
-				b.ReportMetric(p50, "p50-ms")
-				b.ReportMetric(p99, "p99-ms")
+				sliceLatency(b, n, 120).report(b)
 			}
 		})
 	}
@@ -59,10 +57,7 @@ func BenchmarkSliceLatencyWAN(b *testing.B) {
 				extra = []string{"-wan"}
 			}
 			for b.Loop() {
-				p50, p99, lost := sliceLatency(b, 1000, 120, extra...)
-				b.ReportMetric(p50, "p50-ms")
-				b.ReportMetric(p99, "p99-ms")
-				b.ReportMetric(float64(lost), "probes-lost")
+				sliceLatency(b, 1000, 120, extra...).report(b)
 			}
 		})
 	}
@@ -82,21 +77,39 @@ func BenchmarkSliceLatencyTLS(b *testing.B) {
 				extra = []string{"-tls"}
 			}
 			for b.Loop() {
-				p50, p99, lost := sliceLatency(b, 1000, 120, extra...)
-				b.ReportMetric(p50, "p50-ms")
-				b.ReportMetric(p99, "p99-ms")
-				b.ReportMetric(float64(lost), "probes-lost")
+				sliceLatency(b, 1000, 120, extra...).report(b)
 			}
 		})
 	}
 }
 
-// sliceLatency returns the median and 99th percentile of the probe's
-// latencies, and how many of its frames never showed in their tick: the
-// probe sends each once, so one lost on the way (-wan's 0.1 % loss, on
-// both uplinks) or later than the tick's deadline is missing, as a
-// station's frame that misses its tick is.
-func sliceLatency(b *testing.B, n, ticks int, devArgs ...string) (p50, p99 float64, lost int) {
+// probeResult is what the probe saw of its frames.
+type probeResult struct {
+	// lat are the latencies of the frames that reached the stream, ms,
+	// sorted.
+	lat []float64
+	// lost never reached it: the probe sends each frame once, so one lost
+	// on the way (-wan's 0.1 % loss, on both uplinks) is missing.
+	lost int
+	// late reached it in a later tick than their own: the tick closed
+	// before the frame came in (at its quorum or its deadline), and the
+	// next tick showed it as the station's latest.
+	late int
+}
+
+// report reports the result's median and 99th percentile, and its lost
+// and late frames.
+func (r probeResult) report(b *testing.B) {
+	b.ReportMetric(r.lat[len(r.lat)/2], "p50-ms")
+	b.ReportMetric(r.lat[(len(r.lat)*99)/100], "p99-ms")
+	b.ReportMetric(float64(r.lost), "probes-lost")
+	b.ReportMetric(float64(r.late), "probes-late")
+}
+
+// sliceLatency sends ticks probe frames through the topology of shindo
+// dev (devArgs) loaded by a fleet of n stations, and returns what the
+// probe saw of them.
+func sliceLatency(b *testing.B, n, ticks int, devArgs ...string) probeResult {
 	args := append([]string{"-stations", fmt.Sprint(n + 1), "-simulate=false", "-log-level", "warn"}, devArgs...)
 	wan := slices.Contains(devArgs, "-wan")
 	d := startDev(b, args...)
@@ -136,7 +149,7 @@ func sliceLatency(b *testing.B, n, ticks int, devArgs ...string) (p50, p99 float
 			break
 		}
 	}
-	lat, lost := probeLatencies(ctx, b, events, prb, ticks)
+	res := probeLatencies(ctx, b, events, prb, ticks)
 	if wan {
 		// What the links did meanwhile: the profile's losses, or the
 		// router's queue overflowing (a machine too busy to carry it).
@@ -155,17 +168,17 @@ func sliceLatency(b *testing.B, n, ticks int, devArgs ...string) (p50, p99 float
 			}
 		}
 	}
-	if len(lat) == 0 {
+	if len(res.lat) == 0 {
 		b.Fatalf("none of %d probe frames reached the stream", ticks)
 	}
-	slices.Sort(lat)
-	return lat[len(lat)/2], lat[(len(lat)*99)/100], lost
+	return res
 }
 
 // probeLatencies sends one frame of the probe station per tick, each with
 // a unique PGA, and returns for each how long it took to appear on the SSE
-// stream events, in milliseconds, and how many never appeared.
-func probeLatencies(ctx context.Context, b testing.TB, events <-chan sseEvent, probe *probe, ticks int) (lat []float64, lost int) {
+// stream events, in milliseconds (sorted), how many never appeared and
+// how many appeared in a later tick than their own.
+func probeLatencies(ctx context.Context, b testing.TB, events <-chan sseEvent, probe *probe, ticks int) (res probeResult) {
 	b.Helper()
 	for k := 1; k <= ticks; k++ {
 		end := nextBoundary()
@@ -174,23 +187,27 @@ func probeLatencies(ctx context.Context, b testing.TB, events <-chan sseEvent, p
 		for {
 			ev, ok := nextEvent(ctx, events)
 			if !ok {
-				b.Fatalf("stream ended after %d samples", len(lat))
+				b.Fatalf("stream ended after %d samples", len(res.lat))
 			}
 			var doc rtsDoc
 			if json.Unmarshal([]byte(ev.data), &doc) != nil {
 				continue
 			}
 			if st, ok := doc.Station[probe.st.ID]; ok && st.PGA == float64(pga) {
-				lat = append(lat, float64(ev.at.Sub(sent).Microseconds())/1000)
+				res.lat = append(res.lat, float64(ev.at.Sub(sent).Microseconds())/1000)
+				if doc.Time > end {
+					res.late++
+				}
 				break
 			}
 			if doc.Time > end+2000 {
-				lost++
+				res.lost++
 				break
 			}
 		}
 	}
-	return lat, lost
+	slices.Sort(res.lat)
+	return res
 }
 
 func nextEvent(ctx context.Context, events <-chan sseEvent) (sseEvent, bool) {
