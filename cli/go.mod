@@ -17,7 +17,7 @@ require (
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
 	shindo.dev/sdk v0.0.0
-	shindo.dev/seismo v0.0.0-00010101000000-000000000000
+	shindo.dev/seismo v0.0.0
 )
 
 require (

@@ -9,6 +9,7 @@ require (
 	google.golang.org/grpc v1.85.0
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
+	shindo.dev/seismo v0.0.0
 )
 
 require (
@@ -27,7 +28,6 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
-	shindo.dev/seismo v0.0.0 // indirect
 )
 
 require (

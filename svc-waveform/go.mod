@@ -12,7 +12,10 @@ require (
 	shindo.dev/seismo v0.0.0
 )
 
-require golang.org/x/crypto v0.58.0 // indirect
+require (
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
