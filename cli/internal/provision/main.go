@@ -19,7 +19,7 @@ type config struct {
 	DataAPI    string `conf:"data-api" help:"base URL of a core's data API, e.g. http://127.0.0.1:7401"`
 	AdminToken string `conf:"admin-token" secret:"true" help:"admin token of that data API"`
 	Stations   int    `conf:"stations" default:"50" help:"how many stations to create"`
-	Prefix     string `conf:"id-prefix" default:"SIM" help:"station IDs are the prefix and a five-digit number; also their network label (net: the SEED network is SH, the station code the number)"`
+	Prefix     string `conf:"id-prefix" default:"SIM" help:"station IDs are the prefix and a five-digit number; also their network label (net); their SEED codes are the registry's choice (SH and, if free, the number)"`
 	Out        string `conf:"out" default:"stations.json" help:"file to write the stations and their keys to (for shindo sim -stations-file)"`
 	CAFile     string `conf:"ca-file" help:"CA certificates (PEM) to trust the https:// data API by (empty: the system's)"`
 	Cert       string `conf:"cert" help:"client certificate (PEM) to present: a data API under mutual TLS serves an operator's or an edge's alone"`

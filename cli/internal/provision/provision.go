@@ -23,11 +23,12 @@ import (
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/township"
 	"shindo.dev/sdk/trust"
-	"shindo.dev/seismo/seedcode"
 )
 
-// Fleet lays out n stations over Taiwan's townships (IDs <prefix>00001…,
-// SEED codes SH.00001.00…), with no keys yet.
+// Fleet lays out n stations over Taiwan's townships (IDs <prefix>00001…),
+// with no keys yet. Their SEED codes are left to the registry, which gives
+// each a free one by seedcode.Station's rule (SIM00001: SH.00001.00) —
+// codes chosen here would collide with another prefix's fleet.
 func Fleet(prefix string, n int) []*registry.Station {
 	towns := township.Sample()
 	out := make([]*registry.Station, n)
@@ -45,9 +46,6 @@ func Fleet(prefix string, n int) []*registry.Station {
 			Lat:  math.Round((t.Lat+r*math.Sin(angle))*1e4) / 1e4,
 			Lon:  math.Round((t.Lon+r*math.Cos(angle))*1e4) / 1e4,
 			Code: t.Code,
-		}
-		if i+1 <= 99_999 { // five digits; beyond, the registry chooses (seedcode.Station)
-			out[i].SEED = seedcode.Codes{Network: seedcode.DefaultNetwork, Station: fmt.Sprintf("%05d", i+1), Location: seedcode.DefaultLocation}
 		}
 	}
 	return out
