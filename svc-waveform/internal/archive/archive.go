@@ -550,7 +550,13 @@ func validScale(f float32) bool {
 // applyFrame stores one frame under s.mu. In replay, nothing is logged or
 // cut.
 func (s *Store) applyFrame(f *Frame, now int64, replay bool) Outcome {
-	if f.Station == "" || len(f.Station) > maxStationID || !f.SEED.IsZero() && f.SEED.Check() != nil {
+	if f.Station == "" || len(f.Station) > maxStationID {
+		return Malformed
+	}
+	// Codes name paths only when a station is first archived: checked
+	// then, not on every frame of the hot path (a known station's are
+	// only compared with its names).
+	if !f.SEED.IsZero() && s.stations[f.Station] == nil && f.SEED.Check() != nil {
 		return Malformed
 	}
 	horizon := now - s.opts.Retention.Milliseconds()
