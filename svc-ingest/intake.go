@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -68,22 +67,11 @@ func (in *intake) scanRecent(fn func(station string, seq, index uint64, recvAtMs
 	if next > rebuildScan && next-rebuildScan > from {
 		from = next - rebuildScan
 	}
-	for from < next {
-		entries, err := in.journal.Read(from, 8192)
-		if err != nil {
-			return fmt.Errorf("read journal: %w", err)
+	return in.journal.Scan(from, func(index uint64, payload []byte) {
+		if station, seq, ok := peersync.Peek(payload); ok {
+			fn(station, seq, index, peersync.RecvAt(payload))
 		}
-		if len(entries) == 0 {
-			return nil
-		}
-		for _, e := range entries {
-			if station, seq, ok := peersync.Peek(e.Payload); ok {
-				fn(station, seq, e.Index, peersync.RecvAt(e.Payload))
-			}
-		}
-		from = entries[len(entries)-1].Index + 1
-	}
-	return nil
+	})
 }
 
 // encodeRecord serializes an ingestv1.Record around the packet's own bytes:
