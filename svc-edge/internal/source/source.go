@@ -51,8 +51,10 @@ const staleAfter = 750 * time.Millisecond
 
 // blindAfter: how long a serving core may be silent before a core that
 // sees fewer than half as many stations replaces it. The ticks in between
-// come from the archives when it does (Selector.Fill).
-const blindAfter = 3 * time.Second
+// come from the archives when it does (Selector.Fill). With the next tick's
+// 500 ms it stays under the 2 s a client following the client rules waits
+// before it reconnects (SPEC §7): a blind tick then, rather than none.
+const blindAfter = 1250 * time.Millisecond
 
 // richerTicks: how many ticks in a row another core must see more than
 // twice the stations of a serving core that still delivers before it

@@ -295,7 +295,7 @@ func TestBlindCoreWaits(t *testing.T) {
 	a.feed <- seeing("A", 1000, 10)
 	expect("A@01.000")
 	// A goes silent for longer than blindAfter: B takes over.
-	advance(3100 * time.Millisecond)
+	advance(blindAfter + 100*time.Millisecond)
 	b.feed <- seeing("B", 2000, 0)
 	expect("B@02.000")
 	if got := p.out.list(); len(got) != 3 {
