@@ -22,23 +22,15 @@ type chanKind struct {
 	maxPer   int            // most samples a record can hold
 }
 
-// The channels of a station, in the order of the per-station arrays.
-//
-// Acceleration: band B (SEED 2.4 appendix A: sample rate ≥ 10 to < 80 Hz
-// with a corner period ≥ 10 s — a MEMS accelerometer is flat down to DC),
-// instrument N (accelerometer), orientation Z, N, E.
-//
-// Intensity series, one sample per 500 ms frame at its window end: band M
-// (> 1 to < 10 Hz), instrument X ("derived or generated channel", the FDSN
-// addendum of 2010), subsource I (real-time intensity), A (PGA, gal) and
-// V (PGV, cm/s), as IEEE 32-bit floats exactly as the station sent them.
+// The channels of a station, in the order of the per-station arrays: the
+// registry's table (seedcode.Channels), which station metadata describes.
 var kinds = [numChannels]chanKind{
-	{"BNZ", 20, 50, mseed.Steim2, mseed.MaxSamples(recordLen, mseed.Steim2)},
-	{"BNN", 20, 50, mseed.Steim2, mseed.MaxSamples(recordLen, mseed.Steim2)},
-	{"BNE", 20, 50, mseed.Steim2, mseed.MaxSamples(recordLen, mseed.Steim2)},
-	{"MXI", 500, 2, mseed.Float32, mseed.MaxSamples(recordLen, mseed.Float32)},
-	{"MXA", 500, 2, mseed.Float32, mseed.MaxSamples(recordLen, mseed.Float32)},
-	{"MXV", 500, 2, mseed.Float32, mseed.MaxSamples(recordLen, mseed.Float32)},
+	{seedcode.Channels[0].Code, 20, 50, mseed.Steim2, mseed.MaxSamples(recordLen, mseed.Steim2)},
+	{seedcode.Channels[1].Code, 20, 50, mseed.Steim2, mseed.MaxSamples(recordLen, mseed.Steim2)},
+	{seedcode.Channels[2].Code, 20, 50, mseed.Steim2, mseed.MaxSamples(recordLen, mseed.Steim2)},
+	{seedcode.Channels[3].Code, 500, 2, mseed.Float32, mseed.MaxSamples(recordLen, mseed.Float32)},
+	{seedcode.Channels[4].Code, 500, 2, mseed.Float32, mseed.MaxSamples(recordLen, mseed.Float32)},
+	{seedcode.Channels[5].Code, 500, 2, mseed.Float32, mseed.MaxSamples(recordLen, mseed.Float32)},
 }
 
 // Indexes into a station's channels.

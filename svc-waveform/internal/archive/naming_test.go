@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"shindo.dev/seismo/mseed"
 	"shindo.dev/seismo/seedcode"
 )
 
@@ -108,5 +109,19 @@ func TestStationMapWithoutLocation(t *testing.T) {
 	}
 	if _, err := Open(Options{Dir: dir, Now: c.Now}); err == nil || !strings.Contains(err.Error(), "not a station entry") {
 		t.Errorf("a bad location in the map: %v", err)
+	}
+}
+
+// TestKindsAreTheRegistrysChannels: the archive writes each channel at the
+// rate station metadata describes it with (seedcode.Channels).
+func TestKindsAreTheRegistrysChannels(t *testing.T) {
+	if len(kinds) != len(seedcode.Channels) {
+		t.Fatalf("archive has %d channels, seedcode %d", len(kinds), len(seedcode.Channels))
+	}
+	for i, k := range kinds {
+		c := seedcode.Channels[i]
+		if k.code != c.Code || k.rate != c.RateHz || k.periodMs*int64(c.RateHz) != 1000 || (k.enc == mseed.Steim2) != c.Counts {
+			t.Errorf("channel %d: archive %+v, seedcode %+v", i, k, c)
+		}
 	}
 }
