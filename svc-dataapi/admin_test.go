@@ -86,6 +86,8 @@ func TestProvisioning(t *testing.T) {
 		{"station code in lower case", adminToken, map[string]any{"id": "X", "network_code": "SH", "station_code": "x"}, 400},
 		{"network code alone", adminToken, map[string]any{"id": "X", "network_code": "SH"}, 400},
 		{"location code alone", adminToken, map[string]any{"id": "X", "location_code": "10"}, 400},
+		{"elevation above any summit", adminToken, map[string]any{"id": "X", "elevation_m": 9500}, 400},
+		{"negative count size", adminToken, map[string]any{"id": "X", "scale_gal": -0.001}, 400},
 	} {
 		if code, body := call(t, "POST", base+"/v1/stations", tc.token, tc.body); code != tc.want {
 			t.Errorf("%s: %d %v, want %d", tc.name, code, body, tc.want)
@@ -104,11 +106,13 @@ func TestProvisioning(t *testing.T) {
 		t.Fatalf("duplicate create: %d", code)
 	}
 	// Codes given are kept; codes taken are refused as the id is.
-	given := map[string]any{"id": "HUA-2", "lat": 23.99, "lon": 121.61, "network_code": "TW", "station_code": "HUA2", "location_code": ""}
+	given := map[string]any{"id": "HUA-2", "lat": 23.99, "lon": 121.61, "network_code": "TW", "station_code": "HUA2", "location_code": "",
+		"elevation_m": 312.5, "scale_gal": 0.002}
 	if code, body := call(t, "POST", base+"/v1/stations", adminToken, given); code != 200 {
 		t.Fatalf("create with codes: %d %v", code, body)
-	} else if st, _ := body["station"].(map[string]any); st["network_code"] != "TW" || st["station_code"] != "HUA2" || st["location_code"] != "" {
-		t.Errorf("created with codes: %v, want TW.HUA2.", st)
+	} else if st, _ := body["station"].(map[string]any); st["network_code"] != "TW" || st["station_code"] != "HUA2" || st["location_code"] != "" ||
+		st["elevation_m"] != 312.5 || st["scale_gal"] != 0.002 {
+		t.Errorf("created with codes: %v, want TW.HUA2. at 312.5 m, 0.002 gal per count", st)
 	}
 	given["id"] = "HUA-3"
 	if code, body := call(t, "POST", base+"/v1/stations", adminToken, given); code != 409 {
@@ -118,6 +122,14 @@ func TestProvisioning(t *testing.T) {
 	poll.Until(t, 10*time.Second, "station in the registry", func() bool {
 		code, _ := call(t, "GET", base+"/v1/stations/HUA01", "", nil)
 		return code == 200
+	})
+
+	// Its station metadata (fdsnws-station) says what it was created with:
+	// the codes, the elevation, counts per m/s² from the count size.
+	const bnz = "TW|HUA2||BNZ|23.99|121.61|312.5|0|0|-90|MEMS accelerometer|50000|1|m/s**2|50|"
+	poll.Until(t, 10*time.Second, "the station's metadata", func() bool {
+		a := do(t, "GET", base+"/fdsnws/station/1/query?net=TW&sta=HUA2&cha=BNZ&level=channel&format=text", "", nil)
+		return a.code == 200 && strings.Contains(string(a.body), "\n"+bnz)
 	})
 
 	code, body = call(t, "POST", base+"/v1/stations/HUA01:rotateKey", adminToken, map[string]any{"overlap_seconds": 600})

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"shindo.dev/lib/registry"
+	"shindo.dev/seismo/measure"
 	"shindo.dev/seismo/seedcode"
 )
 
@@ -55,6 +56,10 @@ type NewStation struct {
 	// and a station code by seedcode.Station's rule among the stations
 	// provisioned before.
 	SEED seedcode.Codes
+	// Elevation above sea level, m; ScaleGal the size of one count of its
+	// accelerometer, gal (0: the fleet's, measure.DefaultScaleGal).
+	Elevation float64
+	ScaleGal  float64
 	// Key is the station's first signing key (key ID 1), 16–64 bytes; nil
 	// means generate 32 random bytes.
 	Key []byte
@@ -91,7 +96,10 @@ func (s *Store) CreateStation(ctx context.Context, ns NewStation) (*registry.Sta
 			seedErr = fmt.Errorf("%w: %v", ErrInvalid, seedErr)
 		}
 	}
-	if err := firstError(checkID(ns.ID), checkInfo(ns.Name, ns.Net, ns.Lat, ns.Lon, ns.Code), seedErr, checkKey(key)); err != nil {
+	if ns.ScaleGal == 0 {
+		ns.ScaleGal = measure.DefaultScaleGal
+	}
+	if err := firstError(checkID(ns.ID), checkInfo(ns.Name, ns.Net, ns.Lat, ns.Lon, ns.Code), seedErr, checkInstrument(ns.Elevation, ns.ScaleGal), checkKey(key)); err != nil {
 		return nil, fmt.Errorf("create station %q: %w", ns.ID, err)
 	}
 	// Without codes the row is given them by the schema's rule
@@ -100,12 +108,14 @@ func (s *Store) CreateStation(ctx context.Context, ns NewStation) (*registry.Sta
 	if !ns.SEED.IsZero() {
 		seed = [3]*string{&ns.SEED.Network, &ns.SEED.Station, &ns.SEED.Location}
 	}
+	var created time.Time
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx,
-			`INSERT INTO stations (id, name, net, lat, lon, code, seed_net, seed_sta, seed_loc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-			 RETURNING seed_net, seed_sta, seed_loc`,
-			ns.ID, ns.Name, ns.Net, ns.Lat, ns.Lon, int64(ns.Code), seed[0], seed[1], seed[2],
-		).Scan(&ns.SEED.Network, &ns.SEED.Station, &ns.SEED.Location); err != nil {
+			`INSERT INTO stations (id, name, net, lat, lon, code, seed_net, seed_sta, seed_loc, elevation_m, scale_gal)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			 RETURNING seed_net, seed_sta, seed_loc, created_at`,
+			ns.ID, ns.Name, ns.Net, ns.Lat, ns.Lon, int64(ns.Code), seed[0], seed[1], seed[2], ns.Elevation, ns.ScaleGal,
+		).Scan(&ns.SEED.Network, &ns.SEED.Station, &ns.SEED.Location, &created); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO station_keys (station_id, key_id, secret) VALUES ($1, 1, $2)`, ns.ID, key)
@@ -117,6 +127,7 @@ func (s *Store) CreateStation(ctx context.Context, ns NewStation) (*registry.Sta
 	active := true
 	return validated(&registry.Station{
 		ID: ns.ID, Name: ns.Name, Net: ns.Net, Lat: ns.Lat, Lon: ns.Lon, Code: ns.Code, SEED: ns.SEED,
+		Elevation: ns.Elevation, ScaleGal: ns.ScaleGal, Created: created.UTC(),
 		KeyID: 1, KeyHex: hex.EncodeToString(key), Active: &active,
 	})
 }
@@ -316,6 +327,7 @@ type querier interface {
 func readStations(ctx context.Context, q querier, where string, args ...any) ([]*registry.Station, error) {
 	rows, err := q.Query(ctx, `
 		SELECT s.id, s.name, s.net, s.lat, s.lon, s.code, s.active, s.seq_reset_at, s.seed_net, s.seed_sta, s.seed_loc,
+		       s.elevation_m, s.scale_gal, s.created_at, s.retired_at,
 		       k.key_id, k.secret, k.not_after
 		FROM stations s
 		LEFT JOIN station_keys k ON k.station_id = s.id AND (k.not_after IS NULL OR k.not_after > now())
@@ -340,13 +352,20 @@ func readStations(ctx context.Context, q querier, where string, args ...any) ([]
 			secret        []byte
 			notAfter      *time.Time
 			seed          seedcode.Codes
+			elev, scale   float64
+			created       time.Time
+			retired       *time.Time
 		)
 		if err := rows.Scan(&id, &name, &net, &lat, &lon, &code, &active, &seqReset,
-			&seed.Network, &seed.Station, &seed.Location, &keyID, &secret, &notAfter); err != nil {
+			&seed.Network, &seed.Station, &seed.Location, &elev, &scale, &created, &retired, &keyID, &secret, &notAfter); err != nil {
 			return nil, translate(err)
 		}
 		if cur == nil || cur.ID != id {
-			cur = &registry.Station{ID: id, Name: name, Net: net, Lat: lat, Lon: lon, Code: uint32(code), SEED: seed, Active: &active}
+			cur = &registry.Station{ID: id, Name: name, Net: net, Lat: lat, Lon: lon, Code: uint32(code), SEED: seed, Active: &active,
+				Elevation: elev, ScaleGal: scale, Created: created.UTC()}
+			if retired != nil {
+				cur.Retired = retired.UTC()
+			}
 			if seqReset != nil {
 				cur.SeqResetMs = seqReset.UnixMilli()
 			}
@@ -413,6 +432,18 @@ func checkInfo(name, net string, lat, lon float64, code uint32) error {
 		return fmt.Errorf("%w: township code %d too large", ErrInvalid, code)
 	}
 	return firstError(checkText("name", name), checkText("net", net))
+}
+
+// checkInstrument checks a station's elevation and count size against the
+// registry's bounds.
+func checkInstrument(elevation, scaleGal float64) error {
+	switch {
+	case !(elevation >= registry.MinElevation && elevation <= registry.MaxElevation):
+		return fmt.Errorf("%w: elevation %v m outside %d..%d", ErrInvalid, elevation, registry.MinElevation, registry.MaxElevation)
+	case !(scaleGal > 0 && scaleGal <= registry.MaxScaleGal):
+		return fmt.Errorf("%w: scale %v gal per count outside 0..%d", ErrInvalid, scaleGal, registry.MaxScaleGal)
+	}
+	return nil
 }
 
 // firstError returns the first non-nil error: one problem at a time keeps

@@ -15,6 +15,7 @@ import (
 
 	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/registry"
+	"shindo.dev/seismo/measure"
 )
 
 func hualien(id string) metadb.NewStation {
@@ -174,6 +175,38 @@ func TestUpdateStation(t *testing.T) {
 	}
 }
 
+// TestStationInstrument: a station's elevation, count size and service
+// dates — what its StationXML reports — are stored, defaulted and bounded.
+func TestStationInstrument(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t)
+	before := time.Now().Add(-time.Minute)
+	ns := hualien("HL-E")
+	ns.Elevation, ns.ScaleGal = 512.5, 0.0025
+	mustCreate(t, s, ns)
+	mustCreate(t, s, hualien("HL-D"))
+	for id, want := range map[string][2]float64{"HL-E": {512.5, 0.0025}, "HL-D": {0, measure.DefaultScaleGal}} {
+		got, err := s.GetStation(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Elevation != want[0] || got.ScaleGal != want[1] || got.Created.Before(before) || !got.Retired.IsZero() {
+			t.Errorf("%s: elevation %v, scale %v, created %v, retired %v; want %v", id, got.Elevation, got.ScaleGal, got.Created, got.Retired, want)
+		}
+	}
+	for _, bad := range []metadb.NewStation{
+		{ID: "E1", Lat: 23, Lon: 121, Elevation: 9001},
+		{ID: "E2", Lat: 23, Lon: 121, Elevation: math.NaN()},
+		{ID: "E3", Lat: 23, Lon: 121, ScaleGal: -1},
+		{ID: "E4", Lat: 23, Lon: 121, ScaleGal: 101},
+	} {
+		if _, err := s.CreateStation(ctx, bad); !errors.Is(err, metadb.ErrInvalid) {
+			t.Errorf("%s (elevation %v, scale %v): err = %v, want ErrInvalid", bad.ID, bad.Elevation, bad.ScaleGal, err)
+		}
+	}
+}
+
 func TestRetireStation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -192,6 +225,9 @@ func TestRetireStation(t *testing.T) {
 	var retiredAt *time.Time
 	if err := pool.QueryRow(ctx, "SELECT retired_at FROM stations WHERE id = 'A'").Scan(&retiredAt); err != nil || retiredAt == nil {
 		t.Fatalf("retired_at = %v, %v", retiredAt, err)
+	}
+	if !got.Retired.Equal(*retiredAt) || !got.Retired.After(got.Created) {
+		t.Fatalf("registry says created %v, retired %v; the row retired_at %v", got.Created, got.Retired, *retiredAt)
 	}
 	for name, err := range map[string]error{
 		"retire again": s.RetireStation(ctx, "A"),

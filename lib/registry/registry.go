@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sort"
 	"sync/atomic"
 	"time"
 
 	"shindo.dev/lib/stationwire"
+	"shindo.dev/seismo/measure"
 	"shindo.dev/seismo/seedcode"
 )
 
@@ -35,6 +37,16 @@ type Station struct {
 	// network seedcode.DefaultNetwork, location seedcode.DefaultLocation
 	// and a station code by seedcode.Station's rule.
 	SEED seedcode.Codes `json:"seed,omitzero"`
+	// Elevation is the station's height above sea level, m.
+	Elevation float64 `json:"elevation_m,omitempty"`
+	// ScaleGal is the size of one count of the station's accelerometer
+	// (counts × ScaleGal = gal), what its metadata reports as sensitivity;
+	// 0: measure.DefaultScaleGal, what the fleet's stations send.
+	ScaleGal float64 `json:"scale_gal,omitempty"`
+	// Created and Retired bound the station's service (Retired zero while
+	// it is active): its metadata's start and end dates.
+	Created time.Time `json:"created_at,omitzero"`
+	Retired time.Time `json:"retired_at,omitzero"`
 	// KeyID and KeyHex are the station's current signing key.
 	KeyID  uint32 `json:"key_id"`
 	KeyHex string `json:"key_hex"`
@@ -99,6 +111,23 @@ func (s *Station) Signer(keyID uint32) (*stationwire.Signer, bool) {
 
 // CurrentKey returns the key the station signs with now.
 func (s *Station) CurrentKey() []byte { return s.key }
+
+// Scale is the size of one count, gal: ScaleGal, or the default.
+func (s *Station) Scale() float64 {
+	if s.ScaleGal == 0 {
+		return measure.DefaultScaleGal
+	}
+	return s.ScaleGal
+}
+
+// Bounds of a station's elevation (m: the deepest sea floor to above the
+// highest summit) and of its count size (gal: a count of 1 m/s² is
+// already far coarser than any strong-motion sensor).
+const (
+	MinElevation = -12000
+	MaxElevation = 9000
+	MaxScaleGal  = 100
+)
 
 // InService reports whether the station is active.
 func (s *Station) InService() bool { return s.Active == nil || *s.Active }
@@ -176,6 +205,12 @@ func NewSet(list []*Station) (*Set, error) {
 		s.signer = stationwire.NewSigner(key)
 		if s.Lat < -90 || s.Lat > 90 || s.Lon < -180 || s.Lon > 180 {
 			return nil, fmt.Errorf("station %q: position %.4f,%.4f out of range", s.ID, s.Lat, s.Lon)
+		}
+		if s.Elevation < MinElevation || s.Elevation > MaxElevation || math.IsNaN(s.Elevation) {
+			return nil, fmt.Errorf("station %q: elevation %g m outside %d to %d", s.ID, s.Elevation, MinElevation, MaxElevation)
+		}
+		if s.ScaleGal < 0 || s.ScaleGal > MaxScaleGal || math.IsNaN(s.ScaleGal) {
+			return nil, fmt.Errorf("station %q: scale %g gal per count outside 0 to %g", s.ID, s.ScaleGal, float64(MaxScaleGal))
 		}
 		if err := CheckSeqReset(s.SeqResetMs, now); err != nil {
 			return nil, fmt.Errorf("station %q: %w", s.ID, err)

@@ -121,7 +121,7 @@ func (s *Server) CreateStation(ctx context.Context, req *datav1.CreateStationReq
 	}
 	st, err := s.admin.CreateStation(ctx, metadb.NewStation{
 		ID: req.GetId(), Name: req.GetName(), Net: req.GetNet(), Lat: req.GetLat(), Lon: req.GetLon(), Code: req.GetCode(), Key: key,
-		SEED: seed,
+		SEED: seed, Elevation: req.GetElevationM(), ScaleGal: req.GetScaleGal(),
 	})
 	if err != nil {
 		return nil, s.fail(ctx, err)
@@ -257,5 +257,6 @@ func Proto(st *registry.Station) *datav1.Station {
 	return &datav1.Station{
 		Id: st.ID, Name: st.Name, Net: st.Net, Lat: st.Lat, Lon: st.Lon, Code: st.Code, Active: st.InService(),
 		SeqResetMs: st.SeqResetMs, NetworkCode: st.SEED.Network, StationCode: st.SEED.Station, LocationCode: st.SEED.Location,
+		ElevationM: st.Elevation, ScaleGal: st.Scale(),
 	}
 }

@@ -54,7 +54,12 @@ type Station struct {
 	// network.
 	StationCode string `protobuf:"bytes,10,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
 	// SEED location code, 0–2 upper-case letters or digits.
-	LocationCode  string `protobuf:"bytes,11,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	LocationCode string `protobuf:"bytes,11,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	// Height above sea level, m.
+	ElevationM float64 `protobuf:"fixed64,12,opt,name=elevation_m,json=elevationM,proto3" json:"elevation_m,omitempty"`
+	// Size of one count of the station's accelerometer, gal (counts ×
+	// scale_gal = gal): its station metadata's sensitivity.
+	ScaleGal      float64 `protobuf:"fixed64,13,opt,name=scale_gal,json=scaleGal,proto3" json:"scale_gal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,6 +169,20 @@ func (x *Station) GetLocationCode() string {
 		return x.LocationCode
 	}
 	return ""
+}
+
+func (x *Station) GetElevationM() float64 {
+	if x != nil {
+		return x.ElevationM
+	}
+	return 0
+}
+
+func (x *Station) GetScaleGal() float64 {
+	if x != nil {
+		return x.ScaleGal
+	}
+	return 0
 }
 
 // ListStationsRequest filters the list.
@@ -432,7 +451,12 @@ type CreateStationRequest struct {
 	StationCode string `protobuf:"bytes,9,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
 	// SEED location code, 0–2 upper-case letters or digits; used with the
 	// other two.
-	LocationCode  string `protobuf:"bytes,10,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	LocationCode string `protobuf:"bytes,10,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	// Height above sea level, m, −12000 to 9000.
+	ElevationM float64 `protobuf:"fixed64,11,opt,name=elevation_m,json=elevationM,proto3" json:"elevation_m,omitempty"`
+	// Size of one count of the station's accelerometer, gal, above 0 and
+	// at most 100; 0 for 0.001, what the fleet's stations send.
+	ScaleGal      float64 `protobuf:"fixed64,12,opt,name=scale_gal,json=scaleGal,proto3" json:"scale_gal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +559,20 @@ func (x *CreateStationRequest) GetLocationCode() string {
 		return x.LocationCode
 	}
 	return ""
+}
+
+func (x *CreateStationRequest) GetElevationM() float64 {
+	if x != nil {
+		return x.ElevationM
+	}
+	return 0
+}
+
+func (x *CreateStationRequest) GetScaleGal() float64 {
+	if x != nil {
+		return x.ScaleGal
+	}
+	return 0
 }
 
 // CreateStationResponse holds the new station and its key.
@@ -2930,7 +2968,7 @@ var File_shindo_data_v1_data_proto protoreflect.FileDescriptor
 
 const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\n" +
-	"\x19shindo/data/v1/data.proto\x12\x0eshindo.data.v1\"\x9c\x02\n" +
+	"\x19shindo/data/v1/data.proto\x12\x0eshindo.data.v1\"\xda\x02\n" +
 	"\aStation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -2944,7 +2982,10 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\fnetwork_code\x18\t \x01(\tR\vnetworkCode\x12!\n" +
 	"\fstation_code\x18\n" +
 	" \x01(\tR\vstationCode\x12#\n" +
-	"\rlocation_code\x18\v \x01(\tR\flocationCode\"'\n" +
+	"\rlocation_code\x18\v \x01(\tR\flocationCode\x12\x1f\n" +
+	"\velevation_m\x18\f \x01(\x01R\n" +
+	"elevationM\x12\x1b\n" +
+	"\tscale_gal\x18\r \x01(\x01R\bscaleGal\"'\n" +
 	"\x13ListStationsRequest\x12\x10\n" +
 	"\x03net\x18\x01 \x01(\tR\x03net\"K\n" +
 	"\x14ListStationsResponse\x123\n" +
@@ -2956,7 +2997,7 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"StationKey\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\rR\x05keyId\x12\x17\n" +
-	"\akey_hex\x18\x02 \x01(\tR\x06keyHex\"\x88\x02\n" +
+	"\akey_hex\x18\x02 \x01(\tR\x06keyHex\"\xc6\x02\n" +
 	"\x14CreateStationRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -2968,7 +3009,10 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\fnetwork_code\x18\b \x01(\tR\vnetworkCode\x12!\n" +
 	"\fstation_code\x18\t \x01(\tR\vstationCode\x12#\n" +
 	"\rlocation_code\x18\n" +
-	" \x01(\tR\flocationCode\"x\n" +
+	" \x01(\tR\flocationCode\x12\x1f\n" +
+	"\velevation_m\x18\v \x01(\x01R\n" +
+	"elevationM\x12\x1b\n" +
+	"\tscale_gal\x18\f \x01(\x01R\bscaleGal\"x\n" +
 	"\x15CreateStationResponse\x121\n" +
 	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\x12,\n" +
 	"\x03key\x18\x02 \x01(\v2\x1a.shindo.data.v1.StationKeyR\x03key\"\x84\x01\n" +
