@@ -86,7 +86,18 @@ func TestDuringAnEarthquake(t *testing.T) {
 		dir, err := buildTSSDK()
 		sdk <- built{dir, err}
 	}()
+	spj := make(chan built, 1)
+	go func() {
+		// seisplotjs, after the SDK's npm ci: one at a time on two cores.
+		b := <-sdk
+		sdk <- b
+		dir, err := prepareSeisplotjs()
+		spj <- built{dir, err}
+	}()
 	t.Cleanup(func() {
+		if b := <-spj; b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 		if b := <-sdk; b.dir != "" {
 			os.RemoveAll(b.dir)
 		}
@@ -119,6 +130,16 @@ func TestDuringAnEarthquake(t *testing.T) {
 			t.Fatalf("no detection in the data API 30 s after both cores listed one: %s", body)
 		}
 		checkTSSDK(t, d, b.dir, report)
+	})
+	t.Run("seisplotjs reads station metadata through both edges", func(t *testing.T) {
+		b := <-spj
+		spj <- b // for the cleanup
+		if b.err != nil {
+			t.Fatalf("install seisplotjs: %v", b.err)
+		}
+		for _, edge := range []string{"TPE-1", "KHH-1"} {
+			checkSeisplotjsStations(t, d, b.dir, edge)
+		}
 	})
 }
 

@@ -61,6 +61,24 @@ func buildTSSDK() (string, error) {
 	return dir, nil
 }
 
+// runNode runs node with args in dir and returns what it printed; a
+// failure ends the test with what it said on stderr.
+func runNode(t *testing.T, dir, what string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("node", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("%s: %v\n%s", what, err, stderr)
+	}
+	return out
+}
+
 // checkTSSDK reads the stations, the reports and the detections through
 // both edges with the TypeScript SDK, run by node, and checks it read what
 // the data API holds: every station, the report posted, every detection,
@@ -71,17 +89,7 @@ func checkTSSDK(t *testing.T, d *dev, dir, report string) {
 	khh := d.endpoints.get(t, "KHH-1", "edge", "http")
 	// The first entrance refuses connections: the SDK moves on, as the
 	// client rules say.
-	cmd := exec.Command("node", "dist/src/read.js", "http://127.0.0.1:1", tpe, khh)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr string
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("the TypeScript SDK's reader: %v\n%s", err, stderr)
-	}
+	out := runNode(t, dir, "the TypeScript SDK's reader", "dist/src/read.js", "http://127.0.0.1:1", tpe, khh)
 	var got struct {
 		Stations []struct {
 			ID       string

@@ -50,6 +50,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/clients"
 	"shindo.dev/svc-dataapi/internal/compat"
 	"shindo.dev/svc-dataapi/internal/detectsync"
+	"shindo.dev/svc-dataapi/internal/fdsnstation"
 	"shindo.dev/svc-dataapi/internal/httpapi"
 	"shindo.dev/svc-dataapi/internal/links"
 	"shindo.dev/svc-dataapi/internal/playback"
@@ -343,6 +344,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	queried := map[string]bool{"/v1/reports": true, "/v1/detections": true, "/v1/stations": true, "/v1/links": true, "/v1/rts/snapshot": true}
 	mux.Handle("/", httpapi.NoQuery(queried, gw))
 	compat.New(compatStore, reg.Source.Current, cfg.DBTimeout, log).Register(mux)
+	fdsnstation.New(reg.Source.Current, log).Register(mux)
 	if cfg.Waveform != "" {
 		// The archive's REST routes, served here from its gRPC service.
 		// Connected lazily: svc-waveform may start after us, and a request
@@ -429,6 +431,8 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 func etagRoute(path string) httpapi.Data {
 	switch {
 	case path == "/readyz", path == "/ntp", strings.HasPrefix(path, "/v1/waveforms/"): // the archive's: a download is streamed, never held to be hashed
+		return httpapi.NoTag
+	case strings.HasPrefix(path, "/fdsnws/"): // documents carry their creation time, and grow past what is buffered
 		return httpapi.NoTag
 	case path == "/v1/reports", strings.HasPrefix(path, "/v1/reports/"), path == "/api/v2/eq/report":
 		return httpapi.Reports

@@ -275,6 +275,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		mux.Handle("/v1/", api)
 		mux.Handle("/api/", api)
 		mux.Handle("/resource/", api) // the newest TREM-Lite's station list (CSV)
+		mux.Handle("/fdsnws/", api)   // FDSN web services (station metadata)
 
 		// The WebSocket API of subscribed apps: its tokens are the data
 		// API's keys.
