@@ -110,7 +110,7 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "matchtimeseries=true is not supported: every station's channels are archived while it is in service")
 		return
 	}
-	nets := h.select_(req, level)
+	nets := h.collect(req, level)
 	if len(nets) == 0 {
 		w.WriteHeader(req.q.NoData())
 		return
@@ -222,8 +222,8 @@ func distanceDeg(lat1, lon1, lat2, lon2 float64) float64 {
 	return 2 * math.Asin(math.Min(1, math.Sqrt(a))) / rad
 }
 
-// select_ builds the networks the request selects, down to level.
-func (h *Handler) select_(req *request, level string) []network {
+// collect builds the networks the request selects, down to level.
+func (h *Handler) collect(req *request, level string) []network {
 	set := h.stations()
 	if set == nil {
 		return nil
