@@ -640,11 +640,7 @@ func (s *State) lifecycle(t int64) {
 		if t-ev.lastTriggered >= endAfter || t-ev.pub.FirstTriggerMs >= maxDur {
 			next.Final = true
 			ev.finalAt = t
-			for id, p := range s.picks {
-				if p.event == ev.pub.ID {
-					s.picks[id] = pick{onset: p.onset, consumed: true}
-				}
-			}
+			s.consume(ev.pub.ID)
 		} else if ev.stale {
 			s.estimate(ev, &next)
 			ev.stale = false

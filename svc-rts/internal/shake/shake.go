@@ -39,7 +39,12 @@
 // IDs and serials — and so is the snapshot of an earlier tick asked for
 // again (while its detection state is kept), whatever the order and timing
 // of arrival, provided no frame arrives once the engine has computed a tick
-// more than replayTicks − 2 ticks (15 s) past its window end. An engine that
+// more than replayTicks − 2 ticks (15 s) past its window end — with one
+// exception: a detection the engine emitted as final stays final as sent
+// (rts.v1: a final detection never changes again), though a late frame
+// shows one of its stations triggered before it ended. A core that held
+// that frame in time keeps the detection open for longer, under the same
+// ID; the two agree again once it has left both lists. An engine that
 // starts (or restarts, or stalls for longer than the frames it keeps) in
 // the middle of an event begins with no detection and may name that event
 // differently from a core that saw it start — which is why svc-rts, once
@@ -201,6 +206,9 @@ type Engine struct {
 	ring     [replayTicks]*detect.State
 	ringTick [replayTicks]int64
 	dirty    int64
+	// finals are the detections emitted as final by the tick loop, which
+	// a recomputation must not reopen (detect.State.HoldFinal).
+	finals   map[string]detect.Detection
 	replayed uint64
 	restarts uint64 // fresh starts after a gap, the first excepted
 
@@ -227,7 +235,7 @@ func New(cfg Config) *Engine {
 	cfg.Detect = cfg.Detect.WithDefaults()
 	return &Engine{
 		cfg: cfg, areas: areas,
-		stations: map[string]*station{}, hot: map[string]*station{},
+		stations: map[string]*station{}, hot: map[string]*station{}, finals: map[string]detect.Detection{},
 		completeAlert: make(chan struct{}, 1), quorumAlert: make(chan struct{}, 1),
 	}
 }
@@ -380,7 +388,11 @@ func (e *Engine) Snapshot(t int64) Snapshot {
 			areas[place.Code] = max(areas[place.Code], level)
 		}
 	}
+	live := t >= e.detTick
 	snap.Detections = e.detections(t)
+	if live {
+		e.noteFinals(t, snap.Detections)
+	}
 	e.mu.Unlock()
 
 	for id, l := range boxes {
@@ -467,8 +479,11 @@ func (e *Engine) detections(t int64) []detect.Detection {
 		}
 		if from <= e.detTick {
 			e.det = e.ringAt(from - TickMs).Clone()
-			for u := from; u <= e.detTick; u += TickMs {
+			last := e.detTick
+			for u := from; u <= last; u += TickMs {
 				e.step(u)
+				e.holdFinals(u)
+				e.keep(u)
 				e.replayed++
 			}
 		}
@@ -481,6 +496,7 @@ func (e *Engine) detections(t int64) []detect.Detection {
 	}
 	for u := e.detTick + TickMs; u <= t; u += TickMs {
 		e.step(u)
+		e.keep(u)
 	}
 	for id, st := range e.hot {
 		if st.lastHot <= t-replayTicks*TickMs-OfflineAfterMs {
@@ -550,6 +566,10 @@ func (e *Engine) Adopt(t int64, v detect.Saved) error {
 	e.det = st
 	e.ring, e.ringTick = [replayTicks]*detect.State{}, [replayTicks]int64{}
 	e.detTick, e.dirty = t, 0
+	// The peer's state replaces what this core said while its input was
+	// broken, finals included: a detection whose stations fell silent
+	// because the input did may have been sent as final, and is not.
+	clear(e.finals)
 	e.keep(t)
 	return nil
 }
@@ -571,11 +591,37 @@ func (e *Engine) DetTick() int64 {
 	return e.detTick
 }
 
+// step advances the state to tick u; the caller keeps it.
 func (e *Engine) step(u int64) {
 	trig, long := e.triggersAt(u)
 	e.det.Step(u, trig, long)
 	e.detTick = u
-	e.keep(u)
+}
+
+// holdFinals makes a recomputed state of tick u agree with the detections
+// the tick loop already emitted as final: they stay final as sent, from
+// the tick they became final (detect.State.HoldFinal).
+func (e *Engine) holdFinals(u int64) {
+	for _, d := range e.finals {
+		e.det.HoldFinal(u, d)
+	}
+}
+
+// noteFinals records the final detections of a snapshot the tick loop
+// emitted, and forgets those out of reach of any recomputation: final for
+// longer than they linger plus the late frames' window.
+func (e *Engine) noteFinals(t int64, ds []detect.Detection) {
+	for _, d := range ds {
+		if d.Final {
+			e.finals[d.ID] = d
+		}
+	}
+	reach := e.cfg.Detect.Linger.Milliseconds() + replayTicks*TickMs
+	for id, d := range e.finals {
+		if t-d.UpdatedMs > reach {
+			delete(e.finals, id)
+		}
+	}
 }
 
 // keep stores a copy of the state as that of tick u.

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"shindo.dev/svc-rts/internal/detect"
 )
 
 var places = map[string]Place{
@@ -292,6 +294,80 @@ func TestLateFrames(t *testing.T) {
 	got := feed(e, true)
 	if e.ReplayedTicks() == 0 || !reflect.DeepEqual(got.Detections, want.Detections) || len(want.Detections) != 1 {
 		t.Fatalf("replayed %d ticks; detections %+v, want %+v", e.ReplayedTicks(), got.Detections, want.Detections)
+	}
+}
+
+// TestFinalStaysFinal: a detection the engine emitted as final is not
+// reopened by a late frame that shows one of its stations triggered again
+// before it ended (rts.v1: a final detection never changes again); it is
+// listed as sent until it has lingered its time, and then leaves. An
+// engine that held the same frame in time kept the detection open: the
+// late frame would have reopened it.
+func TestFinalStaysFinal(t *testing.T) {
+	t.Parallel()
+	// HUA, JIA and SHO shake from tick 1 to 4, then are quiet; at the
+	// quiet tick late, HUA shows a moment of shaking again.
+	hot := func(id string, k int64) bool { return id != "TPE" && k >= 1 && k <= 4 }
+	frame := func(id string, k int64) Frame {
+		if hot(id, k) {
+			return Frame{WindowEndMs: t0 + k*TickMs, Intensity: 3.2}
+		}
+		return Frame{WindowEndMs: t0 + k*TickMs, Intensity: 0.1}
+	}
+	ids := []string{"HUA", "JIA", "SHO", "TPE"}
+	const ticks = 120
+	run := func(late int64, arrives int64) (snaps []Snapshot) {
+		e := newEngine()
+		for k := range int64(ticks) {
+			for _, id := range ids {
+				f := frame(id, k)
+				if id == "HUA" && k == late {
+					f.Intensity = 3.2
+					if arrives > k {
+						continue
+					}
+				}
+				e.Apply(id, f)
+			}
+			if k == arrives {
+				f := frame("HUA", late)
+				f.Intensity = 3.2
+				e.Apply("HUA", f)
+			}
+			snaps = append(snaps, e.Snapshot(t0+k*TickMs))
+		}
+		return snaps
+	}
+	// Without the late frame: final at the first tick 10 s after the
+	// last trigger (tick 4).
+	plain := run(-1, -1)
+	final := int64(-1)
+	for k, s := range plain {
+		if len(s.Detections) == 1 && s.Detections[0].Final {
+			final = int64(k)
+			break
+		}
+	}
+	if final != 24 {
+		t.Fatalf("final at tick %d, want 24", final)
+	}
+	sent := plain[final].Detections[0]
+
+	// HUA's frame of tick 22, triggered, in time: the detection stays open
+	// past tick 24.
+	if d := run(22, 22)[final].Detections; len(d) != 1 || d[0].Final {
+		t.Fatalf("with the frame in time, tick %d: %+v, want the detection still open", final, d)
+	}
+	// The same frame 4 ticks after the detection was emitted as final.
+	late := run(22, final+4)
+	for k := final; k < ticks; k++ {
+		d := late[k].Detections
+		if lingering := (k-final)*TickMs < detect.DefaultLinger.Milliseconds(); lingering != (len(d) == 1) {
+			t.Fatalf("tick %d: %+v, want the final detection listed: %v", k, d, lingering)
+		}
+		if len(d) == 1 && !reflect.DeepEqual(d[0], sent) {
+			t.Fatalf("tick %d, after the late frame: %+v\nwant it as sent final at tick %d: %+v", k, d[0], final, sent)
+		}
 	}
 }
 

@@ -662,10 +662,16 @@ type Detection struct {
 	// the first triggered station>", with "x" for a station outside every box.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Starts at 1 and grows by one with every change of the published
-	// fields (stations, level, estimates, final).
+	// fields (stations, level, estimates, final). A frame that comes after
+	// its tick (svc-rts accounts for up to 15 s) makes the core recompute
+	// the open detections it changes, and their serials follow the
+	// recomputation: one may come again with other content, or lower.
+	// Consumers keep the highest (the edges' feeds never go back).
 	Serial uint32 `protobuf:"varint,2,opt,name=serial,proto3" json:"serial,omitempty"`
 	// The event has ended (no member station triggered for a while); a final
-	// detection never changes again and leaves the snapshots soon after.
+	// detection never changes again, late frames or not, and leaves the
+	// snapshots soon after. (A core whose input broke and that adopts its
+	// peer's detection state takes the peer's word for it, finals included.)
 	Final bool `protobuf:"varint,3,opt,name=final,proto3" json:"final,omitempty"`
 	// Estimated origin time, Unix ms.
 	OriginTimeMs int64 `protobuf:"varint,4,opt,name=origin_time_ms,json=originTimeMs,proto3" json:"origin_time_ms,omitempty"`
