@@ -9,11 +9,16 @@
 // evidence. It exits 1 on a violation.
 //
 // The invariants:
+//   - the topology is whole again after every fault: every process runs
+//     and is ready, and each core's RTS lists the fleet (a restarted RTS
+//     that serves but sees no station is not whole);
 //   - every packet a core acknowledged to a station is in both cores'
 //     archives exactly once, with its values (witness stations of the
 //     run's own, cli/internal/witness);
 //   - detections get the same ID at both cores, and no earthquake reaches
 //     a client twice under two IDs or with its serial going back;
+//   - a detection a core's stream listed as final never changes again in
+//     that stream;
 //   - every notification accepted is delivered, and never again once its
 //     ack was accepted;
 //   - clients following the client rules at each edge miss no tick, and
@@ -276,7 +281,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	}()
 	defer func() { stopSampling(); <-sampled }()
 	in := &injector{topo: topo, mix: cfg.mix, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed)), every: cfg.every,
-		hold: cfg.hold, recovery: cfg.recovery, log: log}
+		hold: cfg.hold, recovery: cfg.recovery, log: log, sight: dets}
 	in.run(ctx, checkFrom.Add(cfg.duration))
 	rep.Faults = in.records()
 	stopPosting()
@@ -314,6 +319,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	rep.add("every acknowledged packet is in both archives exactly once", witRep.summary(), witRep.violations())
 	ids, unverifiable, v := dets.findings(checkTo)
 	rep.add("detections have the same IDs on both cores", fmt.Sprintf("%d detection IDs, %d published while the other core's stream was down", ids, unverifiable), v)
+	finals, v := dets.reopened()
+	rep.add("a final detection never changes again", fmt.Sprintf("%d final detections followed at the cores", finals), v)
 	rep.Machine = machine.list()
 	var streamV []string
 	var summary []string

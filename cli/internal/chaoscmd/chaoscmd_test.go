@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"math/rand/v2"
+
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 )
 
 func TestParseMix(t *testing.T) {
@@ -199,5 +201,42 @@ func TestLivesJudgeWhatIsHeld(t *testing.T) {
 	}
 	if _, _, v := l.findings(time.Minute); len(v) != 1 || !strings.Contains(v[0], "held 1020 descriptors") {
 		t.Fatalf("sockets held for a minute not judged a leak: %v", v)
+	}
+}
+
+// TestDetectionChecks: a final detection that a core's stream lists again
+// open, or final with other content, is a violation, once; a core whose
+// latest snapshot is stale or lists too few of the fleet is blind.
+func TestDetectionChecks(t *testing.T) {
+	w := &coreWatch{finals: map[string]*rtsv1.Detection{}}
+	open := &rtsv1.Detection{Id: "1-18", Serial: 14, UpdatedMs: 1_000}
+	final := &rtsv1.Detection{Id: "1-18", Serial: 15, Final: true, UpdatedMs: 1_500}
+	w.checkFinal(open, 1_000)
+	w.checkFinal(final, 1_500)
+	w.checkFinal(final, 2_000)
+	if len(w.changed) != 0 || w.finalsSeen != 1 {
+		t.Fatalf("changed %q, finals %d: want none changed, one final", w.changed, w.finalsSeen)
+	}
+	w.checkFinal(open, 2_500)
+	w.checkFinal(open, 3_000)
+	if len(w.changed) != 1 || !strings.Contains(w.changed[0], "final at serial 15") || !strings.Contains(w.changed[0], "then serial 14 final false") {
+		t.Fatalf("changed %q, want the reopening once", w.changed)
+	}
+
+	d := &detections{cores: map[string]*coreWatch{}, most: 1000}
+	for _, site := range coreSites {
+		d.cores[site] = &coreWatch{latestAt: time.Now(), stations: 990}
+	}
+	if b := d.blind(); b != "" {
+		t.Fatalf("both cores see 990 of 1000: blind %q", b)
+	}
+	d.cores[coreSites[1]].stations = 0
+	if b := d.blind(); !strings.Contains(b, "lists 0 of the 1000") {
+		t.Fatalf("a core listing no station: blind %q", b)
+	}
+	d.cores[coreSites[1]].stations = 1000
+	d.cores[coreSites[0]].latestAt = time.Now().Add(-5 * time.Second)
+	if b := d.blind(); !strings.Contains(b, "no snapshot for") {
+		t.Fatalf("a core silent for 5 s: blind %q", b)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
 
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 )
@@ -19,6 +20,9 @@ import (
 type detections struct {
 	mu    sync.Mutex
 	cores map[string]*coreWatch
+	// most is the most stations a snapshot of either core listed: the
+	// fleet, as far as the cores can see it.
+	most int
 }
 
 type coreWatch struct {
@@ -30,6 +34,16 @@ type coreWatch struct {
 	gaps    [][2]time.Time
 	downAt  time.Time // start of the current gap; zero while connected
 	lastErr string
+
+	// The latest snapshot: when it came and how many stations it listed.
+	latestAt time.Time
+	stations int
+	// finals: each detection this stream has listed as final, as it was
+	// then; a final detection never changes again (rts.v1). A new stream
+	// starts afresh: the core may have restarted.
+	finals     map[string]*rtsv1.Detection
+	finalsSeen int
+	changed    []string
 }
 
 type seenDetection struct {
@@ -41,7 +55,7 @@ type seenDetection struct {
 func watchDetections(ctx context.Context, topo *topology) *detections {
 	d := &detections{cores: map[string]*coreWatch{}}
 	for _, site := range coreSites {
-		w := &coreWatch{seen: map[string]*seenDetection{}, downAt: time.Now()}
+		w := &coreWatch{seen: map[string]*seenDetection{}, downAt: time.Now(), finals: map[string]*rtsv1.Detection{}}
 		d.cores[site] = w
 		go d.watch(ctx, w, topo.field(site, "rts", "grpc"), topo.grpc)
 	}
@@ -92,8 +106,12 @@ func (d *detections) stream(ctx context.Context, w *coreWatch, addr string, cred
 		if !w.downAt.IsZero() {
 			w.gaps = append(w.gaps, [2]time.Time{w.downAt, now})
 			w.downAt = time.Time{}
+			w.finals = map[string]*rtsv1.Detection{}
 		}
+		w.latestAt, w.stations = now, len(r.GetSnapshot().GetStations())
+		d.most = max(d.most, w.stations)
 		for _, det := range r.GetSnapshot().GetDetections() {
+			w.checkFinal(det, r.GetSnapshot().GetTimeMs())
 			s := w.seen[det.GetId()]
 			if s == nil {
 				s = &seenDetection{first: now, firstTrigger: det.GetFirstTriggerMs()}
@@ -158,4 +176,65 @@ func overlaps(gaps [][2]time.Time, a, b time.Time) bool {
 		}
 	}
 	return false
+}
+
+// checkFinal records a detection listed as final, and a change of one
+// listed as final before (reopened, or final with other content).
+func (w *coreWatch) checkFinal(det *rtsv1.Detection, tickMs int64) {
+	was, ok := w.finals[det.GetId()]
+	switch {
+	case !ok && det.GetFinal():
+		w.finals[det.GetId()] = det
+		w.finalsSeen++
+	case ok && !proto.Equal(was, det):
+		w.changed = append(w.changed, fmt.Sprintf("detection %s final at serial %d (tick %s), then serial %d final %t at tick %s",
+			det.GetId(), was.GetSerial(), time.UnixMilli(was.GetUpdatedMs()).Format("15:04:05.0"),
+			det.GetSerial(), det.GetFinal(), time.UnixMilli(tickMs).Format("15:04:05.0")))
+		if det.GetFinal() {
+			w.finals[det.GetId()] = det
+		} else {
+			delete(w.finals, det.GetId())
+		}
+	}
+}
+
+// blindAfter is how stale a core's latest snapshot may be, and sightedShare
+// the share of the fleet it must list, for the core to count as whole: a
+// restarted RTS that serves but sees no station is not.
+const (
+	blindAfter   = 2 * time.Second
+	sightedShare = 0.9
+)
+
+// blind returns which core does not see the fleet now, or "".
+func (d *detections) blind() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, site := range coreSites {
+		w := d.cores[site]
+		switch {
+		case w.latestAt.IsZero():
+			return site + "'s RTS sent no snapshot yet"
+		case time.Since(w.latestAt) > blindAfter:
+			return fmt.Sprintf("%s's RTS sent no snapshot for %s", site, time.Since(w.latestAt).Round(100*time.Millisecond))
+		case float64(w.stations) < sightedShare*float64(d.most):
+			return fmt.Sprintf("%s's RTS lists %d of the %d stations seen", site, w.stations, d.most)
+		}
+	}
+	return ""
+}
+
+// reopened returns the changes of final detections each core's stream
+// showed.
+func (d *detections) reopened() (finals int, violations []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, site := range coreSites {
+		w := d.cores[site]
+		finals += w.finalsSeen
+		for _, c := range w.changed {
+			violations = append(violations, site+": "+c)
+		}
+	}
+	return finals, violations
 }

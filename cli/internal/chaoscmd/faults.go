@@ -91,6 +91,9 @@ type injector struct {
 	hold     time.Duration
 	recovery time.Duration
 	log      *slog.Logger
+	// sight tells which core's RTS does not see the fleet: running and
+	// ready is not whole for a core that sees no station.
+	sight interface{ blind() string }
 
 	mu     sync.Mutex
 	faults []faultRecord
@@ -338,7 +341,7 @@ func (in *injector) awaitRecovery(ctx context.Context, rec *faultRecord) error {
 	}
 }
 
-// healthy returns what is still down, or "".
+// healthy returns what is still down or blind, or "".
 func (in *injector) healthy(ctx context.Context, rec *faultRecord) string {
 	procs, err := in.topo.processes(ctx)
 	if err != nil {
@@ -367,6 +370,9 @@ func (in *injector) healthy(ctx context.Context, rec *faultRecord) string {
 		if _, err := in.topo.patroniLeader(ctx); err != nil {
 			return err.Error()
 		}
+	}
+	if in.sight != nil {
+		return in.sight.blind()
 	}
 	return ""
 }
