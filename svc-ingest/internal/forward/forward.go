@@ -14,8 +14,10 @@
 // in the first message of a stream, for the records received since a time
 // again (a Replayer). The journal holds them for its retention; the
 // forwarder finds the first by its receipt time, sends from there, and
-// marks the batch by which every record received before the stream began
-// has been sent.
+// marks the batch with which it reached the journal's end: what follows
+// comes as it is received. (Not the end when the stream began: the
+// records received while the replay was sent would reach the receiver
+// after it took up its ticks, later than it can account for.)
 package forward
 
 import (
@@ -49,8 +51,8 @@ type Replayer interface {
 	// Hello returns the receiver's first message: the Unix ms since which
 	// it wants the records received again, or 0.
 	Hello() (replaySinceMs int64, err error)
-	// SendCaughtUp sends a batch marked as the one by which every record
-	// received before the stream began has been sent.
+	// SendCaughtUp sends a batch marked as the one with which the replay
+	// reached the journal's end.
 	SendCaughtUp(batchID uint64, records []*ingestv1.Record) error
 }
 
@@ -195,8 +197,7 @@ func (f *Forwarder) session(ctx context.Context) error {
 			next = min(next, from)
 		}
 	}
-	// Every record below head was received before the stream began.
-	head, marked := f.j.Next(), !replays
+	marked := !replays
 
 	var mu sync.Mutex
 	var inflight []batch
@@ -243,7 +244,7 @@ func (f *Forwarder) session(ctx context.Context) error {
 				return fmt.Errorf("receive ack: %w", err)
 			}
 		}
-		if !marked && next >= head {
+		if !marked && next >= f.j.Next() {
 			batchID++
 			mu.Lock()
 			inflight = append(inflight, batch{id: batchID, next: next})

@@ -94,11 +94,23 @@ func (s *Server) watchInput(ctx context.Context) {
 	}
 }
 
-// noteApplied follows a record applied from the input: the first after an
-// outage is a break. The peer loop asks at once, so the answer is usually
-// in before the tick closes.
-func (s *Server) noteApplied() {
-	s.lastApplied.Store(s.now().UnixMilli())
+// noteApplied follows a batch of records applied from the input, the
+// newest frame of which ended at newest (Unix ms). Records that come later
+// than late frames are accounted for are no input in time: a backlog that
+// old — an ingest that was away, a stream held behind a replay — is an
+// outage as much as silence is. The first batch in time after an outage
+// is a break; the peer loop asks at once, so the answer is usually in
+// before the tick closes.
+func (s *Server) noteApplied(newest int64) {
+	now := s.now().UnixMilli()
+	if now-newest > shake.LateWindowMs {
+		if s.outage.CompareAndSwap(false, true) {
+			s.log.Warn("records from ingest come later than late frames are accounted for",
+				slog.Duration("behind", time.Duration(now-newest)*time.Millisecond))
+		}
+		return
+	}
+	s.lastApplied.Store(now)
 	if s.outage.CompareAndSwap(true, false) {
 		s.broke("the input came back after an outage")
 	}

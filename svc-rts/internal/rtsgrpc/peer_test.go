@@ -79,10 +79,10 @@ func TestPeerStateMendsAnOutage(t *testing.T) {
 			for id := range places {
 				r := record(id, u, intensity(id, u))
 				peer.apply(r)
-				peer.noteApplied()
+				peer.noteApplied(u)
 				if u < outFrom || u >= outTo {
 					srv.apply(r)
-					srv.noteApplied()
+					srv.noteApplied(u)
 				}
 			}
 			// The peer loop, woken by the first record after the outage.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
@@ -158,5 +160,84 @@ func TestRebuildBeforeFirstTick(t *testing.T) {
 	plain.emit(context.Background(), first.GetTimeMs())
 	if s, _ := plain.hub.Latest(); len(s.GetSnapshot().GetDetections()) != 0 {
 		t.Fatalf("a core without the rebuild found %v: the test shows nothing", s.GetSnapshot().GetDetections())
+	}
+}
+
+// TestRebuildGivenUpEndsTheReplay: a rebuild that gives up ends the stream
+// that carries the replay, so the rest of it does not hold back the
+// records of now; the next stream asks for no replay.
+func TestRebuildGivenUpEndsTheReplay(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := New(shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15}), "TNN-1", 100*time.Millisecond,
+		make(chan struct{}), prometheus.NewRegistry(), logger)
+	srv.SetRebuild(6*time.Minute, time.Second)
+	client := serve(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go srv.Run(ctx)
+	ing, err := client.Ingest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := hello(t, ing); since == 0 {
+		t.Fatal("a rebuilding server asked for no replay")
+	}
+	old := time.Now().Add(-5*time.Minute).UnixMilli() / shake.TickMs * shake.TickMs
+	if err := ing.Send(&rtsv1.IngestRequest{BatchId: 1, Records: []*ingestv1.Record{record("A", old, 0.2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := ing.Recv(); err != nil || ack.GetAckedBatchId() != 1 {
+		t.Fatalf("ack of a replayed batch: %v %v", ack, err)
+	}
+	<-srv.Warm() // the wait of 1 s ran out
+	_ = ing.Send(&rtsv1.IngestRequest{BatchId: 2, Records: []*ingestv1.Record{record("A", old+shake.TickMs, 0.2)}})
+	if _, err := ing.Recv(); status.Code(err) != codes.Aborted {
+		t.Fatalf("the replay's stream after the rebuild gave up: %v, want Aborted", err)
+	}
+
+	again, err := client.Ingest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := hello(t, again); since != 0 {
+		t.Fatalf("the next stream asked for records since %d, want no replay", since)
+	}
+	now := time.Now().UnixMilli() / shake.TickMs * shake.TickMs
+	if err := again.Send(&rtsv1.IngestRequest{BatchId: 1, Records: []*ingestv1.Record{record("A", now, 0.2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := again.Recv(); err != nil || ack.GetAckedBatchId() != 1 {
+		t.Fatalf("ack on the next stream: %v %v", ack, err)
+	}
+}
+
+// TestBacklogIsABreak: batches whose newest frame is older than late frames
+// are accounted for — a stream held behind a backlog — are an outage, and
+// the first batch in time after them a break that asks the peer; a batch a
+// few seconds late is neither.
+func TestBacklogIsABreak(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := New(shake.New(shake.Config{}), "TNN-1", 100*time.Millisecond, make(chan struct{}), prometheus.NewRegistry(), logger)
+	clock := time.Now().UnixMilli()
+	srv.now = func() time.Time { return time.UnixMilli(clock) }
+	srv.noteApplied(clock - 5_000)
+	if srv.outage.Load() || srv.broken.Load() {
+		t.Fatal("a batch 5 s late is an outage")
+	}
+	srv.noteApplied(clock - shake.LateWindowMs - 5_000)
+	if !srv.outage.Load() || srv.broken.Load() {
+		t.Fatalf("a batch %d ms behind: outage %v broken %v, want an outage, no break yet", shake.LateWindowMs+5_000, srv.outage.Load(), srv.broken.Load())
+	}
+	clock += 30_000
+	srv.noteApplied(clock - 300)
+	if srv.outage.Load() || !srv.broken.Load() || srv.continuous.Load() != clock {
+		t.Fatalf("the first batch in time: outage %v broken %v continuous %d, want a break now (%d)", srv.outage.Load(), srv.broken.Load(), srv.continuous.Load(), clock)
+	}
+	select {
+	case <-srv.kick:
+	default:
+		t.Fatal("the break did not wake the peer loop")
 	}
 }

@@ -98,6 +98,7 @@ type Server struct {
 	warmOnce    sync.Once
 	started     time.Time
 	replayed    atomic.Uint64 // records applied while rebuilding
+	gaveUp      atomic.Bool   // the rebuild ended without the whole window
 
 	// Continuity of the detections' input (PeerState): since when (Unix
 	// ms) it has been unbroken; whether a break since then is still to be
@@ -245,6 +246,7 @@ func (s *Server) becomeWarm(why string, complete bool) {
 		if complete {
 			s.continuous.Store(s.replaySince)
 		} else {
+			s.gaveUp.Store(true)
 			s.broke("the rebuild gave up")
 		}
 		close(*s.warm.Load())
@@ -285,6 +287,13 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 		if err != nil {
 			return err
 		}
+		if since != 0 && s.gaveUp.Load() {
+			// The rest of the replay would only hold back the records
+			// of now, which the ticks wait for: ingest reconnects and
+			// resumes where this core acked, without it. The
+			// detections come from the peer core meanwhile (broke).
+			return status.Error(codes.Aborted, "the rebuild gave up: resume without the replay")
+		}
 		rebuilding := !s.warmed()
 		var newest int64
 		for _, rec := range req.GetRecords() {
@@ -298,8 +307,13 @@ func (s *Server) ingest(stream rtsv1.RTSService_IngestServer) error {
 				}
 			}
 		}
-		if newest > 0 {
-			s.noteApplied() // once a batch: the clock is read per batch, not per record
+		// Once a batch: the clock is read per batch, not per record.
+		switch {
+		case newest == 0:
+		case rebuilding:
+			s.lastApplied.Store(s.now().UnixMilli()) // replayed: old by design
+		default:
+			s.noteApplied(newest)
 		}
 		if rebuilding {
 			s.replayed.Add(uint64(len(req.GetRecords())))
