@@ -493,19 +493,29 @@ func (j *Journal) Read(from uint64, max int) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		for i := from - s.first; i < s.count && len(out) < max; i++ {
-			var hdr [8]byte
-			off := s.offsets[i]
-			if _, err := f.ReadAt(hdr[:], off); err != nil {
-				return nil, fmt.Errorf("journal: read %s: %w", s.path, err)
-			}
-			p := make([]byte, binary.LittleEndian.Uint32(hdr[:4]))
-			if _, err := f.ReadAt(p, off+8); err != nil {
-				return nil, fmt.Errorf("journal: read %s: %w", s.path, err)
-			}
-			out = append(out, Entry{Index: s.first + i, Payload: p})
-			from = s.first + i + 1
+		// The records asked for lie one after another: one read takes
+		// them all (a replay reads millions), and their payloads share
+		// its buffer.
+		lo := from - s.first
+		hi := min(s.count, lo+uint64(max-len(out)))
+		end := s.size
+		if hi < s.count {
+			end = s.offsets[hi]
 		}
+		base := s.offsets[lo]
+		buf := make([]byte, end-base)
+		if _, err := f.ReadAt(buf, base); err != nil {
+			return nil, fmt.Errorf("journal: read %s: %w", s.path, err)
+		}
+		for i := lo; i < hi; i++ {
+			at := s.offsets[i] - base
+			n := int64(binary.LittleEndian.Uint32(buf[at : at+4]))
+			if at+8+n > int64(len(buf)) {
+				return nil, fmt.Errorf("journal: read %s: record %d overruns its segment", s.path, s.first+i)
+			}
+			out = append(out, Entry{Index: s.first + i, Payload: buf[at+8 : at+8+n : at+8+n]})
+		}
+		from = s.first + hi
 	}
 	return out, nil
 }
