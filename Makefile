@@ -102,11 +102,15 @@ gowork-off:
 
 # --- tests -----------------------------------------------------------------------
 
-# Every module's tests under the race detector; then the RTS scenario
-# simulations, which a race build leaves out (single-threaded numeric work
-# it slows tenfold: svc-rts/internal/shake/scenario_test.go).
+# Every module's tests under the race detector, two modules at a time (one
+# module's slowest packages leave a core idle otherwise), each module's
+# output printed whole once it ends; then the RTS scenario simulations,
+# which a race build leaves out (single-threaded numeric work it slows
+# tenfold: svc-rts/internal/shake/scenario_test.go).
 unit: system-packages
-	@for m in $(MODULES); do [ $$m = e2e ] && continue; (cd $$m && GOWORK=off go test -race -count=1 ./...) || exit 1; done
+	@printf '%s\n' $(filter-out e2e,$(MODULES)) | xargs -P 2 -I{} sh -c \
+	  'out=$$(cd {} && GOWORK=off go test -race -count=1 ./... 2>&1); rc=$$?; printf "== %s\n%s\n" {} "$$out"; exit $$rc' \
+	  || { echo "unit: a module's tests failed (above)"; exit 1; }
 	cd svc-rts && GOWORK=off go test -count=1 ./internal/shake
 
 system-packages:
@@ -115,7 +119,8 @@ system-packages:
 e2e: build system-packages
 	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin go test -count=1 -timeout $(E2E_TIMEOUT) ./...
 
-test: check-generate lint breaking vet gowork-off unit e2e
+# vet is left out: gowork-off vets every module on its own.
+test: check-generate lint breaking gowork-off unit e2e
 
 # shindo chaos for 5 minutes on the full topology (e2e TestChaos, also part
 # of make test), alone.
