@@ -128,10 +128,13 @@ chaos: build system-packages
 	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin go test -count=1 -timeout 20m -run '^TestChaos$$' -v ./...
 
 # The hour-long chaos run docs/RELIABILITY.md records: 1,000 stations, every
-# kind of fault; the report is printed and kept in var/chaos-soak.json.
+# kind of fault; the report is printed and kept in var/chaos-soak.json, the
+# processes' logs and both cores' tick archives in var/chaos-soak/.
 chaos-soak: build system-packages
+	rm -rf $(CURDIR)/var/chaos-soak
 	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin SHINDO_CHAOS_DURATION=60m SHINDO_CHAOS_STATIONS=1000 \
-		SHINDO_CHAOS_REPORT=$(CURDIR)/var/chaos-soak.json go test -count=1 -timeout 90m -run '^TestChaos$$' -v ./...
+		SHINDO_CHAOS_REPORT=$(CURDIR)/var/chaos-soak.json SHINDO_CHAOS_KEEP=$(CURDIR)/var/chaos-soak \
+		go test -count=1 -timeout 90m -run '^TestChaos$$' -v ./...
 
 bench: build
 	cd e2e && SHINDO_BIN=$(CURDIR)/bin go test -run XXX -bench . -benchtime 1x -timeout 30m ./...

@@ -30,6 +30,12 @@ func TestChaos(t *testing.T) {
 		stations, _ = strconv.Atoi(s)
 	}
 	d := startDev(t, "-stations", strconv.Itoa(stations), "-scenario", "hualien", "-scenario-in", (duration / 2).String())
+	if keep := os.Getenv("SHINDO_CHAOS_KEEP"); keep != "" {
+		// The evidence a violation needs beyond the report: every
+		// process's log and both cores' tick archives, copied before the
+		// topology stops (a cleanup registered after startDev's runs first).
+		t.Cleanup(func() { keepEvidence(t, d.dir, keep) })
+	}
 	report := os.Getenv("SHINDO_CHAOS_REPORT")
 	if report == "" {
 		report = filepath.Join(d.dir, "chaos-report.json")
@@ -67,6 +73,19 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("shindo dev stopped during the run:\n%s", d.stderr.String())
 	default:
 	}
+}
+
+// keepEvidence copies the logs and the RTS tick archives of the topology
+// in dir to keep, which must not exist yet.
+func keepEvidence(t *testing.T, dir, keep string) {
+	archives, _ := filepath.Glob(filepath.Join(dir, "data", "*-rts"))
+	for _, src := range append([]string{filepath.Join(dir, "logs")}, archives...) {
+		dst := filepath.Join(keep, filepath.Base(src))
+		if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+			t.Errorf("keep %s: %v", src, err)
+		}
+	}
+	t.Logf("logs and tick archives kept in %s", keep)
 }
 
 func lastLines(s string, n int) string {
