@@ -248,6 +248,23 @@ func TestQueryAndExport(t *testing.T) {
 	if samples["BNZ"] != 5975 || samples["BNN"] != 5975 || samples["BNE"] != 5975 || samples["MXI"] != 238 || samples["MXV"] != 238 {
 		t.Errorf("exported samples %v", samples)
 	}
+	// Channels asked for by code: those, in that order, and no other.
+	raw, _ = ts.export(t, &waveformv1.ExportRequest{StationId: "TW-01", StartMs: start, EndMs: start + 120_000, Channels: []string{"MXA", "BNE"}})
+	recsOut, err = mseed.ReadAll(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked := map[string]int{}
+	var order []string
+	for _, r := range recsOut {
+		picked[r.Channel] += r.NumSamples
+		if len(order) == 0 || order[len(order)-1] != r.Channel {
+			order = append(order, r.Channel)
+		}
+	}
+	if len(picked) != 2 || picked["BNE"] != 5975 || picked["MXA"] != 238 || order[0] != "MXA" {
+		t.Errorf("channels MXA, BNE: exported %v in the order %v", picked, order)
+	}
 	// A window without data is a stream without parts; an unknown station
 	// is NotFound whatever the window.
 	if raw, parts := ts.export(t, &waveformv1.ExportRequest{StationId: "TW-01", StartMs: start - 7200_000, EndMs: start - 3600_000}); len(raw) != 0 || len(parts) != 0 {
@@ -262,6 +279,8 @@ func TestQueryAndExport(t *testing.T) {
 		{&waveformv1.ExportRequest{StationId: "TW-01", StartMs: 5000, EndMs: 1000}, codes.InvalidArgument},
 		{&waveformv1.ExportRequest{StationId: "TW-01", StartMs: start, EndMs: start + 2*86400_000}, codes.InvalidArgument},
 		{&waveformv1.ExportRequest{StartMs: start, EndMs: start + 1}, codes.InvalidArgument},
+		{&waveformv1.ExportRequest{StationId: "TW-01", StartMs: start, EndMs: start + 1000, Channels: []string{"BHZ"}}, codes.InvalidArgument},
+		{&waveformv1.ExportRequest{StationId: "TW-01", StartMs: start, EndMs: start + 1000, Channels: []string{"BNZ", "BNZ"}}, codes.InvalidArgument},
 	} {
 		exp, err := ts.client.Export(ctx, tc.req)
 		if err == nil {

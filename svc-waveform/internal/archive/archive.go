@@ -90,6 +90,7 @@ import (
 var (
 	ErrUnknownStation = errors.New("no data for this station")
 	ErrWindow         = errors.New("invalid time window")
+	ErrChannel        = errors.New("invalid channel")
 	ErrClosed         = errors.New("archive closed")
 )
 

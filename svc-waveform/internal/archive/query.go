@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -417,18 +418,41 @@ func (s *Store) Names(id string) (seedcode.Codes, bool) {
 	return seedcode.Codes{Network: st.net, Station: st.sta, Location: st.loc}, true
 }
 
+// ExportChannels returns the channels Export writes for SEED channel codes
+// (nil: BNZ, BNN, BNE, and with withIntensity MXI, MXA, MXV): an error names
+// a code the archive does not keep, or one given twice.
+func ExportChannels(codes []string, withIntensity bool) ([]int, error) {
+	if len(codes) == 0 {
+		if withIntensity {
+			return []int{chZ, chN, chE, chI, chA, chV}, nil
+		}
+		return []int{chZ, chN, chE}, nil
+	}
+	if len(codes) > numChannels {
+		return nil, fmt.Errorf("%w: %d channels, at most %d", ErrChannel, len(codes), numChannels)
+	}
+	out := make([]int, 0, len(codes))
+	for _, code := range codes {
+		c := slices.IndexFunc(kinds[:], func(k chanKind) bool { return k.code == code })
+		switch {
+		case c < 0:
+			return nil, fmt.Errorf("%w: %.8q is not archived (BNZ, BNN, BNE, MXI, MXA, MXV)", ErrChannel, code)
+		case slices.Contains(out, c):
+			return nil, fmt.Errorf("%w: %s given twice", ErrChannel, code)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
 // Export writes what the archive holds of station id in [startMs, endMs)
 // (at most MaxExportMs) as miniSEED records, cut to the window, to emit in
-// parts of whole records: per hour of the window, channel by channel
-// (BNZ, BNN, BNE, then with withIntensity MXI, MXA, MXV). It returns the
-// number of records; none is not an error.
-func (s *Store) Export(id string, startMs, endMs int64, withIntensity bool, emit func([]byte) error) (int, error) {
+// parts of whole records: per hour of the window, channel by channel in
+// the order of chans (ExportChannels). It returns the number of records;
+// none is not an error.
+func (s *Store) Export(id string, startMs, endMs int64, chans []int, emit func([]byte) error) (int, error) {
 	if err := checkWindow(startMs, endMs, MaxExportMs); err != nil {
 		return 0, err
-	}
-	chans := []int{chZ, chN, chE}
-	if withIntensity {
-		chans = append(chans, chI, chA, chV)
 	}
 	var out []byte
 	records := 0

@@ -201,7 +201,7 @@ func storeError(err error) error {
 		return status.FromContextError(err).Err()
 	case errors.Is(err, archive.ErrUnknownStation):
 		return status.Error(codes.NotFound, "no data for this station")
-	case errors.Is(err, archive.ErrWindow):
+	case errors.Is(err, archive.ErrWindow), errors.Is(err, archive.ErrChannel):
 		return status.Error(codes.InvalidArgument, err.Error())
 	default:
 		return status.Error(codes.Unavailable, "archive unavailable")
@@ -273,8 +273,12 @@ func (s *Server) Export(req *waveformv1.ExportRequest, stream waveformv1.Wavefor
 	if !ok {
 		return storeError(archive.ErrUnknownStation)
 	}
+	chans, err := archive.ExportChannels(req.GetChannels(), req.GetWithIntensity())
+	if err != nil {
+		return storeError(err)
+	}
 	first := true
-	_, err := s.store.Export(req.GetStationId(), req.GetStartMs(), req.GetEndMs(), req.GetWithIntensity(), func(b []byte) error {
+	_, err = s.store.Export(req.GetStationId(), req.GetStartMs(), req.GetEndMs(), chans, func(b []byte) error {
 		resp := &waveformv1.ExportResponse{Data: b}
 		if first {
 			// The codes name the file a client saves before it reads a record.

@@ -559,6 +559,11 @@ type ExportRequest struct {
 	EndMs int64 `protobuf:"varint,3,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
 	// Also export the intensity series (channels MXI, MXA, MXV).
 	WithIntensity bool `protobuf:"varint,4,opt,name=with_intensity,json=withIntensity,proto3" json:"with_intensity,omitempty"`
+	// The SEED channel codes to export, of BNZ, BNN, BNE, MXI, MXA and MXV,
+	// in the order given (at most six, none twice); empty: BNZ, BNN and BNE,
+	// with with_intensity also the MX channels. An unknown code is
+	// InvalidArgument.
+	Channels      []string `protobuf:"bytes,5,rep,name=channels,proto3" json:"channels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -619,6 +624,13 @@ func (x *ExportRequest) GetWithIntensity() bool {
 		return x.WithIntensity
 	}
 	return false
+}
+
+func (x *ExportRequest) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
 }
 
 // ExportResponse carries the next part of the miniSEED byte stream. An
@@ -739,13 +751,14 @@ const file_shindo_waveform_v1_waveform_proto_rawDesc = "" +
 	"\rwindow_end_ms\x18\x01 \x01(\x03R\vwindowEndMs\x12\x1c\n" +
 	"\tintensity\x18\x02 \x01(\x02R\tintensity\x12\x17\n" +
 	"\apga_gal\x18\x03 \x01(\x02R\x06pgaGal\x12\x17\n" +
-	"\apgv_cms\x18\x04 \x01(\x02R\x06pgvCms\"\x87\x01\n" +
+	"\apgv_cms\x18\x04 \x01(\x02R\x06pgvCms\"\xa3\x01\n" +
 	"\rExportRequest\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x19\n" +
 	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12\x15\n" +
 	"\x06end_ms\x18\x03 \x01(\x03R\x05endMs\x12%\n" +
-	"\x0ewith_intensity\x18\x04 \x01(\bR\rwithIntensity\"\x8f\x01\n" +
+	"\x0ewith_intensity\x18\x04 \x01(\bR\rwithIntensity\x12\x1a\n" +
+	"\bchannels\x18\x05 \x03(\tR\bchannels\"\x8f\x01\n" +
 	"\x0eExportResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12!\n" +
 	"\fnetwork_code\x18\x02 \x01(\tR\vnetworkCode\x12!\n" +

@@ -47,7 +47,8 @@ type WaveformServiceClient interface {
 	// Export streams one station's archived samples for a time window of at
 	// most one day as miniSEED 2.4 records (1024 bytes, Steim-2, channels
 	// BNZ, BNN and BNE; with the intensity series also MXI, MXA and MXV as
-	// 32-bit floats), cut to the window.
+	// 32-bit floats; or the channels asked for), cut to the window. Samples
+	// acked to svc-ingest are included before they reach a record on disk.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
 }
 
@@ -139,7 +140,8 @@ type WaveformServiceServer interface {
 	// Export streams one station's archived samples for a time window of at
 	// most one day as miniSEED 2.4 records (1024 bytes, Steim-2, channels
 	// BNZ, BNN and BNE; with the intensity series also MXI, MXA and MXV as
-	// 32-bit floats), cut to the window.
+	// 32-bit floats; or the channels asked for), cut to the window. Samples
+	// acked to svc-ingest are included before they reach a record on disk.
 	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error
 	mustEmbedUnimplementedWaveformServiceServer()
 }
