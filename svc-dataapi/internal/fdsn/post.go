@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -61,7 +62,7 @@ func (s *Spec) ParsePost(r io.Reader) (*Query, []Selection, error) {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return nil, nil, tooLarge("a line longer than %d bytes", maxPostLineLen)
 		}
-		if errors.Is(err, ErrTooLarge) {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok || errors.Is(err, ErrTooLarge) {
 			return nil, nil, tooLarge("%v", err)
 		}
 		return nil, nil, badRequest("reading the request: %v", err)

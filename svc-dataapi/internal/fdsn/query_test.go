@@ -3,6 +3,7 @@ package fdsn
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -155,6 +156,12 @@ func TestParsePost(t *testing.T) {
 	}
 	if _, _, err := station.ParsePost(strings.NewReader(strings.Repeat("x", 5000))); StatusOf(err) != http.StatusRequestEntityTooLarge {
 		t.Errorf("a 5000-byte line: %v, want 413", err)
+	}
+	// The data API's guard bounds every body (http.MaxBytesReader): past it
+	// is too large too, not a bad request.
+	capped := http.MaxBytesReader(nil, io.NopCloser(strings.NewReader(strings.Repeat("\n", 4096))), 1024)
+	if _, _, err := station.ParsePost(capped); StatusOf(err) != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body past the guard's bound: %v, want 413", err)
 	}
 }
 

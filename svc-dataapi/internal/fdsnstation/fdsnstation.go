@@ -120,7 +120,7 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	doc := document{SchemaVersion: SchemaVersion, Source: "shindo", Sender: "shindo", Module: "shindo fdsnws-station " + Version,
-		ModuleURI: scheme(r) + "://" + r.Host + r.URL.RequestURI(), Created: xmlTime(h.now()), Networks: nets}
+		ModuleURI: fdsn.Scheme(r) + "://" + r.Host + r.URL.RequestURI(), Created: xmlTime(h.now()), Networks: nets}
 	w.Header().Set("Content-Type", "application/xml")
 	bw := bufio.NewWriterSize(w, 64<<10)
 	_, _ = bw.WriteString(xml.Header) // a write error sticks: Encode and Flush report it
@@ -428,13 +428,6 @@ func textField(s string) string {
 	}, s)
 }
 
-func scheme(r *http.Request) string {
-	if r.TLS != nil {
-		return "https"
-	}
-	return "http"
-}
-
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, detail string) {
-	fdsn.WriteError(w, r, status, detail, scheme(r)+"://"+r.Host+Base, Version)
+	fdsn.WriteError(w, r, status, detail, fdsn.Scheme(r)+"://"+r.Host+Base, Version)
 }
