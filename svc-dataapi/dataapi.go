@@ -50,6 +50,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/clients"
 	"shindo.dev/svc-dataapi/internal/compat"
 	"shindo.dev/svc-dataapi/internal/detectsync"
+	"shindo.dev/svc-dataapi/internal/fdsndataselect"
 	"shindo.dev/svc-dataapi/internal/fdsnstation"
 	"shindo.dev/svc-dataapi/internal/httpapi"
 	"shindo.dev/svc-dataapi/internal/links"
@@ -361,11 +362,13 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 			return nil, fmt.Errorf("waveform %s: %w", cfg.Waveform, err)
 		}
 		svc.OnShutdown("waveform connection", func(context.Context) error { return conn.Close() })
-		archive, err := waveforms.Handler(ctx, waveformv1.NewWaveformServiceClient(conn), log, gwOpts...)
+		archiveClient := waveformv1.NewWaveformServiceClient(conn)
+		archive, err := waveforms.Handler(ctx, archiveClient, log, gwOpts...)
 		if err != nil {
 			return nil, err
 		}
 		mux.Handle("/v1/waveforms/", compat.OnlyGET(archive))
+		fdsndataselect.New(reg.Source.Current, archiveClient, fdsndataselect.DefaultLimits, svc.Metrics(), log).Register(mux)
 	}
 	if len(cfg.RTS) > 0 {
 		var cores []rtsv1.RTSServiceClient
