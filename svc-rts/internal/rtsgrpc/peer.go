@@ -89,25 +89,23 @@ func (s *Server) watchInput(ctx context.Context) {
 		s.broke("the tick loop stalled")
 	}
 	if s.now().UnixMilli()-s.lastApplied.Load() > shake.LateWindowMs && s.outage.CompareAndSwap(false, true) {
-		s.log.WarnContext(ctx, "no record from ingest for longer than late frames are accounted for",
+		s.log.WarnContext(ctx, "no record in time from ingest for longer than late frames are accounted for",
 			slog.Duration("silent", time.Duration(shake.LateWindowMs)*time.Millisecond))
 	}
 }
 
 // noteApplied follows a batch of records applied from the input, the
-// newest frame of which ended at newest (Unix ms). Records that come later
-// than late frames are accounted for are no input in time: a backlog that
-// old — an ingest that was away, a stream held behind a replay — is an
-// outage as much as silence is. The first batch in time after an outage
-// is a break; the peer loop asks at once, so the answer is usually in
-// before the tick closes.
+// newest frame of which ended at newest (Unix ms). Only a batch in time —
+// its newest frame within what late frames are accounted for — counts as
+// input: a backlog that old (an ingest that was away, a stream held behind
+// a replay) is an outage as much as silence is, once it has lasted as
+// long (watchInput). A few stale batches among fresh ones — a backfill
+// from the peer — are not. The first batch in time after an outage is a
+// break; the peer loop asks at once, so the answer is usually in before
+// the tick closes.
 func (s *Server) noteApplied(newest int64) {
 	now := s.now().UnixMilli()
 	if now-newest > shake.LateWindowMs {
-		if s.outage.CompareAndSwap(false, true) {
-			s.log.Warn("records from ingest come later than late frames are accounted for",
-				slog.Duration("behind", time.Duration(now-newest)*time.Millisecond))
-		}
 		return
 	}
 	s.lastApplied.Store(now)

@@ -213,24 +213,40 @@ func TestRebuildGivenUpEndsTheReplay(t *testing.T) {
 }
 
 // TestBacklogIsABreak: batches whose newest frame is older than late frames
-// are accounted for — a stream held behind a backlog — are an outage, and
-// the first batch in time after them a break that asks the peer; a batch a
-// few seconds late is neither.
+// are accounted for — a stream held behind a backlog — are no input: once
+// nothing in time has come for that long it is an outage, and the first
+// batch in time after it a break that asks the peer. A stale batch among
+// fresh ones (a backfill) is neither.
 func TestBacklogIsABreak(t *testing.T) {
 	t.Parallel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := New(shake.New(shake.Config{}), "TNN-1", 100*time.Millisecond, make(chan struct{}), prometheus.NewRegistry(), logger)
 	clock := time.Now().UnixMilli()
 	srv.now = func() time.Time { return time.UnixMilli(clock) }
-	srv.noteApplied(clock - 5_000)
+	ctx := context.Background()
+	step := func(newest int64) {
+		srv.noteApplied(newest)
+		srv.watchInput(ctx)
+		clock += shake.TickMs
+	}
+	srv.noteApplied(clock)
+	for k := range 10 {
+		if k%3 == 0 {
+			step(clock - shake.LateWindowMs - 5_000) // a backfill
+		} else {
+			step(clock - 300)
+		}
+	}
 	if srv.outage.Load() || srv.broken.Load() {
-		t.Fatal("a batch 5 s late is an outage")
+		t.Fatal("stale batches among fresh ones made an outage")
 	}
-	srv.noteApplied(clock - shake.LateWindowMs - 5_000)
+	// 20 s of nothing but a backlog a minute old.
+	for range 40 {
+		step(clock - 60_000)
+	}
 	if !srv.outage.Load() || srv.broken.Load() {
-		t.Fatalf("a batch %d ms behind: outage %v broken %v, want an outage, no break yet", shake.LateWindowMs+5_000, srv.outage.Load(), srv.broken.Load())
+		t.Fatalf("20 s of a backlog: outage %v broken %v, want an outage, no break yet", srv.outage.Load(), srv.broken.Load())
 	}
-	clock += 30_000
 	srv.noteApplied(clock - 300)
 	if srv.outage.Load() || !srv.broken.Load() || srv.continuous.Load() != clock {
 		t.Fatalf("the first batch in time: outage %v broken %v continuous %d, want a break now (%d)", srv.outage.Load(), srv.broken.Load(), srv.continuous.Load(), clock)
