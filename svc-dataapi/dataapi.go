@@ -51,6 +51,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/compat"
 	"shindo.dev/svc-dataapi/internal/detectsync"
 	"shindo.dev/svc-dataapi/internal/fdsndataselect"
+	"shindo.dev/svc-dataapi/internal/fdsnevent"
 	"shindo.dev/svc-dataapi/internal/fdsnstation"
 	"shindo.dev/svc-dataapi/internal/httpapi"
 	"shindo.dev/svc-dataapi/internal/links"
@@ -346,6 +347,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	mux.Handle("/", httpapi.NoQuery(queried, gw))
 	compat.New(compatStore, reg.Source.Current, cfg.DBTimeout, log).Register(mux)
 	fdsnstation.New(reg.Source.Current, log).Register(mux)
+	fdsnevent.New(reportStore, cfg.DBTimeout, log).Register(mux)
 	if cfg.Waveform != "" {
 		// The archive's REST routes, served here from its gRPC service.
 		// Connected lazily: svc-waveform may start after us, and a request

@@ -31,6 +31,7 @@ const (
 	Bool              // true or false, any case
 	Enum              // one of Options, any case
 	Codes             // SEED code patterns of one field (Field), comma-separated
+	Text              // any text, spaces at its ends trimmed
 )
 
 // Field is which SEED code a Codes parameter selects.
@@ -180,6 +181,8 @@ func (p *Param) parse(v string) (any, error) {
 		return nil, fmt.Errorf("%q is not one of %s", v, strings.Join(p.Options, ", "))
 	case Codes:
 		return ParsePatterns(p.Field, v)
+	case Text:
+		return strings.TrimSpace(v), nil
 	}
 	return nil, fmt.Errorf("parameter of unknown kind %d", p.Kind)
 }
@@ -220,6 +223,13 @@ func (q *Query) Bool(name string) bool {
 
 // Enum returns an Enum parameter, lower case.
 func (q *Query) Enum(name string) string {
+	v, _ := q.value(name)
+	s, _ := v.(string)
+	return s
+}
+
+// Text returns a Text parameter; "" when absent.
+func (q *Query) Text(name string) string {
 	v, _ := q.value(name)
 	s, _ := v.(string)
 	return s
@@ -395,4 +405,13 @@ func FormatTime(t time.Time) string {
 		return t.Format("2006-01-02T15:04:05.000000")
 	}
 	return t.Format("2006-01-02T15:04:05")
+}
+
+// DistanceDeg is the great-circle distance in degrees (haversine), which
+// the radius parameters are in.
+func DistanceDeg(lat1, lon1, lat2, lon2 float64) float64 {
+	const rad = math.Pi / 180
+	dlat, dlon := (lat2-lat1)*rad, (lon2-lon1)*rad
+	a := math.Sin(dlat/2)*math.Sin(dlat/2) + math.Cos(lat1*rad)*math.Cos(lat2*rad)*math.Sin(dlon/2)*math.Sin(dlon/2)
+	return 2 * math.Asin(math.Min(1, math.Sqrt(a))) / rad
 }

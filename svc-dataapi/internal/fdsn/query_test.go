@@ -19,6 +19,7 @@ var station = &Spec{Params: append(Common("xml", "text"),
 	Param{Name: "limit", Kind: Int, Min: 1, Max: 1e6},
 	Param{Name: "level", Kind: Enum, Options: []string{"network", "station", "channel", "response"}, Default: "station"},
 	Param{Name: "includerestricted", Kind: Bool, Default: "true"},
+	Param{Name: "eventid", Kind: Text},
 )}
 
 func TestParseQuery(t *testing.T) {
@@ -34,6 +35,9 @@ func TestParseQuery(t *testing.T) {
 		q, err := station.ParseQuery(v)
 		if err != nil {
 			t.Fatalf("%s: %v", raw, err)
+		}
+		if id := q.Text("eventid"); len(id) > 256 || strings.TrimSpace(id) != id {
+			t.Fatalf("%q: eventid %q not bounded and trimmed", raw, id)
 		}
 		sel := q.Selection()
 		if !slices.Equal(sel.Network, []string{"SH"}) || !slices.Equal(sel.Location, []string{""}) || !slices.Equal(sel.Channel, []string{"BN?"}) ||
@@ -188,6 +192,7 @@ func FuzzParseQuery(f *testing.F) {
 		"network=SH&station=00001&location=--&channel=BN%3F&starttime=2026-12-01T00:00:00.000000&level=channel",
 		"net=*&sta=0*1,A?&loc=&minlat=-90&limit=10&nodata=404",
 		"starttime=2026-12-02&endtime=2026-12-01", "colour=red", "sta=" + strings.Repeat("*", 40),
+		"eventid=%20cwa:113001%20&eventid=", "eventid=" + strings.Repeat("x", 300),
 	} {
 		f.Add(s)
 	}
@@ -202,6 +207,9 @@ func FuzzParseQuery(f *testing.F) {
 				t.Fatalf("%q: %v is not a 400", raw, err)
 			}
 			return
+		}
+		if id := q.Text("eventid"); len(id) > 256 || strings.TrimSpace(id) != id {
+			t.Fatalf("%q: eventid %q not bounded and trimmed", raw, id)
 		}
 		sel := q.Selection()
 		sel.Matches("SH", "00001", "00", "BNZ")

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -203,7 +202,7 @@ func (req *request) inArea(lat, lon float64) bool {
 	if q.Has("minradius") || q.Has("maxradius") || q.Has("latitude") || q.Has("longitude") {
 		clat, _ := q.Float("latitude")
 		clon, _ := q.Float("longitude")
-		d := distanceDeg(clat, clon, lat, lon)
+		d := fdsn.DistanceDeg(clat, clon, lat, lon)
 		if v, ok := q.Float("minradius"); ok && d < v {
 			return false
 		}
@@ -212,14 +211,6 @@ func (req *request) inArea(lat, lon float64) bool {
 		}
 	}
 	return true
-}
-
-// distanceDeg is the great-circle distance in degrees (haversine).
-func distanceDeg(lat1, lon1, lat2, lon2 float64) float64 {
-	const rad = math.Pi / 180
-	dlat, dlon := (lat2-lat1)*rad, (lon2-lon1)*rad
-	a := math.Sin(dlat/2)*math.Sin(dlat/2) + math.Cos(lat1*rad)*math.Cos(lat2*rad)*math.Sin(dlon/2)*math.Sin(dlon/2)
-	return 2 * math.Asin(math.Min(1, math.Sqrt(a))) / rad
 }
 
 // collect builds the networks the request selects, down to level.
