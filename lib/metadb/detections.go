@@ -112,7 +112,7 @@ type DetectionFilter struct {
 	ActiveOnly bool             // only those not final yet
 	SinceMs    *int64           // first trigger at or after
 	After      *DetectionCursor // resume after this detection
-	Limit      int              // 1–MaxPage
+	Limit      int              // 1–MaxPage+1
 }
 
 // DetectionCursor is the position of a detection in the list order.
@@ -123,8 +123,8 @@ type DetectionCursor struct {
 
 // ListDetections returns the detections f selects.
 func (s *Store) ListDetections(ctx context.Context, f DetectionFilter) ([]Detection, error) {
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, fmt.Errorf("list detections: %w: limit %d outside 1..%d", ErrInvalid, f.Limit, MaxPage)
+	if f.Limit < 1 || f.Limit > MaxPage+1 {
+		return nil, fmt.Errorf("list detections: %w: limit %d outside 1..%d", ErrInvalid, f.Limit, MaxPage+1)
 	}
 	var afterTime *int64
 	var afterID *string

@@ -376,7 +376,7 @@ type ReportFilter struct {
 	MinLon, MaxLon             *float64
 	After                      *ReportCursor // resume after this report (newest-first order only)
 	Offset                     int           // skip this many (page-numbered clients)
-	Limit                      int           // at most this many, 1–MaxPage
+	Limit                      int           // at most this many, 1–MaxPage+1
 	// Sort orders the list (by origin time unless set); Ascending turns it
 	// round. Reports equal in the sort key stay newest first.
 	Sort      ReportSort
@@ -409,7 +409,9 @@ type ReportCursor struct {
 	ID     string
 }
 
-// MaxPage bounds ListReports and ListDetections.
+// MaxPage bounds a page of ListReports and ListDetections. A filter's
+// Limit may be one more: the look-ahead row by which a pager knows
+// whether another page follows.
 const MaxPage = 500
 
 // MaxOffset bounds ReportFilter.Offset: deep offsets cost a scan of
@@ -418,8 +420,8 @@ const MaxOffset = 100_000
 
 // ListReports returns the reports f selects, without their areas.
 func (s *Store) ListReports(ctx context.Context, f ReportFilter) ([]Report, error) {
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, fmt.Errorf("list reports: %w: limit %d outside 1..%d", ErrInvalid, f.Limit, MaxPage)
+	if f.Limit < 1 || f.Limit > MaxPage+1 {
+		return nil, fmt.Errorf("list reports: %w: limit %d outside 1..%d", ErrInvalid, f.Limit, MaxPage+1)
 	}
 	if f.Offset < 0 || f.Offset > MaxOffset {
 		return nil, fmt.Errorf("list reports: %w: offset %d outside 0..%d", ErrInvalid, f.Offset, MaxOffset)

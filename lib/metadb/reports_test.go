@@ -200,7 +200,7 @@ func TestListReportsFiltersAndPages(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q", name, ids(list), err, tc.want)
 		}
 	}
-	for _, f := range []metadb.ReportFilter{{Limit: 0}, {Limit: 501}, {Limit: 1, Offset: -1}, {Limit: 1, MinLat: f64(math.NaN())},
+	for _, f := range []metadb.ReportFilter{{Limit: 0}, {Limit: metadb.MaxPage + 2}, {Limit: 1, Offset: -1}, {Limit: 1, MinLat: f64(math.NaN())},
 		{Limit: 1, Sort: 99}, {Limit: 1, Sort: metadb.SortDepth, After: &metadb.ReportCursor{TimeMs: 1}},
 		{Limit: 1, Ascending: true, After: &metadb.ReportCursor{TimeMs: 1}}} {
 		if _, err := s.ListReports(ctx, f); !errors.Is(err, metadb.ErrInvalid) {
