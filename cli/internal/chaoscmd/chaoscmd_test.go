@@ -227,16 +227,20 @@ func TestDetectionChecks(t *testing.T) {
 	for _, site := range coreSites {
 		d.cores[site] = &coreWatch{latestAt: time.Now(), stations: 990}
 	}
-	if b := d.blind(); b != "" {
+	fault := time.Now().Add(-time.Second)
+	if b := d.blind(fault); b != "" {
 		t.Fatalf("both cores see 990 of 1000: blind %q", b)
 	}
+	if b := d.blind(time.Now()); !strings.Contains(b, "no snapshot since the fault") {
+		t.Fatalf("no snapshot since the fault began: blind %q", b)
+	}
 	d.cores[coreSites[1]].stations = 0
-	if b := d.blind(); !strings.Contains(b, "lists 0 of the 1000") {
+	if b := d.blind(fault); !strings.Contains(b, "lists 0 of the 1000") {
 		t.Fatalf("a core listing no station: blind %q", b)
 	}
 	d.cores[coreSites[1]].stations = 1000
 	d.cores[coreSites[0]].latestAt = time.Now().Add(-5 * time.Second)
-	if b := d.blind(); !strings.Contains(b, "no snapshot for") {
+	if b := d.blind(time.Now().Add(-time.Minute)); !strings.Contains(b, "no snapshot for") {
 		t.Fatalf("a core silent for 5 s: blind %q", b)
 	}
 }

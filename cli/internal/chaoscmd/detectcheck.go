@@ -206,15 +206,17 @@ const (
 	sightedShare = 0.9
 )
 
-// blind returns which core does not see the fleet now, or "".
-func (d *detections) blind() string {
+// blind returns which core does not see the fleet now, or has sent no
+// snapshot since the fault began at since (a killed RTS's last snapshot
+// is still fresh for a moment after its restart), or "".
+func (d *detections) blind(since time.Time) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, site := range coreSites {
 		w := d.cores[site]
 		switch {
-		case w.latestAt.IsZero():
-			return site + "'s RTS sent no snapshot yet"
+		case !w.latestAt.After(since):
+			return site + "'s RTS sent no snapshot since the fault"
 		case time.Since(w.latestAt) > blindAfter:
 			return fmt.Sprintf("%s's RTS sent no snapshot for %s", site, time.Since(w.latestAt).Round(100*time.Millisecond))
 		case float64(w.stations) < sightedShare*float64(d.most):

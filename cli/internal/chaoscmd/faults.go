@@ -93,7 +93,7 @@ type injector struct {
 	log      *slog.Logger
 	// sight tells which core's RTS does not see the fleet: running and
 	// ready is not whole for a core that sees no station.
-	sight interface{ blind() string }
+	sight interface{ blind(since time.Time) string }
 
 	mu     sync.Mutex
 	faults []faultRecord
@@ -372,7 +372,7 @@ func (in *injector) healthy(ctx context.Context, rec *faultRecord) string {
 		}
 	}
 	if in.sight != nil {
-		return in.sight.blind()
+		return in.sight.blind(rec.At)
 	}
 	return ""
 }
