@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // prepareSeisplotjs installs seisplotjs — seismology's browser toolkit, the
@@ -22,7 +24,7 @@ func prepareSeisplotjs() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, f := range []string{"package.json", "package-lock.json", "station.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", "station.mjs", "dataselect.mjs", "event.mjs"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "seisplotjs", f))
 		if err != nil {
 			return dir, err
@@ -164,4 +166,217 @@ func checkSeisplotjsStations(t *testing.T, d *dev, dir, edge string) {
 	if len(read) != 0 {
 		t.Errorf("seisplotjs read stations the registry does not list: %v", strings.Join(slices.Sorted(maps.Keys(read)), " "))
 	}
+}
+
+// seisplotjsWaveforms is what testdata/seisplotjs/dataselect.mjs prints:
+// the seismograms seisplotjs decoded, by GET and by POST.
+type seisplotjsWaveforms struct {
+	Version   string
+	Get, Post []struct {
+		Channel, SourceID string
+		Segments          []struct {
+			Start int64
+			Rate  float64
+			Y     []float64
+		}
+	}
+}
+
+// checkSeisplotjsDataselect reads 20 s of a station's waveforms through an
+// edge with seisplotjs's fdsnws-dataselect client and miniSEED parser, run
+// by node — BNZ, BNN and BNE by GET, MXI by POST — and checks that every
+// sample it decoded is the one the REST Query of the same window returns
+// at the same time, and that it decoded every one of those.
+func checkSeisplotjsDataselect(t *testing.T, d *dev, dir, edge string) {
+	t.Helper()
+	base := d.endpoints.get(t, edge, "edge", "http")
+	var stations struct {
+		Stations []struct {
+			ID  string `json:"id"`
+			Net string `json:"network_code"`
+			Sta string `json:"station_code"`
+			Loc string `json:"location_code"`
+		} `json:"stations"`
+	}
+	if code, body := httpGet(t, base+"/v1/stations"); code != 200 || json.Unmarshal([]byte(body), &stations) != nil || len(stations.Stations) == 0 {
+		t.Fatalf("/v1/stations: %d %s", code, body)
+	}
+	st := stations.Stations[0]
+	// A window that ended 10 s ago: every packet of it is in.
+	end := time.Now().Add(-10 * time.Second).Truncate(time.Second)
+	start := end.Add(-20 * time.Second)
+
+	// The REST Query: samples by time, per channel.
+	code, body := httpGet(t, fmt.Sprintf("%s/v1/waveforms/%s?start_ms=%d&end_ms=%d&with_intensity=true", base, st.ID, start.UnixMilli(), end.UnixMilli()))
+	if code != 200 {
+		t.Fatalf("REST Query: %d %s", code, body)
+	}
+	var raw struct {
+		Chunks    []map[string]json.RawMessage `json:"chunks"`
+		Intensity []map[string]json.RawMessage `json:"intensity"`
+	}
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[int64]float64{"BNZ": {}, "BNN": {}, "BNE": {}, "MXI": {}}
+	for _, c := range raw.Chunks {
+		var first string
+		json.Unmarshal(c["first_sample_ms"], &first)
+		t0, _ := strconv.ParseInt(first, 10, 64)
+		for ch, field := range map[string]string{"BNZ": "ud", "BNN": "ns", "BNE": "ew"} {
+			var xs []int32
+			json.Unmarshal(c[field], &xs)
+			for k, x := range xs {
+				want[ch][t0+int64(k)*20] = float64(x)
+			}
+		}
+	}
+	for _, in := range raw.Intensity {
+		var at string
+		var v float64
+		json.Unmarshal(in["window_end_ms"], &at)
+		json.Unmarshal(in["intensity"], &v)
+		ms, _ := strconv.ParseInt(at, 10, 64)
+		want["MXI"][ms] = float64(float32(v))
+	}
+	if len(want["BNZ"]) < 900 || len(want["MXI"]) < 36 {
+		t.Fatalf("the REST Query of %s holds %d BNZ samples and %d intensities of 20 s: the archive lacks data", st.ID, len(want["BNZ"]), len(want["MXI"]))
+	}
+
+	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000") }
+	out := runNode(t, dir, "seisplotjs dataselect through "+edge, "dataselect.mjs", base, st.Net, st.Sta, st.Loc, iso(start), iso(end))
+	var got seisplotjsWaveforms
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("seisplotjs printed %.300q…: %v", out, err)
+	}
+	if got.Version != "1.1.0" {
+		t.Errorf("seisplotjs read dataselect version %q", got.Version)
+	}
+	decoded := map[string]map[int64]float64{}
+	for _, s := range append(got.Get, got.Post...) {
+		if want := fmt.Sprintf("FDSN:%s_%s_%s_%c_%c_%c", st.Net, st.Sta, st.Loc, s.Channel[0], s.Channel[1], s.Channel[2]); s.SourceID != want {
+			t.Errorf("seisplotjs read a seismogram of %s, want %s", s.SourceID, want)
+		}
+		m := decoded[s.Channel]
+		if m == nil {
+			m = map[int64]float64{}
+			decoded[s.Channel] = m
+		}
+		for _, g := range s.Segments {
+			for k, y := range g.Y {
+				at := g.Start + int64(math.Round(float64(k)*1000/g.Rate))
+				if _, dup := m[at]; dup {
+					t.Errorf("%s: sample at %d decoded twice", s.Channel, at)
+				}
+				m[at] = y
+			}
+		}
+	}
+	for _, ch := range []string{"BNZ", "BNN", "BNE", "MXI"} {
+		w, g := want[ch], decoded[ch]
+		bad := 0
+		for at, v := range w {
+			if gv, ok := g[at]; !ok || gv != v {
+				bad++
+				if bad <= 3 {
+					t.Errorf("%s %s at %s: seisplotjs decoded %v (present %v), the REST Query says %v", st.ID, ch, time.UnixMilli(at).UTC().Format(time.TimeOnly+".000"), gv, ok, v)
+				}
+			}
+		}
+		for at := range g {
+			if _, ok := w[at]; !ok {
+				bad++
+				if bad <= 3 {
+					t.Errorf("%s %s: seisplotjs decoded a sample at %s the REST Query does not have", st.ID, ch, time.UnixMilli(at).UTC().Format(time.TimeOnly+".000"))
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s %s: %d samples differ of %d", st.ID, ch, bad, len(w))
+		}
+	}
+	t.Logf("seisplotjs through %s decoded %s %d BNZ, %d BNN, %d BNE samples (GET) and %d MXI (POST), each the REST Query's",
+		edge, st.ID, len(decoded["BNZ"]), len(decoded["BNN"]), len(decoded["BNE"]), len(decoded["MXI"]))
+}
+
+// checkSeisplotjsEvents posts a report, then reads the last hour's events
+// through an edge with seisplotjs's fdsnws-event client and QuakeML
+// parser, run by node, and checks it parsed every report the data API
+// lists for that hour — ID, origin, depth, magnitude with its type, place
+// — and nothing else.
+func checkSeisplotjsEvents(t *testing.T, d *dev, dir, edge, adminToken string) {
+	t.Helper()
+	base := d.endpoints.get(t, edge, "edge", "http")
+	now := time.Now()
+	posted := fmt.Sprintf("fdsn-%d", now.UnixNano())
+	code, body := postJSON(t, base+"/v1/reports", adminToken,
+		fmt.Sprintf(`{"id":%q,"time_ms":"%d","lat":23.85,"lon":121.62,"depth_km":12.5,"magnitude":5.8,"location":"花蓮縣近海","max_level":5}`,
+			posted, now.Add(-time.Minute).UnixMilli()))
+	if code != 200 {
+		t.Fatalf("post a report: %d %s", code, body)
+	}
+	start, end := now.Add(-time.Hour), now.Add(time.Minute)
+	type listed struct {
+		ID        string  `json:"id"`
+		Time      string  `json:"time_ms"`
+		Lat       float64 `json:"lat"`
+		Lon       float64 `json:"lon"`
+		Depth     float64 `json:"depth_km"`
+		Magnitude float64 `json:"magnitude"`
+		Location  string  `json:"location"`
+		Detection string  `json:"source_detection_id"`
+	}
+	var want struct {
+		Reports []listed `json:"reports"`
+	}
+	code, body = httpGet(t, fmt.Sprintf("%s/v1/reports?start_time_ms=%d&end_time_ms=%d&page_size=500", base, start.UnixMilli(), end.UnixMilli()))
+	if code != 200 || json.Unmarshal([]byte(body), &want) != nil || len(want.Reports) == 0 {
+		t.Fatalf("/v1/reports: %d %s", code, body)
+	}
+	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000") }
+	out := runNode(t, dir, "seisplotjs events through "+edge, "event.mjs", base, iso(start), iso(end))
+	var got struct {
+		Version string
+		Quakes  []struct {
+			EventID                      string
+			Time                         int64
+			Latitude, Longitude, DepthKm float64
+			Magnitude                    float64
+			MagnitudeType, Description   string
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("seisplotjs printed %.300q…: %v", out, err)
+	}
+	if got.Version != "1.1.0" {
+		t.Errorf("seisplotjs read event version %q", got.Version)
+	}
+	read := map[string]int{}
+	for i, q := range got.Quakes {
+		read[strings.TrimPrefix(q.EventID, "smi:shindo/event/")] = i
+	}
+	for _, r := range want.Reports {
+		i, ok := read[strings.ReplaceAll(r.ID, ":", "~")]
+		if !ok {
+			t.Errorf("seisplotjs did not read report %s", r.ID)
+			continue
+		}
+		q := got.Quakes[i]
+		magType := "M"
+		if r.Detection != "" {
+			magType = "Mi"
+		}
+		if strconv.FormatInt(q.Time, 10) != r.Time || q.Latitude != r.Lat || q.Longitude != r.Lon || math.Abs(q.DepthKm-r.Depth) > 1e-9 ||
+			q.Magnitude != r.Magnitude || q.MagnitudeType != magType || q.Description != r.Location {
+			t.Errorf("report %s read as %+v; the data API lists %+v", r.ID, q, r)
+		}
+		delete(read, strings.ReplaceAll(r.ID, ":", "~"))
+	}
+	if len(read) != 0 {
+		t.Errorf("seisplotjs read events the data API does not list: %v", slices.Sorted(maps.Keys(read)))
+	}
+	if len(got.Quakes) != len(want.Reports) || !slices.ContainsFunc(want.Reports, func(r listed) bool { return r.ID == posted }) {
+		t.Errorf("seisplotjs read %d events, the data API lists %d reports (the one posted, %s, among them?)", len(got.Quakes), len(want.Reports), posted)
+	}
+	t.Logf("seisplotjs through %s read %d events of the last hour, each the data API's report", edge, len(got.Quakes))
 }

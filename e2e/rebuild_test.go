@@ -141,6 +141,26 @@ func TestDuringAnEarthquake(t *testing.T) {
 			checkSeisplotjsStations(t, d, b.dir, edge)
 		}
 	})
+	t.Run("seisplotjs reads waveforms through an edge", func(t *testing.T) {
+		b := <-spj
+		spj <- b
+		if b.err != nil {
+			t.Fatalf("install seisplotjs: %v", b.err)
+		}
+		checkSeisplotjsDataselect(t, d, b.dir, "KHH-1")
+	})
+	t.Run("seisplotjs reads events through an edge", func(t *testing.T) {
+		b := <-spj
+		spj <- b
+		if b.err != nil {
+			t.Fatalf("install seisplotjs: %v", b.err)
+		}
+		token, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSeisplotjsEvents(t, d, b.dir, "TPE-1", strings.TrimSpace(string(token)))
+	})
 }
 
 // restartedRTSRebuilds: TNN-1's RTS, killed from outside while an
