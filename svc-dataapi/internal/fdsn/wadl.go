@@ -91,3 +91,16 @@ func Scheme(r *http.Request) string {
 	}
 	return "http"
 }
+
+// Describe adds a service's version and application.wadl routes under
+// base to mux: the two every FDSN client asks before its first query.
+func (s *Spec) Describe(mux *http.ServeMux, base, version string, media ...string) {
+	mux.HandleFunc("GET "+base+"version", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte(version))
+	})
+	mux.HandleFunc("GET "+base+"application.wadl", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		_, _ = w.Write([]byte(s.WADL(Scheme(r)+"://"+r.Host+base, media...)))
+	})
+}

@@ -39,6 +39,7 @@ import (
 	"shindo.dev/seismo/mseed"
 	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-dataapi/internal/fdsn"
+	"shindo.dev/svc-dataapi/internal/waveforms"
 )
 
 // Version is the fdsnws-dataselect specification version served.
@@ -48,7 +49,7 @@ const Version = "1.1.0"
 const Base = "/fdsnws/dataselect/1/"
 
 // MediaType is miniSEED's registered media type.
-const MediaType = "application/vnd.fdsn.mseed"
+const MediaType = waveforms.MediaType
 
 // spec are the query's parameters (fdsnws-dataselect 1.1, "query method").
 var spec = &fdsn.Spec{Params: append(fdsn.Common("miniseed"),
@@ -112,19 +113,9 @@ func New(stations func() *registry.Set, archive waveformv1.WaveformServiceClient
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Base+"query", h.query)
 	mux.HandleFunc("POST "+Base+"query", h.query)
-	mux.HandleFunc("GET "+Base+"version", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte(Version))
-	})
-	mux.HandleFunc("GET "+Base+"application.wadl", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/xml")
-		_, _ = io.WriteString(w, WADL(fdsn.Scheme(r)+"://"+r.Host+Base))
-	})
+	spec.Describe(mux, Base, Version, MediaType)
 	mux.HandleFunc("GET "+Base+"{$}", h.usage)
 }
-
-// WADL is the service's description with base as its address.
-func WADL(base string) string { return spec.WADL(base, MediaType) }
 
 // window is one station's channels over one time window of a request.
 type window struct {
@@ -261,8 +252,8 @@ func (h *Handler) plan(q *fdsn.Query, sels []fdsn.Selection) ([]window, error) {
 			wins = append(wins, win)
 			if len(wins) > h.limits.MaxWindows || span > h.limits.MaxSpan {
 				return nil, &fdsn.Error{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf(
-					"the request selects more than %d station windows or %s of channel time (%d channels by their windows, summed); at most %d and %s: split it",
-					h.limits.MaxWindows, hours(h.limits.MaxSpan), len(wins), h.limits.MaxWindows, hours(h.limits.MaxSpan))}
+					"the request selects more than %d station windows or more than %s of channel time (each station's channels times its window, summed): split it",
+					h.limits.MaxWindows, hours(h.limits.MaxSpan))}
 			}
 		}
 	}

@@ -109,14 +109,7 @@ func New(store Store, timeout time.Duration, log *slog.Logger) *Handler {
 // Register adds the service's routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Base+"query", h.query)
-	mux.HandleFunc("GET "+Base+"version", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte(Version))
-	})
-	mux.HandleFunc("GET "+Base+"application.wadl", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/xml")
-		_, _ = io.WriteString(w, WADL(fdsn.Scheme(r)+"://"+r.Host+Base))
-	})
+	spec.Describe(mux, Base, Version, "application/xml", "text/plain")
 	mux.HandleFunc("GET "+Base+"catalogs", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/xml")
 		_, _ = io.WriteString(w, xml.Header+"<Catalogs>\n  <Catalog>"+Catalog+"</Catalog>\n</Catalogs>\n")
@@ -127,9 +120,6 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET "+Base+"{$}", h.usage)
 }
-
-// WADL is the service's description with base as its address.
-func WADL(base string) string { return spec.WADL(base, "application/xml", "text/plain") }
 
 func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 	q, err := spec.ParseQuery(r.URL.Query())

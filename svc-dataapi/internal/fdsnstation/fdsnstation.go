@@ -74,11 +74,7 @@ func New(stations func() *registry.Set, log *slog.Logger) *Handler {
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Base+"query", h.query)
 	mux.HandleFunc("POST "+Base+"query", h.query)
-	mux.HandleFunc("GET "+Base+"version", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte(Version))
-	})
-	mux.HandleFunc("GET "+Base+"application.wadl", h.wadl)
+	spec.Describe(mux, Base, Version, "application/xml", "text/plain")
 	mux.HandleFunc("GET "+Base+"{$}", h.usage)
 }
 

@@ -7,14 +7,6 @@ import (
 	"shindo.dev/svc-dataapi/internal/fdsn"
 )
 
-// wadl describes the service in WADL (wadl.dev.java.net/2009/02), as the
-// specifications ask: clients discover from it which parameters a service
-// takes (ObsPy's FDSN client does, before its first query).
-func (h *Handler) wadl(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/xml")
-	fmt.Fprint(w, WADL(fdsn.Scheme(r)+"://"+r.Host+Base))
-}
-
 // WADL is the service's description with base as its address.
 func WADL(base string) string { return spec.WADL(base, "application/xml", "text/plain") }
 
