@@ -24,7 +24,7 @@ func prepareSeisplotjs() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, f := range []string{"package.json", "package-lock.json", "station.mjs", "dataselect.mjs", "event.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", "station.mjs", "dataselect.mjs", "event.mjs", "seedlink.mjs"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "seisplotjs", f))
 		if err != nil {
 			return dir, err
@@ -182,6 +182,27 @@ type seisplotjsWaveforms struct {
 	}
 }
 
+// seedCodes are a station's ID and SEED codes as the data API lists them.
+type seedCodes struct {
+	ID  string `json:"id"`
+	Net string `json:"network_code"`
+	Sta string `json:"station_code"`
+	Loc string `json:"location_code"`
+}
+
+// stationCodes lists the stations' codes through an entrance of the data
+// API; there is at least one.
+func stationCodes(t *testing.T, base string) []seedCodes {
+	t.Helper()
+	var stations struct {
+		Stations []seedCodes `json:"stations"`
+	}
+	if code, body := httpGet(t, base+"/v1/stations"); code != 200 || json.Unmarshal([]byte(body), &stations) != nil || len(stations.Stations) == 0 {
+		t.Fatalf("/v1/stations: %d %s", code, body)
+	}
+	return stations.Stations
+}
+
 // checkSeisplotjsDataselect reads 20 s of a station's waveforms through an
 // edge with seisplotjs's fdsnws-dataselect client and miniSEED parser, run
 // by node — BNZ, BNN and BNE by GET, MXI by POST — and checks that every
@@ -190,18 +211,7 @@ type seisplotjsWaveforms struct {
 func checkSeisplotjsDataselect(t *testing.T, d *dev, dir, edge string) {
 	t.Helper()
 	base := d.endpoints.get(t, edge, "edge", "http")
-	var stations struct {
-		Stations []struct {
-			ID  string `json:"id"`
-			Net string `json:"network_code"`
-			Sta string `json:"station_code"`
-			Loc string `json:"location_code"`
-		} `json:"stations"`
-	}
-	if code, body := httpGet(t, base+"/v1/stations"); code != 200 || json.Unmarshal([]byte(body), &stations) != nil || len(stations.Stations) == 0 {
-		t.Fatalf("/v1/stations: %d %s", code, body)
-	}
-	st := stations.Stations[0]
+	st := stationCodes(t, base)[0]
 	// A window that ended 10 s ago: every packet of it is in.
 	end := time.Now().Add(-10 * time.Second).Truncate(time.Second)
 	start := end.Add(-20 * time.Second)

@@ -149,6 +149,16 @@ func TestDuringAnEarthquake(t *testing.T) {
 		}
 		checkSeisplotjsDataselect(t, d, b.dir, "KHH-1")
 	})
+	for _, proto := range []int{3, 4} {
+		t.Run(fmt.Sprintf("seisplotjs SeedLink %d moves from core to core", proto), func(t *testing.T) {
+			b := <-spj
+			spj <- b
+			if b.err != nil {
+				t.Fatalf("install seisplotjs: %v", b.err)
+			}
+			checkSeisplotjsSeedLink(t, d, b.dir, proto)
+		})
+	}
 	t.Run("seisplotjs reads events through an edge", func(t *testing.T) {
 		b := <-spj
 		spj <- b

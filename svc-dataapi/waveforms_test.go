@@ -45,7 +45,7 @@ func startArchive(t *testing.T, grpcAddr string) *archiveProcess {
 	cfg := waveform.DefaultConfig()
 	noEnv := func(string) (string, bool) { return "", false }
 	args := []string{"-data-dir", t.TempDir(), "-grpc-addr", grpcAddr, "-admin-addr", freeaddr.TCP(t),
-		"-site", "TNN-1", "-log-level", "error", "-shutdown-timeout", "3s"}
+		"-site", "TNN-1", "-log-level", "error", "-shutdown-timeout", "3s", "-seedlink-addr", "127.0.0.1:0"}
 	if err := conf.Load(&cfg, "WAVEFORM", args, conf.Options{Env: noEnv, Name: waveform.Name, Help: io.Discard, Warn: func(string) {}}); err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func startChild(t *testing.T, bin, dataDir string) *child {
 	t.Helper()
 	c := &child{grpc: freeaddr.TCP(t), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	admin := freeaddr.TCP(t)
-	c.cmd = exec.Command(bin, "-data-dir", dataDir, "-grpc-addr", c.grpc, "-admin-addr", admin,
+	c.cmd = exec.Command(bin, "-data-dir", dataDir, "-seedlink-addr", "127.0.0.1:0", "-grpc-addr", c.grpc, "-admin-addr", admin,
 		"-log-level", "warn", "-shutdown-timeout", "5s")
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {

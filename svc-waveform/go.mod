@@ -3,6 +3,7 @@ module shindo.dev/svc-waveform
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	golang.org/x/sys v0.49.0

@@ -11,13 +11,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/service"
 	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-waveform/internal/archive"
+	"shindo.dev/svc-waveform/internal/seedlink"
 	"shindo.dev/svc-waveform/internal/wavegrpc"
 )
 
@@ -31,11 +34,16 @@ type Config struct {
 	Retention time.Duration `conf:"retention" default:"168h" help:"how long samples and intensity series are kept"`
 	Network   string        `conf:"network" default:"SH" help:"SEED network code of stations whose records carry none from the registry (journaled before it held codes): 1 or 2 upper-case letters or digits"`
 	FlushAge  time.Duration `conf:"flush-age" default:"60s" help:"longest a channel's buffer waits for more samples before it is written as a part-filled miniSEED record"`
+
+	SeedLinkAddr    string        `conf:"seedlink-addr" help:"SeedLink listen address (protocol 3.1 and 4.0 on TCP, and WebSocket on the same port); empty: no SeedLink"`
+	SeedLinkWindow  time.Duration `conf:"seedlink-window" default:"2m" help:"how much of each station SeedLink keeps in memory for clients that resume or ask from a time"`
+	SeedLinkClients int           `conf:"seedlink-clients" default:"2000" help:"most SeedLink connections at once"`
+	SeedLinkPerAddr int           `conf:"seedlink-per-addr" default:"64" help:"most SeedLink connections from one address"`
 }
 
 // DefaultConfig returns the configuration with svc-waveform's default ports.
 func DefaultConfig() Config {
-	return Config{Common: service.Common{GRPCAddr: ":7302", AdminAddr: "127.0.0.1:7309"}}
+	return Config{Common: service.Common{GRPCAddr: ":7302", AdminAddr: "127.0.0.1:7309"}, SeedLinkAddr: ":18000"}
 }
 
 // Validate checks the configuration.
@@ -52,6 +60,12 @@ func (c *Config) Validate() error {
 	}
 	if c.FlushAge < time.Second || c.FlushAge > time.Hour {
 		errs = append(errs, errors.New("flush-age must be between 1s and 1h"))
+	}
+	if c.SeedLinkWindow < 10*time.Second || c.SeedLinkWindow > time.Hour {
+		errs = append(errs, errors.New("seedlink-window must be between 10s and 1h"))
+	}
+	if c.SeedLinkClients < 1 || c.SeedLinkPerAddr < 1 {
+		errs = append(errs, errors.New("seedlink-clients and seedlink-per-addr must be at least 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -86,5 +100,41 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		waveformv1.WaveformService_Ingest_FullMethodName:               peerid.AllowSameSite(peerid.Ingest),
 	})
 	svc.SetServingStatus(waveformv1.WaveformService_ServiceDesc.ServiceName, true)
+	if cfg.SeedLinkAddr != "" {
+		return serveSeedLink(svc, cfg, store, srv)
+	}
+	return nil
+}
+
+// serveSeedLink starts the SeedLink server, fed with every record that
+// brought new data to the archive, under the archive's SEED names.
+func serveSeedLink(svc *service.Service, cfg Config, store *archive.Store, srv *wavegrpc.Server) error {
+	sl := seedlink.New(seedlink.Options{
+		Addr: cfg.SeedLinkAddr, Window: cfg.SeedLinkWindow, ClientBuffer: 4096,
+		MaxClients: cfg.SeedLinkClients, MaxPerAddr: cfg.SeedLinkPerAddr,
+		Negotiation: time.Minute, WriteTimeout: 10 * time.Second, SendBuffer: 256 << 10, Site: cfg.Site,
+		Names: func(id string) (seedlink.StationKey, bool) {
+			c, ok := store.Names(id)
+			return seedlink.StationKey{Network: c.Network, Station: c.Station}, ok
+		},
+	}, svc.Metrics(), svc.Logger())
+	ln, err := sl.Listen()
+	if err != nil {
+		return fmt.Errorf("listen seedlink %s: %w", cfg.SeedLinkAddr, err)
+	}
+	svc.Logger().Info("seedlink listening", slog.String("addr", ln.Addr().String()))
+	srv.OnStored(func(rec *ingestv1.Record) {
+		p := rec.GetPacket()
+		f := seedlink.Frame{Station: p.GetStationId(), Seq: p.GetSeq()}
+		if s := p.GetSensor(); s != nil {
+			f.Sensor, f.FirstMs, f.UD, f.NS, f.EW = true, s.GetFirstSampleMs(), s.GetUd(), s.GetNs(), s.GetEw()
+		} else if in := p.GetIntensity(); in != nil {
+			f.FirstMs, f.Values = in.GetWindowEndMs(), [3]float32{in.GetIntensity(), in.GetPgaGal(), in.GetPgvCms()}
+		} else {
+			return
+		}
+		sl.Publish(f)
+	})
+	svc.Go("seedlink", service.ComponentFunc(func(ctx context.Context) error { return sl.Serve(ctx, ln) }))
 	return nil
 }

@@ -420,6 +420,28 @@ func TestRateFactors(t *testing.T) {
 	}
 }
 
+// TestPackText: an ASCII log record (SeedLink's INFO replies) reads back
+// with its text as the samples, and a longer text is cut at the record.
+func TestPackText(t *testing.T) {
+	t.Parallel()
+	text := []byte(strings.Repeat("<seedlink/>", 50))
+	buf := make([]byte, 512)
+	n, err := PackText(buf, Header{Network: "SL", Station: "INFO", Channel: "LOG", Start: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 512-DataOffset {
+		t.Fatalf("took %d bytes, want %d", n, 512-DataOffset)
+	}
+	h, err := ParseHeader(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Encoding != 0 || h.NumSamples != n || h.Channel != "LOG" || !bytes.Equal(buf[h.DataOffset:h.DataOffset+n], text[:n]) {
+		t.Fatalf("header %+v", h)
+	}
+}
+
 func TestPackErrors(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

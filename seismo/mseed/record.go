@@ -305,6 +305,22 @@ func PackFloat32s(buf []byte, h Header, x []float32) (int, error) {
 	return n, nil
 }
 
+// PackText writes one ASCII record (encoding 0, a log record such as
+// SeedLink's INFO replies) of the leading bytes of text into buf, like
+// PackInts, and returns how many it took. h.SampleRate should be 0.
+func PackText(buf []byte, h Header, text []byte) (int, error) {
+	if len(buf) < MinRecordLen {
+		return 0, fmt.Errorf("%w: record length %d", ErrArgument, len(buf))
+	}
+	data := buf[DataOffset:]
+	n := copy(data, text)
+	clear(data[n:])
+	if err := putHeader(buf, &h, 0, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // MaxSamples returns the most samples a record of recordLen bytes written
 // by this package can hold: 4 bytes each for Int32 and Float32, and for
 // Steim2 seven per data word (two words of the first frame hold the

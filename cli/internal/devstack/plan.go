@@ -25,16 +25,16 @@ const (
 	fleetOff   = 900
 	controlOff = 950
 
-	ingestUDP, ingestWS, ingestGRPC, ingestAdmin = 0, 1, 2, 3
-	rtsGRPC, rtsAdmin                            = 10, 11
-	waveformGRPC, waveformAdmin                  = 20, 21
-	dataHTTP, dataGRPC, dataAdmin                = 30, 31, 32
-	postgresPort, patroniREST                    = 40, 41
-	haproxyPort, haproxyHealth                   = 43, 44
-	natsClient, natsHTTP, natsPeerProxy          = 50, 51, 52
-	etcdClient, etcdPeer, etcdMetrics            = 60, 61, 62
-	uplinkProxyUDP, uplinkProxyWS                = 70, 71
-	edgeHTTP, edgeGRPC, edgeAdmin, edgePlain     = 0, 1, 2, 3
+	ingestUDP, ingestWS, ingestGRPC, ingestAdmin  = 0, 1, 2, 3
+	rtsGRPC, rtsAdmin                             = 10, 11
+	waveformGRPC, waveformAdmin, waveformSeedLink = 20, 21, 22
+	dataHTTP, dataGRPC, dataAdmin                 = 30, 31, 32
+	postgresPort, patroniREST                     = 40, 41
+	haproxyPort, haproxyHealth                    = 43, 44
+	natsClient, natsHTTP, natsPeerProxy           = 50, 51, 52
+	etcdClient, etcdPeer, etcdMetrics             = 60, 61, 62
+	uplinkProxyUDP, uplinkProxyWS                 = 70, 71
+	edgeHTTP, edgeGRPC, edgeAdmin, edgePlain      = 0, 1, 2, 3
 )
 
 // site is one place of the topology and its block in the port plan.
@@ -313,7 +313,11 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		rts := svc(c, "rts", rtsGRPC, rtsAdmin, nil, "-database-url", dbURL(c), "-nats", natsURL(c),
 			"-peer-nats", peerNATS, "-peer-site", peer.name,
 			"-archive-dir", filepath.Join(p.dataDir, c.name+"-rts"))
-		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, nil, "-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"))
+		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, map[string]int{"SeedLink": waveformSeedLink},
+			"-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"), "-seedlink-addr", addr(c, waveformSeedLink))
+		// SeedLink clients connect over TCP (slinktool, ObsPy) or WebSocket
+		// (seisplotjs) on the same port.
+		wf.listeners["seedlink"] = addr(c, waveformSeedLink)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),
 			"-waveform", addr(c, waveformGRPC), "-nats", natsURL(c),

@@ -63,7 +63,8 @@ func TestProcessesUsePlannedPorts(t *testing.T) {
 
 // TestArchiveOverGRPC: each core's data API reaches its own core's
 // archive at the archive's gRPC address, and the archive has no HTTP
-// listener (its REST routes are the data API's).
+// listener (its REST routes are the data API's; its SeedLink port serves
+// WebSocket only as SeedLink's).
 func TestArchiveOverGRPC(t *testing.T) {
 	t.Parallel()
 	p := newPlan(testConfig())
@@ -86,7 +87,7 @@ func TestArchiveOverGRPC(t *testing.T) {
 		}
 	}
 	for _, pt := range p.ports {
-		if strings.Contains(pt.what, "waveform") && !strings.HasSuffix(pt.what, " gRPC") && !strings.HasSuffix(pt.what, " admin") {
+		if strings.Contains(pt.what, "waveform") && !strings.HasSuffix(pt.what, " gRPC") && !strings.HasSuffix(pt.what, " admin") && !strings.HasSuffix(pt.what, " SeedLink") {
 			t.Errorf("port %d for %s", pt.n, pt.what)
 		}
 	}
@@ -107,13 +108,13 @@ func TestEndpointsDocument(t *testing.T) {
 		"TNN-1": {
 			"ingest":   {"udp", "ws", "grpc", "admin", "pid"},
 			"rts":      {"grpc", "admin", "pid"},
-			"waveform": {"grpc", "admin", "pid"},
+			"waveform": {"grpc", "admin", "seedlink", "pid"},
 			"dataapi":  {"http", "grpc", "admin", "pid"},
 		},
 		"TYO-1": {
 			"ingest":   {"udp", "ws", "grpc", "admin", "pid"},
 			"rts":      {"grpc", "admin", "pid"},
-			"waveform": {"grpc", "admin", "pid"},
+			"waveform": {"grpc", "admin", "seedlink", "pid"},
 			"dataapi":  {"http", "grpc", "admin", "pid"},
 		},
 		"TPE-1": {"edge": {"http", "grpc", "admin", "pid"}},

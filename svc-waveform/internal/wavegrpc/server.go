@@ -39,6 +39,9 @@ type Server struct {
 	live     *fanout.Hub[*waveformv1.Chunk]
 	stopping <-chan struct{}
 	log      *slog.Logger
+	// stored, when set, sees every record that brought new data, after
+	// the archive took it (SeedLink's feed).
+	stored func(*ingestv1.Record)
 
 	chunks *prometheus.CounterVec
 }
@@ -59,6 +62,11 @@ func New(store *archive.Store, stopping <-chan struct{}, reg prometheus.Register
 	}, func() float64 { n, _ := s.live.Stats(); return float64(n) }))
 	return s
 }
+
+// OnStored makes fn see every record that brought new data to the
+// archive, in the order of its batch, before the batch is acked. fn must
+// not block.
+func (s *Server) OnStored(fn func(*ingestv1.Record)) { s.stored = fn }
 
 // LiveSubscribers is the number of open Live streams.
 func (s *Server) LiveSubscribers() int {
@@ -154,6 +162,9 @@ func (s *Server) publish(recs []*ingestv1.Record, out []archive.Outcome) {
 		}
 		o := out[i]
 		i++
+		if o == archive.Stored && s.stored != nil {
+			s.stored(rec)
+		}
 		f := p.GetSensor()
 		if f == nil {
 			continue

@@ -1,0 +1,74 @@
+// Reads live records over SeedLink with seisplotjs's own clients — the
+// SeedLink 3 one (seedlink.SeedlinkConnection, subprotocol "SeedLink3.1")
+// or the SeedLink 4 one (seedlink4.SeedlinkConnection, "SeedLink4.0") —
+// first from one core, then, resuming after the last sequence number it
+// got, from the other; and prints every record as JSON for
+// e2e/seedlink_test.go to check against the REST Query and for gaps and
+// repeats.
+//
+// Usage: node --experimental-websocket seedlink.mjs PROTO WS_A WS_B NET STA N_A N_B
+//
+// The set-up is station.mjs's: jsdom's globals before seisplotjs is
+// imported. Node 20's WebSocket is behind --experimental-websocket.
+import { JSDOM } from "jsdom";
+
+const { window } = new JSDOM("");
+for (const name of ["window", "document", "customElements", "HTMLElement", "HTMLDivElement", "DOMParser", "Node", "Element"]) {
+  globalThis[name] = name === "window" ? window : window[name];
+}
+console.log = console.error;
+const { seedlink, seedlink4 } = await import("seisplotjs");
+
+const [proto, urlA, urlB, net, sta, nA, nB] = process.argv.slice(2);
+
+// One record as the test compares it.
+const describe = (seq, rec) => ({
+  seq: seq.toString(),
+  channel: rec.header.chanCode,
+  station: `${rec.header.netCode}_${rec.header.staCode}`,
+  start: rec.header.startTime.toMillis(),
+  rate: rec.header.sampleRate,
+  y: Array.from(rec.decompress()),
+});
+
+// read connects, takes n records and closes; resume is the sequence number
+// to start from (null: from now).
+const read = (url, n, resume) =>
+  new Promise((resolve, reject) => {
+    const got = [];
+    let conn;
+    const timer = setTimeout(() => {
+      conn.close();
+      reject(new Error(`${url}: ${got.length} of ${n} records in 60 s`));
+    }, 60_000);
+    const take = (seq, rec) => {
+      if (got.length >= n) return;
+      got.push(describe(seq, rec));
+      if (got.length === n) {
+        clearTimeout(timer);
+        conn.close();
+        resolve(got);
+      }
+    };
+    const fail = (err) => {
+      clearTimeout(timer);
+      reject(err);
+    };
+    if (proto === "3") {
+      conn = new seedlink.SeedlinkConnection(url, [`STATION ${sta} ${net}`, "SELECT 00BNZ.D"], (p) => take(p.sequence, p.miniseed), fail);
+      if (resume !== null) {
+        // The connection's final command, after the STATION and SELECT.
+        conn.command = "DATA " + (Number(resume) & 0xffffff).toString(16).toUpperCase().padStart(6, "0");
+      }
+    } else {
+      const data = resume === null ? "DATA" : `DATA ${resume}`;
+      conn = new seedlink4.SeedlinkConnection(url, [`STATION ${net}_${sta}`, "SELECT 00_B_N_Z", data], (p) => take(p.sequence, p.asMiniseed()), fail);
+    }
+    conn.connect();
+  });
+
+const first = await read(urlA, Number(nA), null);
+const last = BigInt(first[first.length - 1].seq);
+const second = await read(urlB, Number(nB), (last + 1n).toString());
+window.close();
+process.stdout.write(JSON.stringify({ first, second }) + "\n", () => process.exit(0));

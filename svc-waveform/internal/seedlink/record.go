@@ -1,0 +1,111 @@
+package seedlink
+
+import (
+	"fmt"
+	"time"
+
+	"shindo.dev/seismo/mseed"
+	"shindo.dev/seismo/seedcode"
+)
+
+// RecordLen is the length of the miniSEED 2 records sent: SeedLink 3's
+// fixed 512 bytes, used for protocol 4 too.
+const RecordLen = 512
+
+// Location is the location code of every channel, as in the archive.
+const Location = "00"
+
+// Stream is one channel of a station as SeedLink selects it.
+type Stream struct {
+	Location, Channel string
+}
+
+// sourceID is the stream's part of an FDSN source identifier after the
+// station, LOC_B_S_SS, which SeedLink 4 selectors match.
+func (s Stream) sourceID() string {
+	c := s.Channel
+	return s.Location + "_" + c[0:1] + "_" + c[1:2] + "_" + c[2:3]
+}
+
+// streams are a station's channels in the archive's order: the three axes
+// of counts, then intensity, PGA and PGV.
+var streams = func() (out [len(seedcode.Channels)]Stream) {
+	for i, c := range seedcode.Channels {
+		out[i] = Stream{Location, c.Code}
+	}
+	return out
+}()
+
+// record is one miniSEED record of an entry, with its sequence number.
+type record struct {
+	seq    uint64
+	stream Stream
+	start  time.Time
+	end    time.Time // just after the last sample
+	data   []byte
+}
+
+// records encodes the records of e whose streams keep accepts, each
+// RecordLen bytes: one per axis (or intensity value) in the usual case,
+// more when an axis does not fit one record. The record's own sequence
+// field holds the low six decimal digits of its SeedLink number.
+func records(key StationKey, e *entry, keep func(Stream) bool) ([]record, error) {
+	var out []record
+	if e.Sensor {
+		axes := [3][]int32{e.UD, e.NS, e.EW}
+		for a, x := range axes {
+			s := streams[a]
+			if !keep(s) {
+				continue
+			}
+			done := 0
+			for part := 0; done < len(x); part++ {
+				if part == partsPerAxis {
+					return out, fmt.Errorf("seedlink: %s frame %d: axis %d needs more than %d records", key.ID(), e.Seq, a, partsPerAxis)
+				}
+				seq := e.seq + uint64(a*partsPerAxis+part)
+				start := time.UnixMilli(e.FirstMs + int64(done)*20).UTC()
+				buf := make([]byte, RecordLen)
+				n, err := mseed.PackInts(buf, mseed.Header{
+					SeqNo: int(seq % 1_000_000), Network: key.Network, Station: key.Station,
+					Location: s.Location, Channel: s.Channel, Start: start, SampleRate: 50, Encoding: mseed.Steim2,
+				}, x[done:])
+				if err != nil {
+					return out, err
+				}
+				if n == 0 {
+					return out, fmt.Errorf("seedlink: %s frame %d: a sample does not fit a record", key.ID(), e.Seq)
+				}
+				done += n
+				out = append(out, record{seq: seq, stream: s, start: start, end: start.Add(time.Duration(n) * 20 * time.Millisecond), data: buf})
+			}
+		}
+		return out, nil
+	}
+	for i, v := range e.Values {
+		s := streams[3+i]
+		if !keep(s) {
+			continue
+		}
+		seq := e.seq + uint64(i*partsPerAxis)
+		start := time.UnixMilli(e.FirstMs).UTC()
+		buf := make([]byte, RecordLen)
+		if _, err := mseed.PackFloat32s(buf, mseed.Header{
+			SeqNo: int(seq % 1_000_000), Network: key.Network, Station: key.Station,
+			Location: s.Location, Channel: s.Channel, Start: start, SampleRate: 2,
+		}, []float32{v}); err != nil {
+			return out, err
+		}
+		out = append(out, record{seq: seq, stream: s, start: start, end: start.Add(500 * time.Millisecond), data: buf})
+	}
+	return out, nil
+}
+
+// span is the time an entry's samples cover.
+func (e *entry) span() (start, end time.Time) {
+	start = time.UnixMilli(e.FirstMs).UTC()
+	if e.Sensor {
+		return start, start.Add(time.Duration(len(e.UD)) * 20 * time.Millisecond)
+	}
+	return start, start.Add(500 * time.Millisecond)
+}

@@ -1,0 +1,246 @@
+package seedlink
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Frame is one station packet as the core merged it: three axes of counts
+// from First (Sensor) or the intensity, PGA and PGV of the 500 ms ending at
+// First (not Sensor). Seq is the station's packet sequence number, which
+// the station signs and sends unchanged on both uplinks: both cores derive
+// the same SeedLink sequence numbers from it.
+type Frame struct {
+	Station string // the station's ID
+	Seq     uint64
+	Sensor  bool
+	FirstMs int64 // sensor: first sample; intensity: window end
+	UD      []int32
+	NS      []int32
+	EW      []int32
+	Values  [3]float32
+}
+
+// Limits of the numbering: a packet's records take the sequence numbers
+// from Seq*seqPerPacket on (axis*partsPerAxis + part), so a station
+// sequence number above maxStationSeq has no SeedLink number.
+const (
+	partsPerAxis  = 8
+	seqPerPacket  = 4 * partsPerAxis
+	maxStationSeq = 1<<58 - 1
+)
+
+// entry is a frame kept in a station's ring.
+type entry struct {
+	Frame
+	seq uint64 // first SeedLink sequence number of its records
+}
+
+// station is one station's ring and the subscriptions that want it.
+type station struct {
+	key     StationKey
+	entries []*entry // arrival order
+	newest  int64    // newest data time, ms
+	subs    []*sub
+	subsVer uint64
+}
+
+// StationKey names a station in SeedLink: its network and station codes.
+type StationKey struct{ Network, Station string }
+
+// ID is the station's SeedLink 4 ID, NET_STA.
+func (k StationKey) ID() string { return k.Network + "_" + k.Station }
+
+// Ring keeps the last Window of every station's frames in memory and hands
+// new ones to subscribers. Older data come from the archive.
+type Ring struct {
+	window time.Duration
+
+	mu       sync.Mutex
+	stations map[StationKey]*station
+	subs     map[*sub]struct{}
+	ver      uint64
+	dropped  uint64
+}
+
+// NewRing returns a ring keeping window of data per station.
+func NewRing(window time.Duration) *Ring {
+	return &Ring{window: window, stations: map[StationKey]*station{}, subs: map[*sub]struct{}{}}
+}
+
+// Add keeps f under key and sends it to the subscriptions that want the
+// station. A frame whose station sequence number cannot be numbered is
+// refused (false).
+func (r *Ring) Add(key StationKey, f Frame) bool {
+	if f.Seq > maxStationSeq {
+		return false
+	}
+	e := &entry{Frame: f, seq: f.Seq * seqPerPacket}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.stations[key]
+	if st == nil {
+		st = &station{key: key}
+		r.stations[key] = st
+	}
+	st.entries = append(st.entries, e)
+	st.newest = max(st.newest, f.FirstMs)
+	// Trim by data time, from the front: arrival order is data order but
+	// for retransmissions, which a later trim catches.
+	horizon := st.newest - r.window.Milliseconds()
+	n := 0
+	for n < len(st.entries) && st.entries[n].FirstMs < horizon {
+		n++
+	}
+	if n > 0 {
+		clear(st.entries[:n])
+		st.entries = st.entries[n:]
+		if cap(st.entries) > 4*len(st.entries)+64 {
+			st.entries = slices.Clone(st.entries)
+		}
+	}
+	if st.subsVer != r.ver {
+		st.subs = st.subs[:0]
+		for s := range r.subs {
+			if s.wants(key) {
+				st.subs = append(st.subs, s)
+			}
+		}
+		st.subsVer = r.ver
+	}
+	for _, s := range st.subs {
+		select {
+		case s.c <- delivery{key, e}:
+		default:
+			r.dropLocked(s)
+		}
+	}
+	return true
+}
+
+// delivery is an entry on its way to a subscription.
+type delivery struct {
+	key StationKey
+	e   *entry
+}
+
+// sub is one client's subscription.
+type sub struct {
+	wants   func(StationKey) bool
+	c       chan delivery
+	dropped chan struct{}
+}
+
+// subscribe registers a subscription of the stations wants selects, with
+// room for buffer entries, and returns with it what the ring holds of those
+// stations that the filter start returns for each (given the station's
+// latest sequence number) keeps, each station's in sequence order, in one
+// step: nothing is missed between the two or sent twice.
+func (r *Ring) subscribe(wants func(StationKey) bool, buffer int, start func(key StationKey, latest uint64) func(*entry) bool) (*sub, []delivery) {
+	s := &sub{wants: wants, c: make(chan delivery, buffer), dropped: make(chan struct{})}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.subs[s] = struct{}{}
+	r.ver++
+	var backlog []delivery
+	for key, st := range r.stations {
+		if !wants(key) {
+			continue
+		}
+		var latest uint64
+		for _, e := range st.entries {
+			latest = max(latest, e.seq+seqPerPacket-1)
+		}
+		keep := start(key, latest)
+		from := len(backlog)
+		for _, e := range st.entries {
+			if keep(e) {
+				backlog = append(backlog, delivery{key, e})
+			}
+		}
+		part := backlog[from:]
+		slices.SortFunc(part, func(a, b delivery) int { return cmp.Compare(a.e.seq, b.e.seq) })
+	}
+	return s, backlog
+}
+
+// unsubscribe removes s; safe after it was dropped.
+func (r *Ring) unsubscribe(s *sub) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.subs[s]; ok {
+		delete(r.subs, s)
+		r.ver++
+	}
+}
+
+func (r *Ring) dropLocked(s *sub) {
+	if _, ok := r.subs[s]; !ok {
+		return
+	}
+	delete(r.subs, s)
+	r.ver++
+	r.dropped++
+	close(s.dropped)
+}
+
+// StationInfo describes what the ring holds of one station.
+type StationInfo struct {
+	Key               StationKey
+	FirstSeq, LastSeq uint64
+	FirstMs, NewestMs int64
+	SensorFrames      int
+	IntensityFrames   int
+}
+
+// Stations lists the stations the ring holds that wants selects (nil: all),
+// sorted by ID.
+func (r *Ring) Stations(wants func(StationKey) bool) []StationInfo {
+	r.mu.Lock()
+	out := make([]StationInfo, 0, len(r.stations))
+	for key, st := range r.stations {
+		if len(st.entries) == 0 || (wants != nil && !wants(key)) {
+			continue
+		}
+		in := StationInfo{Key: key, FirstSeq: st.entries[0].seq, FirstMs: st.entries[0].FirstMs, NewestMs: st.newest}
+		for _, e := range st.entries {
+			in.FirstSeq = min(in.FirstSeq, e.seq)
+			in.LastSeq = max(in.LastSeq, e.seq+seqPerPacket-1)
+			in.FirstMs = min(in.FirstMs, e.FirstMs)
+			if e.Sensor {
+				in.SensorFrames++
+			} else {
+				in.IntensityFrames++
+			}
+		}
+		out = append(out, in)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b StationInfo) int { return cmp.Compare(a.Key.ID(), b.Key.ID()) })
+	return out
+}
+
+// Latest returns the highest sequence number the ring holds of a station,
+// which SeedLink 3's 24-bit numbers are resolved against.
+func (r *Ring) Latest(key StationKey) (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.stations[key]
+	if st == nil || len(st.entries) == 0 {
+		return 0, false
+	}
+	var last uint64
+	for _, e := range st.entries {
+		last = max(last, e.seq+seqPerPacket-1)
+	}
+	return last, true
+}
+
+// Dropped is how many subscriptions were dropped for falling behind.
+func (r *Ring) Dropped() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dropped
+}

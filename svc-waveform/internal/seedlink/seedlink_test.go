@@ -1,0 +1,606 @@
+package seedlink
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"shindo.dev/devkit/poll"
+	"shindo.dev/seismo/mseed"
+)
+
+type testServer struct {
+	*Server
+	addr string
+}
+
+func startServer(t *testing.T, mod func(*Options)) *testServer {
+	t.Helper()
+	opts := Options{
+		Addr: "127.0.0.1:0", Window: time.Minute, ClientBuffer: 256, MaxClients: 100, MaxPerAddr: 20,
+		Negotiation: 5 * time.Second, WriteTimeout: 2 * time.Second, Site: "TNN-1",
+		Names: func(id string) (StationKey, bool) {
+			if id == "unnamed" {
+				return StationKey{}, false
+			}
+			return StationKey{Network: "SH", Station: strings.TrimPrefix(id, "S")}, true
+		},
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	s := New(opts, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &testServer{Server: s, addr: ln.Addr().String()}
+}
+
+// base is the first frame's time in the tests: a recent whole second.
+var base = time.Now().Add(-30 * time.Second).Truncate(time.Second).UnixMilli()
+
+// sensorFrame is station S00001's packet seq: 25 samples from
+// base+500*seq ms, values derived from seq.
+func sensorFrame(seq uint64) Frame {
+	ud, ns, ew := make([]int32, 25), make([]int32, 25), make([]int32, 25)
+	for i := range ud {
+		v := int32(seq)*100 + int32(i)
+		ud[i], ns[i], ew[i] = v, -v, 3*v
+	}
+	return Frame{Station: "S00001", Seq: seq, Sensor: true, FirstMs: base + 500*int64(seq), UD: ud, NS: ns, EW: ew}
+}
+
+// client is a SeedLink client over TCP.
+type client struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dial(t *testing.T, addr string) *client {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return &client{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+func (c *client) send(cmd string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.c, cmd+"\r\n"); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *client) line() string {
+	c.t.Helper()
+	l, err := c.r.ReadString('\n')
+	if err != nil {
+		c.t.Fatalf("read reply: %v (got %q)", err, l)
+	}
+	return strings.TrimRight(l, "\r\n")
+}
+
+// cmd sends a command and checks its reply.
+func (c *client) cmd(cmd, want string) {
+	c.t.Helper()
+	c.send(cmd)
+	if got := c.line(); got != want {
+		c.t.Fatalf("%s: reply %q, want %q", cmd, got, want)
+	}
+}
+
+// packet3 reads one SeedLink 3 data packet.
+func (c *client) packet3() (uint64, *mseed.Record) {
+	c.t.Helper()
+	buf := make([]byte, 8+RecordLen)
+	if _, err := io.ReadFull(c.r, buf); err != nil {
+		c.t.Fatalf("read packet: %v", err)
+	}
+	if string(buf[:2]) != "SL" {
+		c.t.Fatalf("packet starts %q, want SL", buf[:8])
+	}
+	seq, err := strconv.ParseUint(string(buf[2:8]), 16, 32)
+	if err != nil {
+		c.t.Fatalf("sequence %q: %v", buf[2:8], err)
+	}
+	rec, err := mseed.Parse(buf[8:])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return seq, rec
+}
+
+// packet4 reads one SeedLink 4 packet.
+func (c *client) packet4() (format, subformat byte, seq uint64, station string, payload []byte) {
+	c.t.Helper()
+	h := make([]byte, 17)
+	if _, err := io.ReadFull(c.r, h); err != nil {
+		c.t.Fatalf("read packet: %v", err)
+	}
+	if string(h[:2]) != "SE" {
+		c.t.Fatalf("packet starts %q, want SE", h[:2])
+	}
+	id := make([]byte, h[16])
+	if _, err := io.ReadFull(c.r, id); err != nil {
+		c.t.Fatal(err)
+	}
+	payload = make([]byte, binary.LittleEndian.Uint32(h[4:]))
+	if _, err := io.ReadFull(c.r, payload); err != nil {
+		c.t.Fatal(err)
+	}
+	return h[2], h[3], binary.LittleEndian.Uint64(h[8:]), string(id), payload
+}
+
+// TestProtocol3: the classic handshake of slinktool and seisplotjs's
+// SeedLink 3 client; each packet is one 512-byte record of exactly the
+// samples the station sent, numbered from the station's packet number.
+func TestProtocol3(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	c := dial(t, s.addr)
+	c.send("HELLO")
+	if l := c.line(); !strings.HasPrefix(l, "SeedLink v4.0 (") || !strings.Contains(l, ":: SLPROTO:4.0 SLPROTO:3.1") {
+		t.Fatalf("HELLO line 1 %q", l)
+	}
+	if l := c.line(); l != "shindo TNN-1" {
+		t.Fatalf("HELLO line 2 %q", l)
+	}
+	c.cmd("STATION 00001 SH", "OK")
+	c.cmd("SELECT 00BNZ.D", "OK")
+	c.cmd("DATA", "OK")
+	c.send("END")
+	waitStreaming(t, s, 1)
+	for seq := uint64(1); seq <= 3; seq++ {
+		f := sensorFrame(seq)
+		s.Publish(f)
+		got, rec := c.packet3()
+		if got != seq*32 {
+			t.Errorf("frame %d: sequence %X, want %X", seq, got, seq*32)
+		}
+		if rec.Network != "SH" || rec.Station != "00001" || rec.Location != "00" || rec.Channel != "BNZ" || rec.SampleRate != 50 {
+			t.Errorf("record header %+v", rec.Header)
+		}
+		if !rec.Start.Equal(time.UnixMilli(f.FirstMs)) || !slices.Equal(rec.Ints, f.UD) {
+			t.Errorf("frame %d: record from %v holds %v, want %v from %v", seq, rec.Start, rec.Ints, f.UD, time.UnixMilli(f.FirstMs))
+		}
+	}
+}
+
+func waitStreaming(t *testing.T, s *testServer, n int) {
+	t.Helper()
+	poll.Until(t, 5*time.Second, fmt.Sprintf("%d sessions streaming", n), func() bool { return testutil.ToFloat64(s.m.streaming) >= float64(n) })
+}
+
+// TestProtocol4: SLPROTO 4.0 framing ("SE", format '2', subformat 'D',
+// little-endian length and 64-bit sequence, NET_STA) and source-ID
+// selectors; the intensity channels come as FLOAT32 records.
+func TestProtocol4(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	c := dial(t, s.addr)
+	c.cmd("SLPROTO 4.0", "OK")
+	c.cmd("USERAGENT test/1.0", "OK")
+	c.cmd("STATION SH_00001", "OK")
+	c.cmd("SELECT 00_B_N_E 00_M_X_I", "OK")
+	c.cmd("DATA", "OK")
+	c.send("END")
+	waitStreaming(t, s, 1)
+	f := sensorFrame(7)
+	s.Publish(f)
+	s.Publish(Frame{Station: "S00001", Seq: 8, FirstMs: f.FirstMs + 500, Values: [3]float32{2.5, 12, 0.7}})
+	want := []struct {
+		seq     uint64
+		channel string
+	}{{7*32 + 2*8, "BNE"}, {8 * 32, "MXI"}}
+	for _, w := range want {
+		format, sub, seq, id, payload := c.packet4()
+		if format != '2' || sub != 'D' || id != "SH_00001" || seq != w.seq {
+			t.Fatalf("packet %c%c seq %d station %q, want 2D %d SH_00001", format, sub, seq, id, w.seq)
+		}
+		rec, err := mseed.Parse(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Channel != w.channel {
+			t.Fatalf("channel %s, want %s", rec.Channel, w.channel)
+		}
+		switch w.channel {
+		case "BNE":
+			if !slices.Equal(rec.Ints, f.EW) {
+				t.Errorf("BNE samples %v, want %v", rec.Ints, f.EW)
+			}
+		case "MXI":
+			if len(rec.Floats) != 1 || rec.Floats[0] != 2.5 || rec.SampleRate != 2 {
+				t.Errorf("MXI record %+v %v", rec.Header, rec.Floats)
+			}
+		}
+	}
+}
+
+// TestResumeOnTheOtherCore: two cores fed the same station packets number
+// their records alike, so a client that read part of the stream from one
+// resumes on the other with DATA last+1 and gets the rest exactly: no gap,
+// no repeat, record by record, for SeedLink 3's 24-bit numbers and
+// SeedLink 4's 64-bit ones.
+func TestResumeOnTheOtherCore(t *testing.T) {
+	t.Parallel()
+	for _, proto := range []int{3, 4} {
+		t.Run(fmt.Sprintf("protocol %d", proto), func(t *testing.T) {
+			t.Parallel()
+			a, b := startServer(t, nil), startServer(t, nil)
+			// The stations' packet numbers sit near a 24-bit boundary of
+			// the SeedLink numbers, which SeedLink 3 must cross.
+			first := uint64(1<<19 - 3)
+			for seq := first; seq < first+10; seq++ {
+				a.Publish(sensorFrame(seq))
+				b.Publish(sensorFrame(seq))
+			}
+			read := func(c *client) (uint64, []int32) {
+				if proto == 3 {
+					seq, rec := c.packet3()
+					return seq, rec.Ints
+				}
+				_, _, seq, _, payload := c.packet4()
+				rec, err := mseed.Parse(payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return seq, rec.Ints
+			}
+			start := func(s *testServer, data string) *client {
+				c := dial(t, s.addr)
+				if proto == 4 {
+					c.cmd("SLPROTO 4.0", "OK")
+					c.cmd("STATION SH_00001", "OK")
+					c.cmd("SELECT 00_B_N_Z", "OK")
+				} else {
+					c.cmd("STATION 00001 SH", "OK")
+					c.cmd("SELECT BNZ", "OK")
+				}
+				c.cmd(data, "OK")
+				c.send("END")
+				return c
+			}
+			var got [][]int32
+			from := "DATA ALL"
+			if proto == 3 {
+				from = fmt.Sprintf("DATA %06X", first*32&0xFFFFFF)
+			}
+			c := start(a, from)
+			var last uint64
+			for range 4 {
+				seq, x := read(c)
+				last = seq
+				got = append(got, x)
+			}
+			c.c.Close()
+			next := fmt.Sprintf("DATA %d", last+1)
+			if proto == 3 {
+				next = fmt.Sprintf("DATA %06X", (last+1)&0xFFFFFF)
+			}
+			c = start(b, next)
+			for range 6 {
+				_, x := read(c)
+				got = append(got, x)
+			}
+			for i, x := range got {
+				if want := sensorFrame(first + uint64(i)).UD; !slices.Equal(x, want) {
+					t.Fatalf("record %d holds %v, want %v", i, x, want)
+				}
+			}
+			// Nothing more: the 10 frames were sent once each.
+			b.Publish(sensorFrame(first + 10))
+			if _, x := read(c); !slices.Equal(x, sensorFrame(first+10).UD) {
+				t.Fatalf("after the resumed ones: %v, want the next live frame", x)
+			}
+		})
+	}
+}
+
+// TestTimeWindow: TIME (SeedLink 3) and DATA ALL start (SeedLink 4) send
+// the held records from a time on, then live ones.
+func TestTimeWindow(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	for seq := uint64(1); seq <= 10; seq++ {
+		s.Publish(sensorFrame(seq))
+	}
+	from := time.UnixMilli(base + 500*6).UTC()
+	for _, proto := range []int{3, 4} {
+		c := dial(t, s.addr)
+		if proto == 4 {
+			c.cmd("SLPROTO 4.0", "OK")
+			c.cmd("STATION SH_00001", "OK")
+			c.cmd("SELECT 00_B_N_Z", "OK")
+			c.cmd("DATA ALL "+from.Format("2006-01-02T15:04:05Z"), "OK")
+		} else {
+			c.cmd("STATION 00001 SH", "OK")
+			c.cmd("SELECT BNZ", "OK")
+			c.cmd("TIME "+from.Format("2006,01,02,15,04,05"), "OK")
+		}
+		c.send("END")
+		for seq := uint64(6); seq <= 10; seq++ {
+			var start time.Time
+			if proto == 3 {
+				_, rec := c.packet3()
+				start = rec.Start
+			} else {
+				_, _, _, _, p := c.packet4()
+				h, err := mseed.ParseHeader(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				start = h.Start
+			}
+			if want := time.UnixMilli(sensorFrame(seq).FirstMs); !start.Equal(want) {
+				t.Fatalf("protocol %d: record from %v, want %v", proto, start, want)
+			}
+		}
+	}
+}
+
+// TestInfo: INFO ID and STATIONS as JSON (SeedLink 4) and as XML in
+// "SLINFO" records (SeedLink 3).
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	s.Publish(sensorFrame(1))
+	c := dial(t, s.addr)
+	c.cmd("SLPROTO 4.0", "OK")
+	c.send("INFO STREAMS")
+	format, sub, _, _, payload := c.packet4()
+	if format != 'J' || sub != 'I' {
+		t.Fatalf("INFO packet %c%c, want JI", format, sub)
+	}
+	var doc jsonInfo
+	if err := json.Unmarshal(payload, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Station) != 1 || doc.Station[0].ID != "SH_00001" || doc.Station[0].StartSeq != 32 || len(doc.Station[0].Stream) != 3 ||
+		doc.Station[0].Stream[0].ID != "00_B_N_Z" {
+		t.Fatalf("INFO STREAMS %s", payload)
+	}
+	c.send("INFO NOSUCH")
+	if _, sub, _, _, payload := c.packet4(); sub != 'E' || !strings.Contains(string(payload), `"ARGUMENTS"`) {
+		t.Fatalf("INFO NOSUCH: %c %s", sub, payload)
+	}
+
+	c3 := dial(t, s.addr)
+	c3.send("INFO STATIONS")
+	var xmlDoc []byte
+	for {
+		head := make([]byte, 8+RecordLen)
+		if _, err := io.ReadFull(c3.r, head); err != nil {
+			t.Fatal(err)
+		}
+		if string(head[:6]) != "SLINFO" {
+			t.Fatalf("INFO record starts %q", head[:8])
+		}
+		h, err := mseed.ParseHeader(head[8:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		xmlDoc = append(xmlDoc, head[8+h.DataOffset:8+h.DataOffset+h.NumSamples]...)
+		if head[7] == ' ' {
+			break
+		}
+	}
+	if !strings.Contains(string(xmlDoc), `<station name="00001" network="SH"`) {
+		t.Fatalf("INFO STATIONS XML %s", xmlDoc)
+	}
+}
+
+// TestWebSocket: the same port speaks SeedLink over WebSocket with
+// seisplotjs's subprotocols, one reply or packet per message.
+func TestWebSocket(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, "ws://"+s.addr+"/seedlink", &websocket.DialOptions{Subprotocols: []string{"SeedLink4.0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if p := resp.Header.Get("Sec-WebSocket-Protocol"); p != "SeedLink4.0" {
+		t.Fatalf("subprotocol %q", p)
+	}
+	say := func(cmd string) string {
+		if err := c.Write(ctx, websocket.MessageText, []byte(cmd+"\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		_, msg, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(msg)
+	}
+	if hello := say("HELLO"); !strings.Contains(hello, "SLPROTO:4.0") || strings.Count(hello, "\r\n") != 2 {
+		t.Fatalf("HELLO %q", hello)
+	}
+	for _, cmd := range []string{"SLPROTO 4.0", "STATION SH_00001", "SELECT 00_B_N_Z", "DATA"} {
+		if r := say(cmd); r != "OK\r\n" {
+			t.Fatalf("%s: %q", cmd, r)
+		}
+	}
+	if err := c.Write(ctx, websocket.MessageText, []byte("END\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitStreaming(t, s, 1)
+	s.Publish(sensorFrame(3))
+	_, msg, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg[:2]) != "SE" || binary.LittleEndian.Uint64(msg[8:]) != 3*32 {
+		t.Fatalf("packet %q", msg[:17])
+	}
+}
+
+// TestBadInput: junk and unknown commands get ERROR and the session goes
+// on; a line over MaxLine, and a negotiation that stalls, end the
+// connection; connections over one address's budget are answered ERROR
+// and closed; every case is counted.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, func(o *Options) { o.MaxPerAddr = 5; o.Negotiation = 300 * time.Millisecond })
+	c := dial(t, s.addr)
+	c.cmd("FROBNICATE now", "ERROR")
+	c.cmd("CAPABILITIES EXTREPLY", "OK")
+	c.send("SELECT 00BNZZZZ")
+	if l := c.line(); l != "ERROR\rARGUMENTS invalid selector pattern" {
+		t.Fatalf("bad SELECT: %q", l)
+	}
+	c.cmd("STATION NOSUCH XX", "OK") // as ringserver: a station may come later
+	c.cmd("DATA ZZZZZZZ", "ERROR\rARGUMENTS invalid sequence number")
+	c.cmd("TIME 2026,13,01,00,00,00", "ERROR\rARGUMENTS error parsing start time")
+	c.send(strings.Repeat("A", MaxLine+10))
+	if _, err := c.r.ReadString('\n'); err == nil {
+		t.Fatal("a line over the limit was answered")
+	}
+	if n := testutil.ToFloat64(s.m.ended.WithLabelValues("line_too_long")); n != 1 {
+		t.Errorf("line_too_long counted %v", n)
+	}
+
+	stalled := dial(t, s.addr)
+	stalled.send("HELLO")
+	stalled.line()
+	stalled.line()
+	if _, err := stalled.r.ReadByte(); err == nil {
+		t.Fatal("a stalled negotiation was not closed")
+	}
+
+	var open []*client
+	for range 5 {
+		open = append(open, dial(t, s.addr))
+	}
+	for _, c := range open {
+		c.cmd("HELLO", "SeedLink v4.0 (shindo-waveform) :: "+helloCapabilities)
+		c.line()
+	}
+	extra := dial(t, s.addr)
+	if l := extra.line(); l != "ERROR" {
+		t.Fatalf("over the address budget: %q", l)
+	}
+	if _, err := extra.r.ReadByte(); err == nil {
+		t.Fatal("over the address budget: still open")
+	}
+	if n := testutil.ToFloat64(s.m.turnedAway.WithLabelValues("address")); n != 1 {
+		t.Errorf("turned away %v", n)
+	}
+	if n := testutil.ToFloat64(s.m.refused.WithLabelValues("UNSUPPORTED")); n != 1 {
+		t.Errorf("UNSUPPORTED counted %v", n)
+	}
+}
+
+// TestSlowClientDropped: a client that stops reading is dropped (its
+// buffer fills, or a write to it times out), and a reading client misses
+// nothing meanwhile.
+func TestSlowClientDropped(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, func(o *Options) {
+		o.ClientBuffer = 16
+		o.WriteTimeout = 200 * time.Millisecond
+		o.SendBuffer = 16 << 10
+	})
+	slow, fast := dial(t, s.addr), dial(t, s.addr)
+	if err := slow.c.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*client{slow, fast} {
+		c.cmd("STATION 00001 SH", "OK")
+		c.cmd("DATA", "OK")
+		c.send("END")
+	}
+	waitStreaming(t, s, 2)
+	var received atomic.Uint64
+	bad := make(chan string, 1)
+	go func() {
+		for seq := uint64(1); ; seq++ {
+			_ = fast.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			for axis := range uint64(3) {
+				buf := make([]byte, 8+RecordLen)
+				if _, err := io.ReadFull(fast.r, buf); err != nil {
+					return
+				}
+				if n, _ := strconv.ParseUint(string(buf[2:8]), 16, 32); n != (seq*32+axis*8)&0xFFFFFF {
+					bad <- fmt.Sprintf("fast client got %X, want %X", n, (seq*32+axis*8)&0xFFFFFF)
+					return
+				}
+			}
+			received.Store(seq)
+		}
+	}()
+	slowGone := func() bool {
+		return testutil.ToFloat64(s.m.ended.WithLabelValues("slow"))+testutil.ToFloat64(s.m.ended.WithLabelValues("timeout")) == 1
+	}
+	seq := uint64(1)
+	for ; !slowGone(); seq++ {
+		if seq > 100_000 {
+			t.Fatal("the slow client was never dropped")
+		}
+		s.Publish(sensorFrame(seq))
+		poll.Until(t, 5*time.Second, "the fast client keeps up", func() bool { return received.Load()+8 >= seq })
+	}
+	for n := seq + 10; seq < n; seq++ {
+		s.Publish(sensorFrame(seq))
+	}
+	poll.Until(t, 5*time.Second, "the fast client has every frame", func() bool { return received.Load() == seq-1 })
+	select {
+	case msg := <-bad:
+		t.Fatal(msg)
+	default:
+	}
+	if n := testutil.ToFloat64(s.m.streaming); n != 1 {
+		t.Fatalf("%v sessions streaming, want the fast one", n)
+	}
+}
+
+// TestParseTime: both of SeedLink's time forms.
+func TestParseTime(t *testing.T) {
+	t.Parallel()
+	want := time.Date(2026, 12, 2, 10, 20, 30, 0, time.UTC)
+	for _, s := range []string{"2026,12,02,10,20,30", "2026-12-02T10:20:30Z", "2026-12-02T10:20:30", "2026-12-02T10:20:30.000000Z"} {
+		got, err := parseTime(s)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("%s: %v %v", s, got, err)
+		}
+	}
+	if got, err := parseTime("2026-12-02T10:20:30.25Z"); err != nil || !got.Equal(want.Add(250*time.Millisecond)) {
+		t.Errorf("fraction: %v %v", got, err)
+	}
+	for _, s := range []string{"", "2026,13,01", "x", "2026-12-02T10:20:30.Z", "1,2,3,4,5,6,7", "2026-12-02T10:20:30.1234567890"} {
+		if _, err := parseTime(s); err == nil {
+			t.Errorf("%q parsed", s)
+		}
+	}
+}

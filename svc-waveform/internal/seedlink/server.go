@@ -1,0 +1,499 @@
+// Package seedlink serves a core's live waveforms over SeedLink, the
+// real-time protocol of seismology's tools (SeisComP, slarchive, ObsPy,
+// seisplotjs): protocol 3.1 and 4.0, on TCP and over WebSocket on the
+// same port (a connection that starts with an HTTP GET is upgraded, with
+// the subprotocols "SeedLink3.1" and "SeedLink4.0" that ringserver and
+// seisplotjs use).
+//
+// Every packet a station sends becomes miniSEED 2 records of exactly the
+// samples it carried, sent as soon as the core has merged it: a 25-sample
+// frame is one part-filled 512-byte record per channel, never held back
+// to fill one. A record's sequence number is derived from the data: the
+// station's own packet number (which it signs and sends unchanged over
+// both uplinks) times 32, plus the channel and part, so both cores number
+// the same record alike and a client that moves to the other core resumes
+// where it was. SeedLink 3 carries the low 24 bits of it.
+//
+// The last Window of every station is kept in memory (the Ring) for
+// clients that resume by sequence number or ask from a time.
+package seedlink
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the TCP address SeedLink (and its WebSocket) listens on.
+	Addr string
+	// Window is how much of each station the ring keeps.
+	Window time.Duration
+	// ClientBuffer is how many frames may wait for a client before it is
+	// dropped as too slow.
+	ClientBuffer int
+	// MaxClients and MaxPerAddr bound the connections, in all and from
+	// one address.
+	MaxClients, MaxPerAddr int
+	// Negotiation bounds the wait for each command before data flows.
+	Negotiation time.Duration
+	// WriteTimeout bounds one write to a client.
+	WriteTimeout time.Duration
+	// SendBuffer caps the kernel's send buffer of each connection (0: the
+	// system's), so what a stalled client holds is bounded and it is found
+	// out sooner.
+	SendBuffer int
+	// Site names the core in HELLO and INFO.
+	Site string
+	// Names returns the SEED codes a station ID is archived under.
+	Names func(id string) (StationKey, bool)
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+}
+
+// Server is a SeedLink server.
+type Server struct {
+	opts    Options
+	ring    *Ring
+	log     *slog.Logger
+	m       *metrics
+	started time.Time
+
+	names sync.Map // station ID → StationKey
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	byAddr map[string]int
+	wg     sync.WaitGroup
+}
+
+type metrics struct {
+	connections prometheus.Gauge
+	streaming   prometheus.Gauge
+	turnedAway  *prometheus.CounterVec
+	ended       *prometheus.CounterVec
+	commands    *prometheus.CounterVec
+	refused     *prometheus.CounterVec
+	records     prometheus.Counter
+	dropped     prometheus.Counter
+	unencodable prometheus.Counter
+	frames      *prometheus.CounterVec
+}
+
+// New returns a server; Run serves it.
+func New(opts Options, reg prometheus.Registerer, log *slog.Logger) *Server {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts, ring: NewRing(opts.Window), log: log, conns: map[net.Conn]struct{}{}, byAddr: map[string]int{}}
+	s.started = s.now()
+	s.m = &metrics{
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "shindo_seedlink_connections", Help: "Open SeedLink connections (TCP and WebSocket)."}),
+		streaming:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "shindo_seedlink_streaming", Help: "SeedLink connections in data flow."}),
+		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_turned_away_total",
+			Help: "SeedLink connections closed on accept, by reason (limit: the server's, address: one address's)."}, []string{"reason"}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_sessions_ended_total",
+			Help: "SeedLink sessions ended, by reason (bye, fetched, closed, slow, timeout, line_too_long, stopping, error)."}, []string{"reason"}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_commands_total",
+			Help: "SeedLink commands received, by command (other: unknown ones)."}, []string{"command"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_errors_total",
+			Help: "SeedLink commands answered ERROR, by error code."}, []string{"code"}),
+		records:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_seedlink_records_total", Help: "miniSEED records sent to SeedLink clients."}),
+		dropped:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_seedlink_slow_clients_total", Help: "SeedLink clients dropped for falling behind."}),
+		unencodable: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_seedlink_unencodable_total", Help: "Frames whose samples did not fit SeedLink's records."}),
+		frames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_frames_total",
+			Help: "Frames offered to the SeedLink ring, by result (kept, unnamed: no SEED codes yet, unnumbered: station sequence too large)."}, []string{"result"}),
+	}
+	reg.MustRegister(s.m.connections, s.m.streaming, s.m.turnedAway, s.m.ended, s.m.commands, s.m.refused,
+		s.m.records, s.m.dropped, s.m.unencodable, s.m.frames)
+	return s
+}
+
+func (s *Server) now() time.Time { return s.opts.Now() }
+
+func (s *Server) software() string { return "shindo-waveform" }
+
+func (s *Server) organization() string { return "shindo " + s.opts.Site }
+
+func (s *Server) helloLine() string {
+	return "SeedLink v4.0 (" + s.software() + ") :: " + helloCapabilities
+}
+
+// Publish offers a merged frame to the ring and its clients.
+func (s *Server) Publish(f Frame) {
+	key, ok := s.names.Load(f.Station)
+	if !ok {
+		k, found := s.opts.Names(f.Station)
+		if !found {
+			s.m.frames.WithLabelValues("unnamed").Inc()
+			return
+		}
+		key, _ = s.names.LoadOrStore(f.Station, k)
+	}
+	if !s.ring.Add(key.(StationKey), f) {
+		s.m.frames.WithLabelValues("unnumbered").Inc()
+		return
+	}
+	s.m.frames.WithLabelValues("kept").Inc()
+}
+
+// Listen binds the TCP address; Serve then serves it.
+func (s *Server) Listen() (net.Listener, error) {
+	return net.Listen("tcp", s.opts.Addr)
+}
+
+// Serve accepts connections on ln until ctx ends, then closes every
+// connection and waits for their handlers.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := make(chan struct{})
+	web := newChanListener(ln.Addr())
+	hs := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveWebSocket(w, r, stop) }),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	go func() { _ = hs.Serve(web) }() // ends when web closes
+	go func() {
+		<-ctx.Done()
+		close(stop)
+		_ = ln.Close()
+		web.close()
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if !s.admit(c) {
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.release(c)
+			s.serveConn(c, web, stop)
+		}()
+	}
+	_ = hs.Close()
+	s.wg.Wait()
+	return nil
+}
+
+// admit counts c against the limits, or answers ERROR and closes it.
+func (s *Server) admit(c net.Conn) bool {
+	addr := hostOf(c.RemoteAddr())
+	s.mu.Lock()
+	reason := ""
+	switch {
+	case s.opts.MaxClients > 0 && len(s.conns) >= s.opts.MaxClients:
+		reason = "limit"
+	case s.opts.MaxPerAddr > 0 && s.byAddr[addr] >= s.opts.MaxPerAddr:
+		reason = "address"
+	default:
+		s.conns[c] = struct{}{}
+		s.byAddr[addr]++
+	}
+	s.mu.Unlock()
+	if reason != "" {
+		s.m.turnedAway.WithLabelValues(reason).Inc()
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write([]byte("ERROR\r\n"))
+		_ = c.Close()
+		return false
+	}
+	s.m.connections.Inc()
+	if tc, ok := c.(*net.TCPConn); ok && s.opts.SendBuffer > 0 {
+		_ = tc.SetWriteBuffer(s.opts.SendBuffer)
+	}
+	return true
+}
+
+func (s *Server) release(c net.Conn) {
+	addr := hostOf(c.RemoteAddr())
+	s.mu.Lock()
+	if _, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		if s.byAddr[addr]--; s.byAddr[addr] <= 0 {
+			delete(s.byAddr, addr)
+		}
+	}
+	s.mu.Unlock()
+	s.m.connections.Dec()
+}
+
+func hostOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(a.String())
+	return host
+}
+
+// serveConn serves one TCP connection: SeedLink, or an HTTP request to
+// upgrade to WebSocket, which is handed to the HTTP server and waited for.
+func (s *Server) serveConn(c net.Conn, web *chanListener, stop <-chan struct{}) {
+	defer func() { _ = c.Close() }()
+	br := bufio.NewReaderSize(c, MaxLine+2)
+	_ = c.SetReadDeadline(time.Now().Add(s.opts.Negotiation))
+	head, err := br.Peek(4)
+	if err != nil {
+		s.ended(err)
+		return
+	}
+	if bytes.Equal(head, []byte("GET ")) {
+		done := make(chan struct{})
+		if !web.hand(&sniffedConn{Conn: c, r: br, done: done}) {
+			return
+		}
+		<-done // the HTTP server owns c until it closes it
+		return
+	}
+	t := &tcpTransport{c: c, r: br, negotiation: s.opts.Negotiation, writeTimeout: s.opts.WriteTimeout}
+	s.ended(newSession(s, t).run(stop))
+}
+
+// ended counts a session's end by reason.
+func (s *Server) ended(err error) {
+	var ne net.Error
+	reason := "error"
+	switch {
+	case errors.Is(err, errBye):
+		reason = "bye"
+	case errors.Is(err, errFetched):
+		reason = "fetched"
+	case err == nil:
+		reason = "stopping"
+	case errors.Is(err, errSlowClient):
+		reason = "slow"
+	case errors.Is(err, errLineTooLong):
+		reason = "line_too_long"
+	case errors.As(err, &ne) && ne.Timeout():
+		reason = "timeout"
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), websocket.CloseStatus(err) != -1:
+		reason = "closed"
+	}
+	s.m.ended.WithLabelValues(reason).Inc()
+}
+
+var errLineTooLong = errors.New("command line too long")
+
+// tcpTransport is SeedLink over a TCP connection: commands end with CR,
+// LF or both.
+type tcpTransport struct {
+	c            net.Conn
+	r            *bufio.Reader
+	negotiation  time.Duration
+	writeTimeout time.Duration
+	inStream     bool
+
+	wmu sync.Mutex
+}
+
+// beginStream lifts the negotiation's read deadline: a client in data
+// flow may stay silent for good.
+func (t *tcpTransport) beginStream() {
+	t.inStream = true
+	_ = t.c.SetReadDeadline(time.Time{})
+}
+
+func (t *tcpTransport) readLine() (string, error) {
+	var line []byte
+	for {
+		if !t.inStream {
+			_ = t.c.SetReadDeadline(time.Now().Add(t.negotiation))
+		}
+		b, err := t.r.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		if b == '\r' || b == '\n' {
+			if len(line) == 0 {
+				continue
+			}
+			return string(line), nil
+		}
+		if len(line) >= MaxLine {
+			return "", errLineTooLong
+		}
+		line = append(line, b)
+	}
+}
+
+func (t *tcpTransport) write(parts ...[]byte) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	_ = t.c.SetWriteDeadline(time.Now().Add(t.writeTimeout))
+	bufs := net.Buffers(parts)
+	_, err := bufs.WriteTo(t.c)
+	return err
+}
+
+func (t *tcpTransport) remote() string { return t.c.RemoteAddr().String() }
+
+// serveWebSocket upgrades a request to SeedLink over WebSocket.
+func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, stop <-chan struct{}) {
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols: []string{"SeedLink4.0", "SeedLink3.1"},
+		// Browser pages of any origin may read public data, as ringserver
+		// lets them.
+		InsecureSkipVerify: true,
+	})
+	if err != nil {
+		s.m.ended.WithLabelValues("error").Inc()
+		return
+	}
+	defer func() { _ = c.CloseNow() }()
+	c.SetReadLimit(MaxLine)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	t := &wsTransport{c: c, ctx: ctx, negotiation: s.opts.Negotiation, writeTimeout: s.opts.WriteTimeout, addr: r.RemoteAddr}
+	err = newSession(s, t).run(stop)
+	s.ended(err)
+	if err == nil || errors.Is(err, errBye) {
+		_ = c.Close(websocket.StatusNormalClosure, "")
+	}
+}
+
+// wsTransport is SeedLink over WebSocket: each message from the client
+// holds one or more commands; each reply and packet is one binary message.
+type wsTransport struct {
+	c            *websocket.Conn
+	ctx          context.Context
+	negotiation  time.Duration
+	writeTimeout time.Duration
+	addr         string
+	inStream     bool
+	pending      []string
+
+	wmu sync.Mutex
+}
+
+func (t *wsTransport) readLine() (string, error) {
+	for len(t.pending) == 0 {
+		ctx, cancel := t.ctx, context.CancelFunc(func() {})
+		if !t.inStream {
+			ctx, cancel = context.WithTimeout(t.ctx, t.negotiation)
+		}
+		_, msg, err := t.c.Read(ctx)
+		cancel()
+		if err != nil {
+			if websocket.CloseStatus(err) == websocket.StatusMessageTooBig {
+				return "", errLineTooLong
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				return "", timeoutError{}
+			}
+			return "", err
+		}
+		for _, l := range strings.FieldsFunc(string(msg), func(r rune) bool { return r == '\r' || r == '\n' }) {
+			if strings.TrimSpace(l) != "" {
+				t.pending = append(t.pending, l)
+			}
+		}
+	}
+	l := t.pending[0]
+	t.pending = t.pending[1:]
+	return l, nil
+}
+
+func (t *wsTransport) write(parts ...[]byte) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	ctx, cancel := context.WithTimeout(t.ctx, t.writeTimeout)
+	defer cancel()
+	return t.c.Write(ctx, websocket.MessageBinary, bytes.Join(parts, nil))
+}
+
+func (t *wsTransport) remote() string { return t.addr }
+
+func (t *wsTransport) beginStream() { t.inStream = true }
+
+// timeoutError is a negotiation that waited too long for a command.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "no command within the negotiation timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// sniffedConn is a connection whose first bytes were read to tell HTTP
+// from SeedLink; done closes when the HTTP server is through with it.
+type sniffedConn struct {
+	net.Conn
+	r    *bufio.Reader
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *sniffedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *sniffedConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
+
+// chanListener is a net.Listener fed the connections that turned out to
+// be HTTP.
+type chanListener struct {
+	addr   net.Addr
+	c      chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, c: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *chanListener) hand(c net.Conn) bool {
+	select {
+	case l.c <- c:
+		return true
+	case <-l.closed:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.c:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) close() { l.once.Do(func() { close(l.closed) }) }
+
+func (l *chanListener) Close() error { l.close(); return nil }
+
+func (l *chanListener) Addr() net.Addr { return l.addr }

@@ -1,0 +1,505 @@
+package seedlink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// transport is one client connection: TCP or WebSocket.
+type transport interface {
+	// readLine returns the next command line, without its terminator.
+	readLine() (string, error)
+	// write sends one reply or packet (one WebSocket message).
+	write(parts ...[]byte) error
+	// remote names the client in logs.
+	remote() string
+	// beginStream tells the transport that data flow begins.
+	beginStream()
+}
+
+// errBye ends a session the client asked to end.
+var errBye = errors.New("client said BYE")
+
+// reqStation is what a client asked of the stations one STATION pattern
+// names.
+type reqStation struct {
+	pattern   string
+	selectors []selector
+	seq       uint64 // first sequence number wanted; 0 with hasSeq false: from now
+	seq24     bool   // seq is SeedLink 3's low 24 bits, resolved per station
+	hasSeq    bool
+	start     time.Time // zero: no time window
+	end       time.Time
+}
+
+// session is one client's negotiation and data flow, whatever its
+// transport.
+type session struct {
+	srv   *Server
+	t     transport
+	proto int
+
+	batch     bool
+	extReply  bool
+	userAgent string
+
+	stations []*reqStation
+	current  *reqStation // the last STATION, until DATA, FETCH or TIME ends it
+	global   reqStation  // all-station mode: no STATION given
+	fetch    bool        // ENDFETCH or FETCH: send what is held, then END
+}
+
+func newSession(srv *Server, t transport) *session {
+	return &session{srv: srv, t: t, proto: 3}
+}
+
+// run negotiates and then streams until the client leaves, falls behind
+// or the server stops.
+func (s *session) run(stop <-chan struct{}) error {
+	for {
+		line, err := s.t.readLine()
+		if err != nil {
+			return err
+		}
+		start, err := s.command(line)
+		if err != nil {
+			return err
+		}
+		if start {
+			s.t.beginStream()
+			return s.stream(stop)
+		}
+	}
+}
+
+// command handles one negotiation command; start is true when data flow
+// begins.
+func (s *session) command(line string) (start bool, err error) {
+	words, ok := fields(line)
+	if len(words) == 0 {
+		return false, nil
+	}
+	s.srv.m.commands.WithLabelValues(commandLabel(words[0])).Inc()
+	if !ok {
+		return false, s.fail("ARGUMENTS", "too many arguments")
+	}
+	verb, args := strings.ToUpper(words[0]), words[1:]
+	switch verb {
+	case "HELLO":
+		return false, s.t.write([]byte(s.srv.helloLine() + "\r\n" + s.srv.organization() + "\r\n"))
+	case "SLPROTO":
+		if len(args) != 1 {
+			return false, s.fail("UNSUPPORTED", "unsupported protocol version")
+		}
+		switch {
+		case args[0] == "4.0":
+			s.proto = 4
+		case strings.HasPrefix(args[0], "3."):
+			s.proto = 3
+		default:
+			return false, s.fail("UNSUPPORTED", "unsupported protocol version")
+		}
+		return false, s.ok()
+	case "USERAGENT":
+		s.userAgent = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), words[0]))
+		return false, s.ok()
+	case "CAPABILITIES":
+		for _, a := range args {
+			if strings.EqualFold(a, "EXTREPLY") {
+				s.extReply = true
+			}
+		}
+		return false, s.ok()
+	case "BATCH":
+		err := s.reply("OK")
+		s.batch = true
+		return false, err
+	case "AUTH":
+		return false, s.fail("UNSUPPORTED", "no authentication is needed here")
+	case "STATION":
+		if len(s.stations) >= maxStations {
+			return false, s.fail("LIMIT", "station limit reached")
+		}
+		p, err := stationPattern(s.proto, args)
+		if err != nil {
+			return false, s.fail("ARGUMENTS", err.Error())
+		}
+		s.current = &reqStation{pattern: p}
+		s.stations = append(s.stations, s.current)
+		return false, s.ok()
+	case "SELECT":
+		return false, s.selectCmd(args)
+	case "DATA", "FETCH":
+		if verb == "FETCH" && s.proto == 4 {
+			return false, s.unknown(line)
+		}
+		return s.dataCmd(verb, args)
+	case "TIME":
+		if s.proto == 4 {
+			return false, s.unknown(line)
+		}
+		return s.timeCmd(args)
+	case "END":
+		return true, nil
+	case "ENDFETCH":
+		s.fetch = true
+		return true, nil
+	case "INFO":
+		return false, s.info(args)
+	case "BYE":
+		return false, errBye
+	case "CAT":
+		return false, s.t.write([]byte("CAT command not implemented\r\n"))
+	}
+	return false, s.unknown(line)
+}
+
+func (s *session) unknown(line string) error {
+	if len(line) > 50 {
+		line = line[:50]
+	}
+	return s.fail("UNSUPPORTED", "unrecognized command: "+line)
+}
+
+// target is the request a SELECT, DATA or TIME applies to.
+func (s *session) target() *reqStation {
+	if s.current != nil {
+		return s.current
+	}
+	return &s.global
+}
+
+func (s *session) selectCmd(args []string) error {
+	switch {
+	case len(args) == 0:
+		return s.fail("ARGUMENTS", "SELECT requires a pattern")
+	case s.proto == 3 && len(args) > 1:
+		return s.fail("ARGUMENTS", "SELECT requires a single argument")
+	}
+	r := s.target()
+	var sels []selector
+	for _, a := range args {
+		sel, err := parseSelector(s.proto, a)
+		if errors.Is(err, errUnsupportedFormat) {
+			return s.fail("UNSUPPORTED", err.Error())
+		}
+		if err != nil {
+			return s.fail("ARGUMENTS", err.Error())
+		}
+		sels = append(sels, sel)
+	}
+	if len(r.selectors)+len(sels) > maxSelectors {
+		return s.fail("LIMIT", "too many SELECT patterns")
+	}
+	r.selectors = append(r.selectors, sels...)
+	return s.ok()
+}
+
+// dataCmd: protocol 3 DATA|FETCH [seq_hex [start]], protocol 4 DATA
+// [seq|ALL [start [end]]]. After STATION it sets where that station
+// starts; without, it starts the data flow for all stations.
+func (s *session) dataCmd(verb string, args []string) (bool, error) {
+	limit := 2
+	if s.proto == 4 {
+		limit = 3
+	}
+	if len(args) > limit {
+		return false, s.fail("ARGUMENTS", "too many arguments for "+verb)
+	}
+	r := s.target()
+	if len(args) >= 1 {
+		switch {
+		case s.proto == 4 && strings.EqualFold(args[0], "ALL"):
+			r.hasSeq, r.seq = true, 0
+		case s.proto == 4:
+			n, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return false, s.fail("ARGUMENTS", "invalid sequence number")
+			}
+			r.hasSeq, r.seq = true, n
+		default:
+			n, err := strconv.ParseUint(args[0], 16, 32)
+			if err != nil || n > 0xFFFFFF {
+				return false, s.fail("ARGUMENTS", "invalid sequence number")
+			}
+			r.hasSeq, r.seq, r.seq24 = true, n, true
+		}
+	}
+	if len(args) >= 2 {
+		t, err := parseTime(args[1])
+		if err != nil {
+			return false, s.fail("ARGUMENTS", "error parsing start time")
+		}
+		r.start = t
+	}
+	if len(args) >= 3 {
+		t, err := parseTime(args[2])
+		if err != nil {
+			return false, s.fail("ARGUMENTS", "error parsing end time")
+		}
+		r.end = t
+	}
+	if verb == "FETCH" {
+		s.fetch = true
+	}
+	return s.endStation()
+}
+
+// endStation ends a STATION's negotiation after its DATA, FETCH or TIME.
+// Outside a STATION, the command starts the data flow at once, without a
+// reply, as ringserver does: seisplotjs's SeedLink 3 client resumes by
+// sending "DATA seq" after its STATION and SELECT commands this way, and
+// a client that gave no STATION at all takes every station.
+func (s *session) endStation() (bool, error) {
+	if s.current != nil {
+		s.current = nil
+		return false, s.ok()
+	}
+	return true, nil
+}
+
+// timeCmd: protocol 3 TIME start [end].
+func (s *session) timeCmd(args []string) (bool, error) {
+	if len(args) < 1 || len(args) > 2 {
+		return false, s.fail("ARGUMENTS", "TIME command requires 1 or 2 arguments")
+	}
+	start, err := parseTime(args[0])
+	if err != nil {
+		return false, s.fail("ARGUMENTS", "error parsing start time")
+	}
+	if start.After(s.srv.now()) {
+		return false, s.fail("ARGUMENTS", "start time cannot be in the future")
+	}
+	var end time.Time
+	if len(args) == 2 {
+		if end, err = parseTime(args[1]); err != nil {
+			return false, s.fail("ARGUMENTS", "error parsing end time")
+		}
+	}
+	r := s.target()
+	r.start, r.end = start, end
+	return s.endStation()
+}
+
+func (s *session) ok() error {
+	if s.batch {
+		return nil
+	}
+	return s.reply("OK")
+}
+
+func (s *session) reply(msg string) error { return s.t.write([]byte(msg + "\r\n")) }
+
+// fail answers a refused command; the session goes on.
+func (s *session) fail(code, msg string) error {
+	s.srv.m.refused.WithLabelValues(code).Inc()
+	if s.batch {
+		return nil
+	}
+	switch {
+	case s.proto == 4:
+		return s.reply("ERROR " + code + " " + msg)
+	case s.extReply:
+		return s.reply("ERROR\r" + code + " " + msg)
+	}
+	return s.reply("ERROR")
+}
+
+// request returns the request that covers a station: the first STATION
+// pattern naming it, or the all-station request.
+func (s *session) request(key StationKey) *reqStation {
+	if len(s.stations) == 0 {
+		return &s.global
+	}
+	for _, r := range s.stations {
+		if matchStation(r.pattern, key) {
+			return r
+		}
+	}
+	return nil
+}
+
+// resolveSeq turns a request's first sequence number into this station's
+// 64-bit one: SeedLink 3's 24 bits are placed at or below the station's
+// latest number, as ringserver maps them into its packet IDs.
+func resolveSeq(r *reqStation, latest uint64) uint64 {
+	if !r.seq24 {
+		return r.seq
+	}
+	full := latest&^0xFFFFFF | r.seq
+	if full > latest+1 && full >= 1<<24 {
+		full -= 1 << 24
+	}
+	return full
+}
+
+// stream sends the requested backlog, then live records, until the
+// client leaves or falls behind.
+func (s *session) stream(stop <-chan struct{}) error {
+	cache := map[StationKey]*reqStation{}
+	requestOf := func(key StationKey) *reqStation {
+		r, ok := cache[key]
+		if !ok {
+			r = s.request(key)
+			cache[key] = r
+		}
+		return r
+	}
+	// wants runs under the ring's lock, from other goroutines too: it
+	// must not share the cache.
+	wants := func(key StationKey) bool { return s.request(key) != nil }
+	// firstSeq is where each station with a requested sequence number
+	// starts, also for live records: a core behind the one the client
+	// left sends nothing the client had.
+	firstSeq := map[StationKey]uint64{}
+	first := func(key StationKey, r *reqStation, latest uint64) uint64 {
+		if !r.hasSeq {
+			return 0
+		}
+		n, ok := firstSeq[key]
+		if !ok {
+			n = resolveSeq(r, latest)
+			firstSeq[key] = n
+		}
+		return n
+	}
+	sub, backlog := s.srv.ring.subscribe(wants, s.srv.opts.ClientBuffer, func(key StationKey, latest uint64) func(*entry) bool {
+		r := s.request(key)
+		switch {
+		case r.hasSeq:
+			n := first(key, r, latest)
+			return func(e *entry) bool { return e.seq+seqPerPacket > n }
+		case !r.start.IsZero():
+			return func(e *entry) bool { _, end := e.span(); return end.After(r.start) }
+		}
+		return func(*entry) bool { return false }
+	})
+	defer s.srv.ring.unsubscribe(sub)
+	s.srv.m.streaming.Inc()
+	defer s.srv.m.streaming.Dec()
+
+	// The client may ask for INFO or say BYE while data flows.
+	cmds := make(chan error, 1)
+	go func() {
+		for {
+			line, err := s.t.readLine()
+			if err != nil {
+				cmds <- err
+				return
+			}
+			words, _ := fields(line)
+			if len(words) == 0 {
+				continue
+			}
+			switch strings.ToUpper(words[0]) {
+			case "BYE":
+				cmds <- errBye
+				return
+			case "INFO":
+				if err := s.info(words[1:]); err != nil {
+					cmds <- err
+					return
+				}
+			default:
+				// ringserver ignores commands during data flow, too.
+				s.srv.m.refused.WithLabelValues("UNEXPECTED").Inc()
+			}
+		}
+	}()
+
+	for _, d := range backlog {
+		if err := s.send(d, requestOf(d.key), firstSeq[d.key]); err != nil {
+			return err
+		}
+	}
+	if s.fetch {
+		if err := s.t.write([]byte("END")); err != nil {
+			return err
+		}
+		return errFetched
+	}
+	for {
+		select {
+		case d := <-sub.c:
+			r := requestOf(d.key)
+			if r == nil {
+				continue
+			}
+			if err := s.send(d, r, first(d.key, r, d.e.seq+seqPerPacket-1)); err != nil {
+				return err
+			}
+		case <-sub.dropped:
+			s.srv.m.dropped.Inc()
+			return errSlowClient
+		case err := <-cmds:
+			return err
+		case <-stop:
+			return nil
+		}
+	}
+}
+
+var (
+	errSlowClient = errors.New("client fell behind")
+	// errFetched ends a FETCH session once what was held is sent.
+	errFetched = errors.New("fetch complete")
+)
+
+// send writes an entry's records that the request selects: from first on
+// (0: all) and within its time window.
+func (s *session) send(d delivery, r *reqStation, first uint64) error {
+	if r == nil {
+		return nil
+	}
+	recs, err := records(d.key, d.e, func(st Stream) bool { return keeps(r.selectors, st) })
+	if err != nil {
+		s.srv.m.unencodable.Inc()
+		s.srv.log.Warn("seedlink: frame not encodable", "station", d.key.ID(), "error", err)
+	}
+	for _, rec := range recs {
+		if rec.seq < first {
+			continue
+		}
+		if !r.start.IsZero() && !rec.end.After(r.start) {
+			continue
+		}
+		if !r.end.IsZero() && !rec.start.Before(r.end) {
+			continue
+		}
+		if err := s.t.write(s.header(d.key, rec), rec.data); err != nil {
+			return err
+		}
+		s.srv.m.records.Inc()
+	}
+	return nil
+}
+
+// header is the SeedLink header of a data packet: protocol 3's "SL" and
+// six hex digits, protocol 4's "SE" header with format '2' (miniSEED 2),
+// subformat 'D', payload length, 64-bit sequence and station ID.
+func (s *session) header(key StationKey, rec record) []byte {
+	if s.proto == 3 {
+		return fmt.Appendf(nil, "SL%06X", rec.seq&0xFFFFFF)
+	}
+	id := key.ID()
+	h := make([]byte, 17, 17+len(id))
+	copy(h, "SE2D")
+	binary.LittleEndian.PutUint32(h[4:], uint32(len(rec.data)))
+	binary.LittleEndian.PutUint64(h[8:], rec.seq)
+	h[16] = byte(len(id))
+	return append(h, id...)
+}
+
+// commandLabel bounds the metric's label values to the known verbs.
+func commandLabel(verb string) string {
+	switch v := strings.ToUpper(verb); v {
+	case "HELLO", "SLPROTO", "USERAGENT", "CAPABILITIES", "BATCH", "AUTH", "STATION", "SELECT",
+		"DATA", "FETCH", "TIME", "END", "ENDFETCH", "INFO", "BYE", "CAT":
+		return v
+	}
+	return "other"
+}
