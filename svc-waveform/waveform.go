@@ -37,8 +37,8 @@ type Config struct {
 
 	SeedLinkAddr    string        `conf:"seedlink-addr" help:"SeedLink listen address (protocol 3.1 and 4.0 on TCP, and WebSocket on the same port); empty: no SeedLink"`
 	SeedLinkWindow  time.Duration `conf:"seedlink-window" default:"2m" help:"how much of each station SeedLink keeps in memory for clients that resume or ask from a time"`
-	SeedLinkClients int           `conf:"seedlink-clients" default:"2000" help:"most SeedLink connections at once"`
-	SeedLinkPerAddr int           `conf:"seedlink-per-addr" default:"64" help:"most SeedLink connections from one address"`
+	SeedLinkClients int           `conf:"seedlink-max-clients" default:"2000" help:"most SeedLink connections at once"`
+	SeedLinkPerAddr int           `conf:"seedlink-max-per-ip" default:"64" help:"most SeedLink connections from one address"`
 }
 
 // DefaultConfig returns the configuration with svc-waveform's default ports.
@@ -65,7 +65,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("seedlink-window must be between 10s and 1h"))
 	}
 	if c.SeedLinkClients < 1 || c.SeedLinkPerAddr < 1 {
-		errs = append(errs, errors.New("seedlink-clients and seedlink-per-addr must be at least 1"))
+		errs = append(errs, errors.New("seedlink-max-clients and seedlink-max-per-ip must be at least 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -117,6 +117,9 @@ func serveSeedLink(svc *service.Service, cfg Config, store *archive.Store, srv *
 			c, ok := store.Names(id)
 			return seedlink.StationKey{Network: c.Network, Station: c.Station}, ok
 		},
+		Archive: func(id string, fromMs, toMs int64) ([]seedlink.Frame, error) {
+			return archiveFrames(store, id, fromMs, toMs)
+		},
 	}, svc.Metrics(), svc.Logger())
 	ln, err := sl.Listen()
 	if err != nil {
@@ -125,7 +128,7 @@ func serveSeedLink(svc *service.Service, cfg Config, store *archive.Store, srv *
 	svc.Logger().Info("seedlink listening", slog.String("addr", ln.Addr().String()))
 	srv.OnStored(func(rec *ingestv1.Record) {
 		p := rec.GetPacket()
-		f := seedlink.Frame{Station: p.GetStationId(), Seq: p.GetSeq()}
+		f := seedlink.Frame{Station: p.GetStationId()}
 		if s := p.GetSensor(); s != nil {
 			f.Sensor, f.FirstMs, f.UD, f.NS, f.EW = true, s.GetFirstSampleMs(), s.GetUd(), s.GetNs(), s.GetEw()
 		} else if in := p.GetIntensity(); in != nil {
@@ -137,4 +140,34 @@ func serveSeedLink(svc *service.Service, cfg Config, store *archive.Store, srv *
 	})
 	svc.Go("seedlink", service.ComponentFunc(func(ctx context.Context) error { return sl.Serve(ctx, ln) }))
 	return nil
+}
+
+// archiveFrames reads a station's samples and intensity frames in [fromMs,
+// toMs) from the archive as SeedLink frames: a contiguous run of samples
+// is one frame.
+func archiveFrames(store *archive.Store, id string, fromMs, toMs int64) ([]seedlink.Frame, error) {
+	res, err := store.Query(id, fromMs, toMs, true)
+	if errors.Is(err, archive.ErrUnknownStation) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []seedlink.Frame
+	for _, c := range res.Chunks {
+		// Only the samples inside the window: the ring has the rest.
+		lo := max(0, (fromMs-c.FirstMs+19)/20)
+		hi := min(int64(len(c.UD)), max(0, (toMs-c.FirstMs+19)/20))
+		if lo >= hi {
+			continue
+		}
+		out = append(out, seedlink.Frame{Station: id, Sensor: true, FirstMs: c.FirstMs + 20*lo,
+			UD: c.UD[lo:hi], NS: c.NS[lo:hi], EW: c.EW[lo:hi]})
+	}
+	for _, in := range res.Intensity {
+		if in.WindowEndMs >= fromMs && in.WindowEndMs < toMs {
+			out = append(out, seedlink.Frame{Station: id, FirstMs: in.WindowEndMs, Values: [3]float32{in.Intensity, in.PGA, in.PGV}})
+		}
+	}
+	return out, nil
 }

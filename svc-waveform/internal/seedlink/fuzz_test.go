@@ -67,7 +67,7 @@ func FuzzSession(f *testing.F) {
 	}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	for seq := uint64(1); seq <= 5; seq++ {
 		s.Publish(sensorFrame(seq))
-		s.Publish(Frame{Station: "S00001", Seq: seq + 100, FirstMs: base + 500*int64(seq), Values: [3]float32{1, 2, 3}})
+		s.Publish(Frame{Station: "S00001", FirstMs: base + 500*int64(seq), Values: [3]float32{1, 2, 3}})
 	}
 	stop := make(chan struct{})
 	f.Fuzz(func(t *testing.T, script string) {

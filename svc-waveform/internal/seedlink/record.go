@@ -49,22 +49,31 @@ type record struct {
 // RecordLen bytes: one per axis (or intensity value) in the usual case,
 // more when an axis does not fit one record. The record's own sequence
 // field holds the low six decimal digits of its SeedLink number.
-func records(key StationKey, e *entry, keep func(Stream) bool) ([]record, error) {
+//
+// from (0: none) cuts each channel's samples whose numbers are below it:
+// for frames read back from the archive, whose records are cut anew, so
+// that a client resuming there gets each channel from exactly where it
+// was. A live frame is one record per channel at both cores, and is sent
+// whole or not at all.
+func records(key StationKey, e *entry, keep func(Stream) bool, from uint64) ([]record, error) {
 	var out []record
 	if e.Sensor {
 		axes := [3][]int32{e.UD, e.NS, e.EW}
+		k := e.FirstMs / sampleMs
 		for a, x := range axes {
 			s := streams[a]
 			if !keep(s) {
 				continue
 			}
 			done := 0
-			for part := 0; done < len(x); part++ {
-				if part == partsPerAxis {
-					return out, fmt.Errorf("seedlink: %s frame %d: axis %d needs more than %d records", key.ID(), e.Seq, a, partsPerAxis)
-				}
-				seq := e.seq + uint64(a*partsPerAxis+part)
-				start := time.UnixMilli(e.FirstMs + int64(done)*20).UTC()
+			if sl := slot(a); from > sl {
+				// The first sample index whose number reaches from.
+				done = int(min(max(int64((from-sl+slotsPerTick-1)/slotsPerTick)-k, 0), int64(len(x))))
+			}
+			for done < len(x) {
+				startMs := e.FirstMs + int64(done)*sampleMs
+				seq := seqAt(startMs, a)
+				start := time.UnixMilli(startMs).UTC()
 				buf := make([]byte, RecordLen)
 				n, err := mseed.PackInts(buf, mseed.Header{
 					SeqNo: int(seq % 1_000_000), Network: key.Network, Station: key.Station,
@@ -74,10 +83,10 @@ func records(key StationKey, e *entry, keep func(Stream) bool) ([]record, error)
 					return out, err
 				}
 				if n == 0 {
-					return out, fmt.Errorf("seedlink: %s frame %d: a sample does not fit a record", key.ID(), e.Seq)
+					return out, fmt.Errorf("seedlink: %s at %v: a sample does not fit a record", key.ID(), start)
 				}
 				done += n
-				out = append(out, record{seq: seq, stream: s, start: start, end: start.Add(time.Duration(n) * 20 * time.Millisecond), data: buf})
+				out = append(out, record{seq: seq, stream: s, start: start, end: start.Add(time.Duration(n) * sampleMs * time.Millisecond), data: buf})
 			}
 		}
 		return out, nil
@@ -87,7 +96,10 @@ func records(key StationKey, e *entry, keep func(Stream) bool) ([]record, error)
 		if !keep(s) {
 			continue
 		}
-		seq := e.seq + uint64(i*partsPerAxis)
+		seq := seqAt(e.FirstMs-intensityMs, 3+i)
+		if seq < from {
+			continue
+		}
 		start := time.UnixMilli(e.FirstMs).UTC()
 		buf := make([]byte, RecordLen)
 		if _, err := mseed.PackFloat32s(buf, mseed.Header{
@@ -96,7 +108,7 @@ func records(key StationKey, e *entry, keep func(Stream) bool) ([]record, error)
 		}, []float32{v}); err != nil {
 			return out, err
 		}
-		out = append(out, record{seq: seq, stream: s, start: start, end: start.Add(500 * time.Millisecond), data: buf})
+		out = append(out, record{seq: seq, stream: s, start: start, end: start.Add(intensityMs * time.Millisecond), data: buf})
 	}
 	return out, nil
 }
@@ -105,7 +117,7 @@ func records(key StationKey, e *entry, keep func(Stream) bool) ([]record, error)
 func (e *entry) span() (start, end time.Time) {
 	start = time.UnixMilli(e.FirstMs).UTC()
 	if e.Sensor {
-		return start, start.Add(time.Duration(len(e.UD)) * 20 * time.Millisecond)
+		return start, start.Add(time.Duration(len(e.UD)) * sampleMs * time.Millisecond)
 	}
-	return start, start.Add(500 * time.Millisecond)
+	return start, start.Add(intensityMs * time.Millisecond)
 }

@@ -2,19 +2,17 @@ package seedlink
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 	"time"
 )
 
-// Frame is one station packet as the core merged it: three axes of counts
-// from First (Sensor) or the intensity, PGA and PGV of the 500 ms ending at
-// First (not Sensor). Seq is the station's packet sequence number, which
-// the station signs and sends unchanged on both uplinks: both cores derive
-// the same SeedLink sequence numbers from it.
+// Frame is one station packet as the core merged it: three axes of 50 Hz
+// counts from FirstMs (Sensor), or the intensity, PGA and PGV of the 500 ms
+// ending at FirstMs.
 type Frame struct {
 	Station string // the station's ID
-	Seq     uint64
 	Sensor  bool
 	FirstMs int64 // sensor: first sample; intensity: window end
 	UD      []int32
@@ -23,24 +21,60 @@ type Frame struct {
 	Values  [3]float32
 }
 
-// Limits of the numbering: a packet's records take the sequence numbers
-// from Seq*seqPerPacket on (axis*partsPerAxis + part), so a station
-// sequence number above maxStationSeq has no SeedLink number.
+// A record's sequence number is derived from its data, so both cores, and
+// the archive, number the same record alike: the 50 Hz sample index of its
+// first sample (for the intensity channels, of the start of its 500 ms
+// window) times 8, plus the channel's slot. The intensity channels come
+// first in a window, as stations send a window's intensity before its
+// samples: numbers then grow in the order records are sent.
 const (
-	partsPerAxis  = 8
-	seqPerPacket  = 4 * partsPerAxis
-	maxStationSeq = 1<<58 - 1
+	sampleMs     = 20
+	slotsPerTick = 8
+	intensityMs  = 500
 )
+
+// slot is the channel's place among a sample index's numbers, by its index
+// in streams (BNZ, BNN, BNE, MXI, MXA, MXV).
+func slot(stream int) uint64 {
+	if stream < 3 {
+		return uint64(3 + stream)
+	}
+	return uint64(stream - 3)
+}
+
+// seqAt is the number of a record of stream whose first sample (window
+// start, for intensity) is at ms.
+func seqAt(ms int64, stream int) uint64 {
+	return uint64(ms/sampleMs)*slotsPerTick + slot(stream)
+}
+
+// timeOf is the time of the sample index a number belongs to.
+func timeOf(seq uint64) int64 { return int64(seq/slotsPerTick) * sampleMs }
 
 // entry is a frame kept in a station's ring.
 type entry struct {
 	Frame
-	seq uint64 // first SeedLink sequence number of its records
+	first, last uint64 // lowest and highest number of its records
+}
+
+func newEntry(f Frame) (*entry, bool) {
+	e := &entry{Frame: f}
+	switch {
+	case f.Sensor && f.FirstMs > 0 && f.FirstMs%sampleMs == 0 && len(f.UD) > 0 && len(f.NS) == len(f.UD) && len(f.EW) == len(f.UD):
+		e.first = seqAt(f.FirstMs, 0)
+		e.last = seqAt(f.FirstMs+int64(len(f.UD)-1)*sampleMs, 2)
+	case !f.Sensor && f.FirstMs > intensityMs && f.FirstMs%intensityMs == 0:
+		e.first, e.last = seqAt(f.FirstMs-intensityMs, 3), seqAt(f.FirstMs-intensityMs, 5)
+	default:
+		return nil, false
+	}
+	return e, true
 }
 
 // station is one station's ring and the subscriptions that want it.
 type station struct {
 	key     StationKey
+	id      string   // the station's ID, which the archive knows it by
 	entries []*entry // arrival order
 	newest  int64    // newest data time, ms
 	subs    []*sub
@@ -71,18 +105,18 @@ func NewRing(window time.Duration) *Ring {
 }
 
 // Add keeps f under key and sends it to the subscriptions that want the
-// station. A frame whose station sequence number cannot be numbered is
+// station. A frame that is not one (no samples, off the sample grid) is
 // refused (false).
 func (r *Ring) Add(key StationKey, f Frame) bool {
-	if f.Seq > maxStationSeq {
+	e, ok := newEntry(f)
+	if !ok {
 		return false
 	}
-	e := &entry{Frame: f, seq: f.Seq * seqPerPacket}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.stations[key]
 	if st == nil {
-		st = &station{key: key}
+		st = &station{key: key, id: f.Station}
 		r.stations[key] = st
 	}
 	st.entries = append(st.entries, e)
@@ -138,7 +172,7 @@ type sub struct {
 // stations that the filter start returns for each (given the station's
 // latest sequence number) keeps, each station's in sequence order, in one
 // step: nothing is missed between the two or sent twice.
-func (r *Ring) subscribe(wants func(StationKey) bool, buffer int, start func(key StationKey, latest uint64) func(*entry) bool) (*sub, []delivery) {
+func (r *Ring) subscribe(wants func(StationKey) bool, buffer int, start func(held Held) func(*entry) bool) (*sub, []delivery) {
 	s := &sub{wants: wants, c: make(chan delivery, buffer), dropped: make(chan struct{})}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -149,11 +183,16 @@ func (r *Ring) subscribe(wants func(StationKey) bool, buffer int, start func(key
 		if !wants(key) {
 			continue
 		}
-		var latest uint64
+		held := Held{Key: key, ID: st.id, SensorFromMs: math.MaxInt64, IntensityFromMs: math.MaxInt64}
 		for _, e := range st.entries {
-			latest = max(latest, e.seq+seqPerPacket-1)
+			held.Latest = max(held.Latest, e.last)
+			if e.Sensor {
+				held.SensorFromMs = min(held.SensorFromMs, e.FirstMs)
+			} else {
+				held.IntensityFromMs = min(held.IntensityFromMs, e.FirstMs)
+			}
 		}
-		keep := start(key, latest)
+		keep := start(held)
 		from := len(backlog)
 		for _, e := range st.entries {
 			if keep(e) {
@@ -161,9 +200,20 @@ func (r *Ring) subscribe(wants func(StationKey) bool, buffer int, start func(key
 			}
 		}
 		part := backlog[from:]
-		slices.SortFunc(part, func(a, b delivery) int { return cmp.Compare(a.e.seq, b.e.seq) })
+		slices.SortFunc(part, func(a, b delivery) int { return cmp.Compare(a.e.first, b.e.first) })
 	}
 	return s, backlog
+}
+
+// Held is what the ring holds of a station when a client subscribes: its
+// newest number, and from when it has each kind of frame (MaxInt64: none):
+// what is older comes from the archive.
+type Held struct {
+	Key             StationKey
+	ID              string
+	Latest          uint64
+	SensorFromMs    int64 // first sample of the oldest sensor frame
+	IntensityFromMs int64 // window end of the oldest intensity frame
 }
 
 // unsubscribe removes s; safe after it was dropped.
@@ -189,6 +239,7 @@ func (r *Ring) dropLocked(s *sub) {
 // StationInfo describes what the ring holds of one station.
 type StationInfo struct {
 	Key               StationKey
+	ID                string // the station ID, as the archive knows it
 	FirstSeq, LastSeq uint64
 	FirstMs, NewestMs int64
 	SensorFrames      int
@@ -204,10 +255,10 @@ func (r *Ring) Stations(wants func(StationKey) bool) []StationInfo {
 		if len(st.entries) == 0 || (wants != nil && !wants(key)) {
 			continue
 		}
-		in := StationInfo{Key: key, FirstSeq: st.entries[0].seq, FirstMs: st.entries[0].FirstMs, NewestMs: st.newest}
+		in := StationInfo{Key: key, ID: st.id, FirstSeq: st.entries[0].first, FirstMs: st.entries[0].FirstMs, NewestMs: st.newest}
 		for _, e := range st.entries {
-			in.FirstSeq = min(in.FirstSeq, e.seq)
-			in.LastSeq = max(in.LastSeq, e.seq+seqPerPacket-1)
+			in.FirstSeq = min(in.FirstSeq, e.first)
+			in.LastSeq = max(in.LastSeq, e.last)
 			in.FirstMs = min(in.FirstMs, e.FirstMs)
 			if e.Sensor {
 				in.SensorFrames++
@@ -233,7 +284,7 @@ func (r *Ring) Latest(key StationKey) (uint64, bool) {
 	}
 	var last uint64
 	for _, e := range st.entries {
-		last = max(last, e.seq+seqPerPacket-1)
+		last = max(last, e.last)
 	}
 	return last, true
 }

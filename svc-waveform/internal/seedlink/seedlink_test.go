@@ -64,15 +64,17 @@ func startServer(t *testing.T, mod func(*Options)) *testServer {
 // base is the first frame's time in the tests: a recent whole second.
 var base = time.Now().Add(-30 * time.Second).Truncate(time.Second).UnixMilli()
 
-// sensorFrame is station S00001's packet seq: 25 samples from
-// base+500*seq ms, values derived from seq.
-func sensorFrame(seq uint64) Frame {
+// sensorFrame is station S00001's frame n: 25 samples from base+500*n ms,
+// values derived from n.
+func sensorFrame(n uint64) Frame { return sensorFrameAt(base+500*int64(n), n) }
+
+func sensorFrameAt(ms int64, n uint64) Frame {
 	ud, ns, ew := make([]int32, 25), make([]int32, 25), make([]int32, 25)
 	for i := range ud {
-		v := int32(seq)*100 + int32(i)
+		v := int32(n)*100 + int32(i)
 		ud[i], ns[i], ew[i] = v, -v, 3*v
 	}
-	return Frame{Station: "S00001", Seq: seq, Sensor: true, FirstMs: base + 500*int64(seq), UD: ud, NS: ns, EW: ew}
+	return Frame{Station: "S00001", Sensor: true, FirstMs: ms, UD: ud, NS: ns, EW: ew}
 }
 
 // client is a SeedLink client over TCP.
@@ -162,7 +164,7 @@ func (c *client) packet4() (format, subformat byte, seq uint64, station string, 
 
 // TestProtocol3: the classic handshake of slinktool and seisplotjs's
 // SeedLink 3 client; each packet is one 512-byte record of exactly the
-// samples the station sent, numbered from the station's packet number.
+// samples the station sent, numbered from the time of its first sample.
 func TestProtocol3(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, nil)
@@ -183,8 +185,8 @@ func TestProtocol3(t *testing.T) {
 		f := sensorFrame(seq)
 		s.Publish(f)
 		got, rec := c.packet3()
-		if got != seq*32 {
-			t.Errorf("frame %d: sequence %X, want %X", seq, got, seq*32)
+		if want := uint64(f.FirstMs/20*8+3) & 0xFFFFFF; got != want {
+			t.Errorf("frame %d: sequence %X, want %X (its first sample's index × 8 + BNZ's slot, 24 bits)", seq, got, want)
 		}
 		if rec.Network != "SH" || rec.Station != "00001" || rec.Location != "00" || rec.Channel != "BNZ" || rec.SampleRate != 50 {
 			t.Errorf("record header %+v", rec.Header)
@@ -216,11 +218,12 @@ func TestProtocol4(t *testing.T) {
 	waitStreaming(t, s, 1)
 	f := sensorFrame(7)
 	s.Publish(f)
-	s.Publish(Frame{Station: "S00001", Seq: 8, FirstMs: f.FirstMs + 500, Values: [3]float32{2.5, 12, 0.7}})
+	s.Publish(Frame{Station: "S00001", FirstMs: f.FirstMs + 500, Values: [3]float32{2.5, 12, 0.7}})
+	k := uint64(f.FirstMs / 20)
 	want := []struct {
 		seq     uint64
 		channel string
-	}{{7*32 + 2*8, "BNE"}, {8 * 32, "MXI"}}
+	}{{k*8 + 5, "BNE"}, {k * 8, "MXI"}}
 	for _, w := range want {
 		format, sub, seq, id, payload := c.packet4()
 		if format != '2' || sub != 'D' || id != "SH_00001" || seq != w.seq {
@@ -257,12 +260,13 @@ func TestResumeOnTheOtherCore(t *testing.T) {
 		t.Run(fmt.Sprintf("protocol %d", proto), func(t *testing.T) {
 			t.Parallel()
 			a, b := startServer(t, nil), startServer(t, nil)
-			// The stations' packet numbers sit near a 24-bit boundary of
-			// the SeedLink numbers, which SeedLink 3 must cross.
-			first := uint64(1<<19 - 3)
-			for seq := first; seq < first+10; seq++ {
-				a.Publish(sensorFrame(seq))
-				b.Publish(sensorFrame(seq))
+			// The frames sit around a 24-bit boundary of the numbers,
+			// which SeedLink 3 must cross: the last before now.
+			wrap := time.Now().UnixMilli() / 20 &^ (1<<21 - 1) * 20
+			frame := func(i uint64) Frame { return sensorFrameAt(wrap-1500+500*int64(i), i) }
+			for i := range uint64(10) {
+				a.Publish(frame(i))
+				b.Publish(frame(i))
 			}
 			read := func(c *client) (uint64, []int32) {
 				if proto == 3 {
@@ -293,7 +297,7 @@ func TestResumeOnTheOtherCore(t *testing.T) {
 			var got [][]int32
 			from := "DATA ALL"
 			if proto == 3 {
-				from = fmt.Sprintf("DATA %06X", first*32&0xFFFFFF)
+				from = fmt.Sprintf("DATA %06X", uint64(frame(0).FirstMs/20*8)&0xFFFFFF)
 			}
 			c := start(a, from)
 			var last uint64
@@ -313,13 +317,13 @@ func TestResumeOnTheOtherCore(t *testing.T) {
 				got = append(got, x)
 			}
 			for i, x := range got {
-				if want := sensorFrame(first + uint64(i)).UD; !slices.Equal(x, want) {
+				if want := frame(uint64(i)).UD; !slices.Equal(x, want) {
 					t.Fatalf("record %d holds %v, want %v", i, x, want)
 				}
 			}
 			// Nothing more: the 10 frames were sent once each.
-			b.Publish(sensorFrame(first + 10))
-			if _, x := read(c); !slices.Equal(x, sensorFrame(first+10).UD) {
+			b.Publish(frame(10))
+			if _, x := read(c); !slices.Equal(x, frame(10).UD) {
 				t.Fatalf("after the resumed ones: %v, want the next live frame", x)
 			}
 		})
@@ -385,7 +389,7 @@ func TestInfo(t *testing.T) {
 	if err := json.Unmarshal(payload, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Station) != 1 || doc.Station[0].ID != "SH_00001" || doc.Station[0].StartSeq != 32 || len(doc.Station[0].Stream) != 3 ||
+	if len(doc.Station) != 1 || doc.Station[0].ID != "SH_00001" || doc.Station[0].StartSeq != uint64(sensorFrame(1).FirstMs/20*8+3) || len(doc.Station[0].Stream) != 3 ||
 		doc.Station[0].Stream[0].ID != "00_B_N_Z" {
 		t.Fatalf("INFO STREAMS %s", payload)
 	}
@@ -461,7 +465,7 @@ func TestWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(msg[:2]) != "SE" || binary.LittleEndian.Uint64(msg[8:]) != 3*32 {
+	if string(msg[:2]) != "SE" || binary.LittleEndian.Uint64(msg[8:]) != uint64(sensorFrame(3).FirstMs/20*8+3) {
 		t.Fatalf("packet %q", msg[:17])
 	}
 }
@@ -499,6 +503,8 @@ func TestBadInput(t *testing.T) {
 		t.Fatal("a stalled negotiation was not closed")
 	}
 
+	// The connections above are gone once the server has let them go.
+	poll.Until(t, 5*time.Second, "no connection open", func() bool { return testutil.ToFloat64(s.m.connections) == 0 })
 	var open []*client
 	for range 5 {
 		open = append(open, dial(t, s.addr))
@@ -552,8 +558,9 @@ func TestSlowClientDropped(t *testing.T) {
 				if _, err := io.ReadFull(fast.r, buf); err != nil {
 					return
 				}
-				if n, _ := strconv.ParseUint(string(buf[2:8]), 16, 32); n != (seq*32+axis*8)&0xFFFFFF {
-					bad <- fmt.Sprintf("fast client got %X, want %X", n, (seq*32+axis*8)&0xFFFFFF)
+				want := uint64(sensorFrame(seq).FirstMs/20*8+3+int64(axis)) & 0xFFFFFF
+				if n, _ := strconv.ParseUint(string(buf[2:8]), 16, 32); n != want {
+					bad <- fmt.Sprintf("fast client got %X, want %X", n, want)
 					return
 				}
 			}
@@ -602,5 +609,75 @@ func TestParseTime(t *testing.T) {
 		if _, err := parseTime(s); err == nil {
 			t.Errorf("%q parsed", s)
 		}
+	}
+}
+
+// TestResumeFromTheArchive: a client that resumes from further back than
+// the ring holds (the core's svc-waveform restarted since, or it asks for
+// minutes ago) gets the archive's samples first, then the ring's, then
+// live ones: every sample once, in order, for a sequence number and for a
+// time.
+func TestResumeFromTheArchive(t *testing.T) {
+	t.Parallel()
+	// The archive holds frames 1–25 as one contiguous run, as it returns
+	// them; the ring holds 18–30 (it started at 18).
+	var run Frame
+	for n := uint64(1); n <= 25; n++ {
+		f := sensorFrame(n)
+		if n == 1 {
+			run = Frame{Station: f.Station, Sensor: true, FirstMs: f.FirstMs}
+		}
+		run.UD, run.NS, run.EW = append(run.UD, f.UD...), append(run.NS, f.NS...), append(run.EW, f.EW...)
+	}
+	var reads atomic.Int32
+	s := startServer(t, func(o *Options) {
+		o.Archive = func(id string, fromMs, toMs int64) ([]Frame, error) {
+			reads.Add(1)
+			if id != "S00001" || fromMs >= toMs {
+				return nil, fmt.Errorf("archive read of %s [%d, %d)", id, fromMs, toMs)
+			}
+			return []Frame{run}, nil
+		}
+	})
+	for n := uint64(18); n <= 30; n++ {
+		s.Publish(sensorFrame(n))
+	}
+	for _, start := range []string{
+		fmt.Sprintf("DATA %d", seqAt(sensorFrame(5).FirstMs, 0)),
+		"DATA ALL " + time.UnixMilli(sensorFrame(5).FirstMs).UTC().Format("2006-01-02T15:04:05.000Z"),
+	} {
+		c := dial(t, s.addr)
+		c.cmd("SLPROTO 4.0", "OK")
+		c.cmd("STATION SH_00001", "OK")
+		c.cmd("SELECT 00_B_N_Z", "OK")
+		c.cmd(start, "OK")
+		c.send("END")
+		var got []int32
+		var last uint64
+		for len(got) < 26*25 {
+			_, _, seq, _, payload := c.packet4()
+			if seq <= last {
+				t.Fatalf("%s: record %d after %d", start, seq, last)
+			}
+			last = seq
+			rec, err := mseed.Parse(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := time.UnixMilli(sensorFrame(5).FirstMs + int64(len(got))*20); !rec.Start.Equal(want) {
+				t.Fatalf("%s: record from %v, want %v: a gap or a repeat", start, rec.Start, want)
+			}
+			got = append(got, rec.Ints...)
+		}
+		var want []int32
+		for n := uint64(5); n <= 30; n++ {
+			want = append(want, sensorFrame(n).UD...)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: samples differ from the frames' from frame 5 on", start)
+		}
+	}
+	if reads.Load() == 0 {
+		t.Fatal("the archive was never read")
 	}
 }

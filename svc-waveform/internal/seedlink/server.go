@@ -9,13 +9,14 @@
 // samples it carried, sent as soon as the core has merged it: a 25-sample
 // frame is one part-filled 512-byte record per channel, never held back
 // to fill one. A record's sequence number is derived from the data: the
-// station's own packet number (which it signs and sends unchanged over
-// both uplinks) times 32, plus the channel and part, so both cores number
-// the same record alike and a client that moves to the other core resumes
+// time of its first sample, as a 50 Hz sample index, times 8 plus the
+// channel's slot (see seqAt), so both cores and the archive number the
+// same record alike and a client that moves to the other core resumes
 // where it was. SeedLink 3 carries the low 24 bits of it.
 //
-// The last Window of every station is kept in memory (the Ring) for
-// clients that resume by sequence number or ask from a time.
+// The last Window of every station is kept in memory (the Ring); clients
+// that resume by sequence number or ask from a time further back get the
+// archive's samples first (Options.Archive).
 package seedlink
 
 import (
@@ -29,11 +30,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"shindo.dev/lib/service"
 )
 
 // Options configure a Server.
@@ -60,6 +62,10 @@ type Options struct {
 	Site string
 	// Names returns the SEED codes a station ID is archived under.
 	Names func(id string) (StationKey, bool)
+	// Archive returns a station's frames in [fromMs, toMs), at most an
+	// hour: what clients asking from further back than the ring get
+	// first. Nil: the ring only.
+	Archive func(id string, fromMs, toMs int64) ([]Frame, error)
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 }
@@ -91,6 +97,7 @@ type metrics struct {
 	dropped     prometheus.Counter
 	unencodable prometheus.Counter
 	frames      *prometheus.CounterVec
+	backfills   *prometheus.CounterVec
 }
 
 // New returns a server; Run serves it.
@@ -115,9 +122,11 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) *Server {
 		dropped:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_seedlink_slow_clients_total", Help: "SeedLink clients dropped for falling behind."}),
 		unencodable: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_seedlink_unencodable_total", Help: "Frames whose samples did not fit SeedLink's records."}),
 		frames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_frames_total",
-			Help: "Frames offered to the SeedLink ring, by result (kept, unnamed: no SEED codes yet, unnumbered: station sequence too large)."}, []string{"result"}),
+			Help: "Frames offered to the SeedLink ring, by result (kept, unnamed: no SEED codes yet, malformed: off the sample grid)."}, []string{"result"}),
 	}
-	reg.MustRegister(s.m.connections, s.m.streaming, s.m.turnedAway, s.m.ended, s.m.commands, s.m.refused,
+	s.m.backfills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_archive_reads_total",
+		Help: "Archive reads for clients that start before the ring, by result (read, failed, too_many_stations: a request of more than 16 stations starts at the ring)."}, []string{"result"})
+	reg.MustRegister(s.m.backfills, s.m.connections, s.m.streaming, s.m.turnedAway, s.m.ended, s.m.commands, s.m.refused,
 		s.m.records, s.m.dropped, s.m.unencodable, s.m.frames)
 	return s
 }
@@ -144,7 +153,7 @@ func (s *Server) Publish(f Frame) {
 		key, _ = s.names.LoadOrStore(f.Station, k)
 	}
 	if !s.ring.Add(key.(StationKey), f) {
-		s.m.frames.WithLabelValues("unnumbered").Inc()
+		s.m.frames.WithLabelValues("malformed").Inc()
 		return
 	}
 	s.m.frames.WithLabelValues("kept").Inc()
@@ -178,22 +187,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		s.mu.Unlock()
 	}()
-	var backoff time.Duration
 	for {
-		c, err := ln.Accept()
+		c, err := service.Accept(ln)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
 			return err
 		}
-		backoff = 0
 		if !s.admit(c) {
 			continue
 		}

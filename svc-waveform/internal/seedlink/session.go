@@ -1,9 +1,12 @@
 package seedlink
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -214,7 +217,8 @@ func (s *session) dataCmd(verb string, args []string) (bool, error) {
 	if len(args) >= 1 {
 		switch {
 		case s.proto == 4 && strings.EqualFold(args[0], "ALL"):
-			r.hasSeq, r.seq = true, 0
+			// Everything held: the ring, or from the start time given.
+			r.hasSeq, r.seq = len(args) == 1, 0
 		case s.proto == 4:
 			n, err := strconv.ParseUint(args[0], 10, 64)
 			if err != nil {
@@ -367,13 +371,20 @@ func (s *session) stream(stop <-chan struct{}) error {
 		}
 		return n
 	}
-	sub, backlog := s.srv.ring.subscribe(wants, s.srv.opts.ClientBuffer, func(key StationKey, latest uint64) func(*entry) bool {
-		r := s.request(key)
+	var older []Held // stations whose request reaches back before the ring
+	sub, backlog := s.srv.ring.subscribe(wants, s.srv.opts.ClientBuffer, func(held Held) func(*entry) bool {
+		r := s.request(held.Key)
 		switch {
 		case r.hasSeq:
-			n := first(key, r, latest)
-			return func(e *entry) bool { return e.seq+seqPerPacket > n }
+			n := first(held.Key, r, held.Latest)
+			if n > 0 && timeOf(n) < max(held.SensorFromMs, held.IntensityFromMs-intensityMs) {
+				older = append(older, held)
+			}
+			return func(e *entry) bool { return e.last >= n }
 		case !r.start.IsZero():
+			if r.start.UnixMilli() < max(held.SensorFromMs, held.IntensityFromMs-intensityMs) {
+				older = append(older, held)
+			}
 			return func(e *entry) bool { _, end := e.span(); return end.After(r.start) }
 		}
 		return func(*entry) bool { return false }
@@ -411,6 +422,9 @@ func (s *session) stream(stop <-chan struct{}) error {
 		}
 	}()
 
+	if err := s.backfill(older, requestOf, firstSeq); err != nil {
+		return err
+	}
 	for _, d := range backlog {
 		if err := s.send(d, requestOf(d.key), firstSeq[d.key]); err != nil {
 			return err
@@ -429,7 +443,7 @@ func (s *session) stream(stop <-chan struct{}) error {
 			if r == nil {
 				continue
 			}
-			if err := s.send(d, r, first(d.key, r, d.e.seq+seqPerPacket-1)); err != nil {
+			if err := s.send(d, r, first(d.key, r, d.e.last)); err != nil {
 				return err
 			}
 		case <-sub.dropped:
@@ -443,6 +457,88 @@ func (s *session) stream(stop <-chan struct{}) error {
 	}
 }
 
+// Bounds of what the archive adds in front of the ring, for one session.
+const (
+	// maxBackfillStations is the most stations a session gets archive
+	// data for; a request of more starts with what the ring holds.
+	maxBackfillStations = 16
+	// maxBackfill is how far back before the ring a session may start.
+	maxBackfill = 24 * time.Hour
+	// backfillStep is one archive read: its Query's longest window.
+	backfillStep = time.Hour
+)
+
+// backfill sends what the archive holds of the stations in held from
+// where their requests start to where the ring's frames begin, oldest
+// first; the ring's and the live records follow. Live frames wait in the
+// subscription meanwhile.
+func (s *session) backfill(held []Held, requestOf func(StationKey) *reqStation, firstSeq map[StationKey]uint64) error {
+	if s.srv.opts.Archive == nil || len(held) == 0 {
+		return nil
+	}
+	if len(held) > maxBackfillStations {
+		s.srv.m.backfills.WithLabelValues("too_many_stations").Inc()
+		return nil
+	}
+	for _, h := range held {
+		r := requestOf(h.Key)
+		from := r.start.UnixMilli()
+		if r.hasSeq {
+			from = timeOf(firstSeq[h.Key])
+		}
+		// Up to the later of the ring's two starts (one kind may be
+		// missing: MaxInt64); each kind is cut at its own below.
+		to := max(h.SensorFromMs, h.IntensityFromMs)
+		if to == math.MaxInt64 {
+			to = min(h.SensorFromMs, h.IntensityFromMs)
+		}
+		if to == math.MaxInt64 {
+			continue
+		}
+		from = max(from, to-maxBackfill.Milliseconds())
+		for at := from; at < to; at += backfillStep.Milliseconds() {
+			frames, err := s.srv.opts.Archive(h.ID, at, min(at+backfillStep.Milliseconds(), to))
+			if err != nil {
+				s.srv.m.backfills.WithLabelValues("failed").Inc()
+				s.srv.log.Warn("seedlink: archive read failed", "station", h.ID, "error", err)
+				break
+			}
+			var es []*entry
+			for _, f := range frames {
+				// Only what the ring does not hold: samples before its
+				// first sensor frame, windows before its first intensity.
+				if f.Sensor {
+					if n := (h.SensorFromMs - f.FirstMs) / sampleMs; n <= 0 {
+						continue
+					} else if n < int64(len(f.UD)) {
+						f.UD, f.NS, f.EW = f.UD[:n], f.NS[:n], f.EW[:n]
+					}
+				} else if f.FirstMs >= h.IntensityFromMs {
+					continue
+				}
+				if e, ok := newEntry(f); ok {
+					es = append(es, e)
+				}
+			}
+			slices.SortFunc(es, func(a, b *entry) int { return cmp.Compare(a.first, b.first) })
+			// Records read back are cut anew: each channel starts where
+			// the request does, the sample at or after its time or the
+			// number at or after its sequence number.
+			trim := firstSeq[h.Key]
+			if !r.hasSeq {
+				trim = uint64((r.start.UnixMilli()+sampleMs-1)/sampleMs) * slotsPerTick
+			}
+			for _, e := range es {
+				if err := s.sendRecords(delivery{h.Key, e}, r, trim, trim); err != nil {
+					return err
+				}
+			}
+			s.srv.m.backfills.WithLabelValues("read").Inc()
+		}
+	}
+	return nil
+}
+
 var (
 	errSlowClient = errors.New("client fell behind")
 	// errFetched ends a FETCH session once what was held is sent.
@@ -452,10 +548,15 @@ var (
 // send writes an entry's records that the request selects: from first on
 // (0: all) and within its time window.
 func (s *session) send(d delivery, r *reqStation, first uint64) error {
+	return s.sendRecords(d, r, first, 0)
+}
+
+// sendRecords is send with the channels cut at trim (records' from).
+func (s *session) sendRecords(d delivery, r *reqStation, first, trim uint64) error {
 	if r == nil {
 		return nil
 	}
-	recs, err := records(d.key, d.e, func(st Stream) bool { return keeps(r.selectors, st) })
+	recs, err := records(d.key, d.e, func(st Stream) bool { return keeps(r.selectors, st) }, trim)
 	if err != nil {
 		s.srv.m.unencodable.Inc()
 		s.srv.log.Warn("seedlink: frame not encodable", "station", d.key.ID(), "error", err)

@@ -1,0 +1,28 @@
+package service
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"time"
+)
+
+// Accept returns ln's next connection for a server that runs its own
+// accept loop (SeedLink, the edges' TCP routing). Running out of
+// descriptors is waited out with a growing pause, as net/http does, rather
+// than spinning or ending the server; any other error is returned, and
+// after the listener is closed that is net.ErrClosed.
+func Accept(ln net.Listener) (net.Conn, error) {
+	var pause time.Duration
+	for {
+		c, err := ln.Accept()
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+			return nil, err
+		}
+		pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+		time.Sleep(pause)
+	}
+}
