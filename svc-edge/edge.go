@@ -42,6 +42,7 @@ import (
 	"shindo.dev/svc-edge/internal/route"
 	"shindo.dev/svc-edge/internal/source"
 	"shindo.dev/svc-edge/internal/sse"
+	"shindo.dev/svc-edge/internal/tcproute"
 	"shindo.dev/svc-edge/internal/wavelive"
 	"shindo.dev/svc-edge/internal/wsapi"
 )
@@ -79,6 +80,10 @@ type Config struct {
 	EjectAfter       int           `conf:"api-eject-after" default:"3" help:"consecutive failed requests or probes that eject a core"`
 	ReadmitAfter     int           `conf:"api-readmit-after" default:"2" help:"consecutive passing probes that readmit an ejected core"`
 	ProbeInterval    time.Duration `conf:"api-probe-interval" default:"1s" help:"interval of the health probes of the cores' data APIs"`
+
+	SeedLinkAddr    string   `conf:"seedlink-addr" help:"SeedLink listen address (TCP, and SeedLink over WebSocket on the same port), routed to the cores' SeedLink (-seedlink) in the data API's order; empty: none"`
+	SeedLink        []string `conf:"seedlink" help:"the cores' SeedLink addresses (host:port), comma-separated, in the order of -data-api"`
+	SeedLinkClients int      `conf:"seedlink-max-clients" default:"4000" help:"most SeedLink connections routed at once"`
 
 	DataGRPC    []string      `conf:"data-grpc" help:"svc-dataapi gRPC addresses of the cores, comma-separated: their reports and stations are pushed to this edge (the report topic, the station check of live waveforms); empty: no report topic"`
 	ReportDelay time.Duration `conf:"report-delay" default:"5s" help:"how long after a report changed it is announced on the report topic: the same tick at every edge, so longer than a report takes to reach them all"`
@@ -180,6 +185,17 @@ func (c *Config) Validate() error {
 		if c.MTLSCert != "" && !strings.HasPrefix(u, "https://") {
 			errs = append(errs, fmt.Errorf("data-api %q: with mtls-cert the data APIs serve HTTPS only; use https://", u))
 		}
+	}
+	if c.SeedLinkAddr != "" && len(c.SeedLink) != len(c.DataAPI) {
+		errs = append(errs, errors.New("seedlink-addr: give -seedlink, one address per -data-api core, in the same order"))
+	}
+	for _, a := range c.SeedLink {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			errs = append(errs, fmt.Errorf("seedlink %q: want host:port", a))
+		}
+	}
+	if c.SeedLinkClients < 1 {
+		errs = append(errs, errors.New("seedlink-max-clients must be positive"))
 	}
 	if c.ReportDelay < time.Second || c.ReportDelay > 10*time.Minute {
 		errs = append(errs, errors.New("report-delay: 1s to 10m"))
@@ -288,6 +304,12 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		svc.Go("websocket api", service.ComponentFunc(ws.Run))
 		mux.Handle("GET /ws", ws)
 		mux.Handle("GET /websocket", ws) // the path ExpTech's own edges answer on
+
+		if cfg.SeedLinkAddr != "" {
+			if err := routeSeedLink(svc, cfg, bal, st.perAddr); err != nil {
+				return err
+			}
+		}
 	}
 	var stationExists func(context.Context, string) (bool, error)
 	if len(cfg.DataGRPC) > 0 {
@@ -903,4 +925,23 @@ func (s *statusServer) GetStatus(context.Context, *edgev1.GetStatusRequest) (*ed
 		resp.Sources = append(resp.Sources, &edgev1.Source{Target: c.Target, Site: c.Site, Connected: c.Connected, Serving: c.Serving, Snapshots: c.Snapshots})
 	}
 	return resp, nil
+}
+
+// routeSeedLink carries SeedLink connections to the cores in the data
+// API's order: a core the balancer ejected is tried last.
+func routeSeedLink(svc *service.Service, cfg Config, bal *route.Balancer, perAddr *addrLimit) error {
+	proxy, err := tcproute.New(tcproute.Options{
+		Targets: cfg.SeedLink, Order: bal.Order, DialTimeout: 2 * time.Second,
+		Acquire: perAddr.acquire, Release: perAddr.release, MaxConns: cfg.SeedLinkClients, Name: "seedlink",
+	}, svc.Logger())
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.SeedLinkAddr)
+	if err != nil {
+		return fmt.Errorf("listen seedlink %s: %w", cfg.SeedLinkAddr, err)
+	}
+	svc.Metrics().MustRegister(proxy.Collectors()...)
+	svc.Go("seedlink routing", service.ComponentFunc(func(ctx context.Context) error { return proxy.Serve(ctx, ln) }))
+	return nil
 }

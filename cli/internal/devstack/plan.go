@@ -35,6 +35,7 @@ const (
 	etcdClient, etcdPeer, etcdMetrics             = 60, 61, 62
 	uplinkProxyUDP, uplinkProxyWS                 = 70, 71
 	edgeHTTP, edgeGRPC, edgeAdmin, edgePlain      = 0, 1, 2, 3
+	edgeSeedLink                                  = 4
 )
 
 // site is one place of the topology and its block in the port plan.
@@ -279,7 +280,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		}
 	}
 	natsURL := func(c site) string { return "nats://" + addr(c, natsClient) }
-	var rtsAddrs, waveformAddrs, dataURLs, dataGRPCs, natsURLs, udps, wss []string
+	var rtsAddrs, waveformAddrs, seedLinks, dataURLs, dataGRPCs, natsURLs, udps, wss []string
 	intersite := linkPlan{link: mustLink("intersite")}
 	fleetConns := 2*cfg.Stations + 16
 	for i, c := range cores {
@@ -358,6 +359,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		rtsAddrs = append(rtsAddrs, addr(c, rtsGRPC))
 		natsURLs = append(natsURLs, natsURL(c))
 		waveformAddrs = append(waveformAddrs, addr(c, waveformGRPC))
+		seedLinks = append(seedLinks, addr(c, waveformSeedLink))
 		dataURLs = append(dataURLs, data.listeners["http"])
 		dataGRPCs = append(dataGRPCs, addr(c, dataGRPC))
 		if wan {
@@ -388,12 +390,14 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		entrances = append(entrances, p.webScheme()+"://"+addr(e, edgeHTTP))
 	}
 	for _, e := range edges {
-		edge := svc(e, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP},
+		edge := svc(e, "edge", edgeGRPC, edgeAdmin, map[string]int{"HTTP": edgeHTTP, "SeedLink": edgeSeedLink},
 			"-http-addr", addr(e, edgeHTTP), "-rts", strings.Join(rtsAddrs, ","), "-data-api", strings.Join(dataURLs, ","),
+			"-seedlink-addr", addr(e, edgeSeedLink), "-seedlink", strings.Join(seedLinks, ","),
 			"-data-grpc", strings.Join(dataGRPCs, ","),
 			"-waveform", strings.Join(waveformAddrs, ","), "-entrances", strings.Join(entrances, ","),
 			"-nats", strings.Join(natsURLs, ","), "-etcd", strings.Join(etcdURLs, ","))
 		edge.listeners["http"] = p.webScheme() + "://" + addr(e, edgeHTTP)
+		edge.listeners["seedlink"] = addr(e, edgeSeedLink)
 		if cfg.TLS {
 			// HTTPS on the edge's HTTP port; plain HTTP beside it only
 			// redirects there.

@@ -1,10 +1,12 @@
 // Reads live records over SeedLink with seisplotjs's own clients — the
 // SeedLink 3 one (seedlink.SeedlinkConnection, subprotocol "SeedLink3.1")
 // or the SeedLink 4 one (seedlink4.SeedlinkConnection, "SeedLink4.0") —
-// first from one core, then, resuming after the last sequence number it
-// got, from the other; and prints every record as JSON for
-// e2e/seedlink_test.go to check against the REST Query and for gaps and
-// repeats.
+// as an application does when its server goes away: it reads from WS_A
+// until that connection closes (it prints {"ready":N} once it holds N_A
+// records, for e2e/seedlink_test.go to kill the core serving it), then
+// reconnects to WS_B resuming after the last sequence number it got, and
+// reads N_B more. It prints every record as JSON for the test to check
+// against the REST Query and for gaps and repeats.
 //
 // Usage: node --experimental-websocket seedlink.mjs PROTO WS_A WS_B NET STA N_A N_B
 //
@@ -31,23 +33,31 @@ const describe = (seq, rec) => ({
   y: Array.from(rec.decompress()),
 });
 
-// read connects, takes n records and closes; resume is the sequence number
-// to start from (null: from now).
-const read = (url, n, resume) =>
+// read connects and takes records from resume on (null: from now): until
+// it holds n and closes, or with untilClosed until the server closes
+// (announcing when it holds n).
+const read = (url, n, resume, untilClosed) =>
   new Promise((resolve, reject) => {
     const got = [];
     let conn;
     const timer = setTimeout(() => {
       conn.close();
-      reject(new Error(`${url}: ${got.length} of ${n} records in 60 s`));
+      reject(new Error(`${url}: ${got.length} records in 60 s, connection still open`));
     }, 60_000);
+    const done = () => {
+      clearTimeout(timer);
+      resolve(got);
+    };
     const take = (seq, rec) => {
-      if (got.length >= n) return;
+      if (!untilClosed && got.length >= n) return;
       got.push(describe(seq, rec));
       if (got.length === n) {
-        clearTimeout(timer);
-        conn.close();
-        resolve(got);
+        if (untilClosed) {
+          process.stdout.write(JSON.stringify({ ready: n }) + "\n");
+        } else {
+          conn.close();
+          done();
+        }
       }
     };
     const fail = (err) => {
@@ -64,11 +74,15 @@ const read = (url, n, resume) =>
       const data = resume === null ? "DATA" : `DATA ${resume}`;
       conn = new seedlink4.SeedlinkConnection(url, [`STATION ${net}_${sta}`, "SELECT 00_B_N_Z", data], (p) => take(p.sequence, p.asMiniseed()), fail);
     }
+    if (untilClosed) {
+      conn.setOnClose(() => (got.length >= n ? done() : fail(new Error(`${url} closed after ${got.length} records`))));
+    }
     conn.connect();
   });
 
-const first = await read(urlA, Number(nA), null);
+const first = await read(urlA, Number(nA), null, true);
 const last = BigInt(first[first.length - 1].seq);
-const second = await read(urlB, Number(nB), (last + 1n).toString());
+const next = proto === "3" ? (last + 1n) & 0xffffffn : last + 1n;
+const second = await read(urlB, Number(nB), next.toString(), false);
 window.close();
 process.stdout.write(JSON.stringify({ first, second }) + "\n", () => process.exit(0));

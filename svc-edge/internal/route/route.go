@@ -143,6 +143,26 @@ func (b *Balancer) Status() []Status {
 	return out
 }
 
+// Order lists the cores, by their index in the list New was given, in the
+// order a long-lived connection should try them: the admitted ones by
+// preference, then the ejected ones (they may be back before their probes
+// say so). SeedLink's TCP proxy follows it, so its connections go where
+// the data API's requests go.
+func (b *Balancer) Order() []int {
+	var admitted, ejected []int
+	for i, c := range b.cores {
+		c.mu.Lock()
+		ok := c.admitted
+		c.mu.Unlock()
+		if ok {
+			admitted = append(admitted, i)
+		} else {
+			ejected = append(ejected, i)
+		}
+	}
+	return append(admitted, ejected...)
+}
+
 // pick chooses the core for a request, skipping not.
 func (b *Balancer) pick(not *core) *core {
 	var first, second *core

@@ -1,0 +1,186 @@
+// Package tcproute carries an edge's long-lived TCP connections (SeedLink,
+// and SeedLink over WebSocket on the same port) to a core: each connection
+// goes to the first core, in the order the data API's balancer gives, that
+// accepts it within DialTimeout, and is then copied both ways until either
+// side ends. A connection whose core goes away ends with it; the client
+// reconnects through the edge and lands at the other core, where SeedLink's
+// sequence numbers (the same at both cores) let it resume.
+package tcproute
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"shindo.dev/lib/service"
+)
+
+// Options configure a Proxy.
+type Options struct {
+	// Targets are the cores' addresses (host:port), in the order of the
+	// balancer's indexes.
+	Targets []string
+	// Order returns the indexes of Targets to try, best first.
+	Order func() []int
+	// DialTimeout bounds one attempt to reach a core.
+	DialTimeout time.Duration
+	// Acquire and Release count a client address's connections against
+	// the edge's per-address budget; Acquire false turns it away.
+	Acquire func(addr string) bool
+	Release func(addr string)
+	// MaxConns bounds the connections carried at once.
+	MaxConns int
+	// Name labels the metrics (the protocol carried).
+	Name string
+}
+
+// Proxy is a TCP proxy to the cores.
+type Proxy struct {
+	opts Options
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+
+	open       prometheus.Gauge
+	turnedAway *prometheus.CounterVec
+	routed     *prometheus.CounterVec
+}
+
+// New returns a proxy; Serve runs it.
+func New(opts Options, log *slog.Logger) (*Proxy, error) {
+	if len(opts.Targets) == 0 || opts.Order == nil || opts.DialTimeout <= 0 || opts.MaxConns < 1 {
+		return nil, errors.New("tcproute: targets, order, a dial timeout and a connection limit are required")
+	}
+	labels := prometheus.Labels{"protocol": opts.Name}
+	return &Proxy{opts: opts, log: log, conns: map[net.Conn]struct{}{},
+		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "shindo_edge_tcp_connections", ConstLabels: labels,
+			Help: "Connections the edge carries to a core."}),
+		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_edge_tcp_turned_away_total", ConstLabels: labels,
+			Help: "Connections closed on accept, by reason (limit, address, no_core: no core accepted it)."}, []string{"reason"}),
+		routed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_edge_tcp_routed_total", ConstLabels: labels,
+			Help: "Connections carried, by core address."}, []string{"core"}),
+	}, nil
+}
+
+// Collectors are the proxy's metrics.
+func (p *Proxy) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{p.open, p.turnedAway, p.routed}
+}
+
+// Serve carries the connections ln accepts until ctx ends, then closes
+// them all and waits for their copies.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+		p.mu.Lock()
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+	}()
+	for {
+		c, err := service.Accept(ln)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return err
+		}
+		addr := hostOf(c.RemoteAddr())
+		if reason := p.admit(c, addr); reason != "" {
+			p.turnedAway.WithLabelValues(reason).Inc()
+			_ = c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer p.drop(c, addr)
+			p.carry(ctx, c)
+		}()
+	}
+	p.wg.Wait()
+	return nil
+}
+
+func (p *Proxy) admit(c net.Conn, addr string) string {
+	p.mu.Lock()
+	full := len(p.conns) >= p.opts.MaxConns
+	p.mu.Unlock()
+	if full {
+		return "limit"
+	}
+	if p.opts.Acquire != nil && !p.opts.Acquire(addr) {
+		return "address"
+	}
+	p.mu.Lock()
+	p.conns[c] = struct{}{}
+	p.mu.Unlock()
+	p.open.Inc()
+	return ""
+}
+
+func (p *Proxy) drop(c net.Conn, addr string) {
+	_ = c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	p.open.Dec()
+	if p.opts.Release != nil {
+		p.opts.Release(addr)
+	}
+}
+
+// carry connects c to the first core that answers and copies both ways.
+func (p *Proxy) carry(ctx context.Context, c net.Conn) {
+	var up net.Conn
+	for _, i := range p.opts.Order() {
+		d := net.Dialer{Timeout: p.opts.DialTimeout}
+		var err error
+		if up, err = d.DialContext(ctx, "tcp", p.opts.Targets[i]); err == nil {
+			p.routed.WithLabelValues(p.opts.Targets[i]).Inc()
+			break
+		}
+		p.log.WarnContext(ctx, "core refused a routed connection", slog.String("protocol", p.opts.Name),
+			slog.String("core", p.opts.Targets[i]), slog.Any("error", err))
+	}
+	if up == nil {
+		p.turnedAway.WithLabelValues("no_core").Inc()
+		return
+	}
+	defer func() { _ = up.Close() }()
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		// One side ended: end the other's writing half, then both.
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go cp(up, c)
+	go cp(c, up)
+	<-done
+	// Either side's end ends the connection: a core that went away must
+	// not leave its client waiting on a half-open one.
+	_ = c.Close()
+	_ = up.Close()
+	<-done
+}
+
+func hostOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(a.String())
+	return host
+}

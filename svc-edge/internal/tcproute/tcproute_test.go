@@ -1,0 +1,189 @@
+package tcproute
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// core answers every connection with its name, then echoes lines.
+type core struct {
+	ln   net.Listener
+	name string
+}
+
+func startCore(t *testing.T, name string) *core {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &core{ln: ln, name: name}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				io.WriteString(conn, name+"\n")
+				io.Copy(conn, conn)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return c
+}
+
+func startProxy(t *testing.T, targets []string, order func() []int, perAddr int) (*Proxy, string) {
+	t.Helper()
+	var mu sync.Mutex
+	n := map[string]int{}
+	p, err := New(Options{Targets: targets, Order: order, DialTimeout: time.Second, MaxConns: 10, Name: "seedlink",
+		Acquire: func(a string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if n[a] >= perAddr {
+				return false
+			}
+			n[a]++
+			return true
+		},
+		Release: func(a string) { mu.Lock(); n[a]--; mu.Unlock() },
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return p, ln.Addr().String()
+}
+
+// greet connects through the proxy and returns the core's name, or "" if
+// the connection was closed first.
+func greet(t *testing.T, addr string) (string, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", c
+	}
+	return strings.TrimSpace(line), c
+}
+
+// TestRoutesInTheBalancersOrder: connections go to the first core of the
+// order; a core that refuses is passed over; with none, the connection is
+// closed and counted; the per-address budget turns the extra away.
+func TestRoutesInTheBalancersOrder(t *testing.T) {
+	t.Parallel()
+	a, b := startCore(t, "TNN-1"), startCore(t, "TYO-1")
+	order := []int{0, 1}
+	var mu sync.Mutex
+	p, addr := startProxy(t, []string{a.ln.Addr().String(), b.ln.Addr().String()}, func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return order
+	}, 3)
+	if got, _ := greet(t, addr); got != "TNN-1" {
+		t.Fatalf("first connection reached %q, want TNN-1", got)
+	}
+	mu.Lock()
+	order = []int{1, 0} // the balancer ejected TNN-1
+	mu.Unlock()
+	if got, _ := greet(t, addr); got != "TYO-1" {
+		t.Fatalf("after the ejection: %q, want TYO-1", got)
+	}
+	mu.Lock()
+	order = []int{0, 1}
+	mu.Unlock()
+	a.ln.Close() // TNN-1 goes away before its probes say so
+	if got, _ := greet(t, addr); got != "TYO-1" {
+		t.Fatalf("with TNN-1 refusing: %q, want TYO-1", got)
+	}
+	// Three connections are open from this address: the fourth is turned
+	// away.
+	if got, _ := greet(t, addr); got != "" {
+		t.Fatalf("over the address budget: reached %q", got)
+	}
+	if n := testutil.ToFloat64(p.turnedAway.WithLabelValues("address")); n != 1 {
+		t.Errorf("turned away by address: %v", n)
+	}
+}
+
+// TestCoreGoingAwayEndsTheConnection: when the core's side ends, the
+// client's does too, at once: it reconnects instead of waiting on a
+// half-open connection.
+func TestCoreGoingAwayEndsTheConnection(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	p, addr := startProxy(t, []string{ln.Addr().String()}, func() []int { return []int{0} }, 10)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	up := <-accepted
+	up.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("client read %v after the core closed, want EOF", err)
+	}
+	if n := testutil.ToFloat64(p.routed.WithLabelValues(ln.Addr().String())); n != 1 {
+		t.Errorf("routed %v", n)
+	}
+}
+
+// TestNoCore: with every core refusing, the client's connection closes and
+// is counted.
+func TestNoCore(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	p, addr := startProxy(t, []string{dead}, func() []int { return []int{0} }, 10)
+	if got, _ := greet(t, addr); got != "" {
+		t.Fatalf("reached %q", got)
+	}
+	if n := testutil.ToFloat64(p.turnedAway.WithLabelValues("no_core")); n != 1 {
+		t.Errorf("no_core %v", n)
+	}
+}
