@@ -41,7 +41,9 @@ func (t *scriptTransport) write(parts ...[]byte) error {
 }
 
 func (t *scriptTransport) remote() string { return "fuzz" }
-func (t *scriptTransport) beginStream()   {}
+
+func (t *scriptTransport) writePackets(parts [][]byte) error { return t.write(parts...) }
+func (t *scriptTransport) beginStream()                      {}
 
 // FuzzSession: any sequence of command lines, in either protocol, ends in
 // replies, data or a clean end of the session; never a panic or a stall.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,6 +56,27 @@ func timeOf(seq uint64) int64 { return int64(seq/slotsPerTick) * sampleMs }
 type entry struct {
 	Frame
 	first, last uint64 // lowest and highest number of its records
+	// enc are its records of every channel, encoded once for all the
+	// clients that take it live (nil until the first needs it, and again
+	// once it is older than cacheMs: a client resuming from further back
+	// encodes its own).
+	enc atomic.Pointer[[]record]
+}
+
+// cacheMs is how long an entry keeps its encoded records.
+const cacheMs = 10_000
+
+// encoded returns e's records of every channel, encoding them once.
+func (e *entry) encoded(key StationKey) ([]record, error) {
+	if p := e.enc.Load(); p != nil {
+		return *p, nil
+	}
+	recs, err := records(key, e, func(Stream) bool { return true }, 0)
+	if err != nil {
+		return recs, err
+	}
+	e.enc.Store(&recs)
+	return recs, nil
 }
 
 func newEntry(f Frame) (*entry, bool) {
@@ -76,6 +98,7 @@ type station struct {
 	key     StationKey
 	id      string   // the station's ID, which the archive knows it by
 	entries []*entry // arrival order
+	cold    int      // entries before this index have dropped their encoded records
 	newest  int64    // newest data time, ms
 	subs    []*sub
 	subsVer uint64
@@ -131,9 +154,14 @@ func (r *Ring) Add(key StationKey, f Frame) bool {
 	if n > 0 {
 		clear(st.entries[:n])
 		st.entries = st.entries[n:]
+		st.cold = max(st.cold-n, 0)
 		if cap(st.entries) > 4*len(st.entries)+64 {
 			st.entries = slices.Clone(st.entries)
 		}
+	}
+	for st.cold < len(st.entries) && st.entries[st.cold].FirstMs < st.newest-cacheMs {
+		st.entries[st.cold].enc.Store(nil)
+		st.cold++
 	}
 	if st.subsVer != r.ver {
 		st.subs = st.subs[:0]

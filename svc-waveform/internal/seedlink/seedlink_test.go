@@ -29,7 +29,7 @@ type testServer struct {
 	addr string
 }
 
-func startServer(t *testing.T, mod func(*Options)) *testServer {
+func startServer(t testing.TB, mod func(*Options)) *testServer {
 	t.Helper()
 	opts := Options{
 		Addr: "127.0.0.1:0", Window: time.Minute, ClientBuffer: 256, MaxClients: 100, MaxPerAddr: 20,

@@ -361,6 +361,8 @@ func (t *tcpTransport) write(parts ...[]byte) error {
 
 func (t *tcpTransport) remote() string { return t.c.RemoteAddr().String() }
 
+func (t *tcpTransport) writePackets(parts [][]byte) error { return t.write(parts...) }
+
 // serveWebSocket upgrades a request to SeedLink over WebSocket.
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, stop <-chan struct{}) {
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -438,6 +440,15 @@ func (t *wsTransport) write(parts ...[]byte) error {
 func (t *wsTransport) remote() string { return t.addr }
 
 func (t *wsTransport) beginStream() { t.inStream = true }
+
+func (t *wsTransport) writePackets(parts [][]byte) error {
+	for i := 0; i+1 < len(parts); i += 2 {
+		if err := t.write(parts[i], parts[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // timeoutError is a negotiation that waited too long for a command.
 type timeoutError struct{}

@@ -22,6 +22,9 @@ type transport interface {
 	remote() string
 	// beginStream tells the transport that data flow begins.
 	beginStream()
+	// writePackets sends data packets, each given as two parts (header,
+	// record): over TCP in one write, over WebSocket one message each.
+	writePackets(parts [][]byte) error
 }
 
 // errBye ends a session the client asked to end.
@@ -49,6 +52,11 @@ type session struct {
 	batch     bool
 	extReply  bool
 	userAgent string
+
+	// pending are data packets (header, record) not yet written: a
+	// client's packets go out together, one write per wake-up rather than
+	// one per record.
+	pending [][]byte
 
 	stations []*reqStation
 	current  *reqStation // the last STATION, until DATA, FETCH or TIME ends it
@@ -430,6 +438,9 @@ func (s *session) stream(stop <-chan struct{}) error {
 			return err
 		}
 	}
+	if err := s.flush(); err != nil {
+		return err
+	}
 	if s.fetch {
 		if err := s.t.write([]byte("END")); err != nil {
 			return err
@@ -439,11 +450,20 @@ func (s *session) stream(stop <-chan struct{}) error {
 	for {
 		select {
 		case d := <-sub.c:
-			r := requestOf(d.key)
-			if r == nil {
-				continue
+			// This delivery and whatever else is waiting, in one write.
+			for more := true; more; {
+				if r := requestOf(d.key); r != nil {
+					if err := s.send(d, r, first(d.key, r, d.e.last)); err != nil {
+						return err
+					}
+				}
+				select {
+				case d = <-sub.c:
+				default:
+					more = false
+				}
 			}
-			if err := s.send(d, r, first(d.key, r, d.e.last)); err != nil {
+			if err := s.flush(); err != nil {
 				return err
 			}
 		case <-sub.dropped:
@@ -536,7 +556,7 @@ func (s *session) backfill(held []Held, requestOf func(StationKey) *reqStation, 
 			s.srv.m.backfills.WithLabelValues("read").Inc()
 		}
 	}
-	return nil
+	return s.flush()
 }
 
 var (
@@ -556,13 +576,19 @@ func (s *session) sendRecords(d delivery, r *reqStation, first, trim uint64) err
 	if r == nil {
 		return nil
 	}
-	recs, err := records(d.key, d.e, func(st Stream) bool { return keeps(r.selectors, st) }, trim)
+	var recs []record
+	var err error
+	if trim == 0 {
+		recs, err = d.e.encoded(d.key)
+	} else {
+		recs, err = records(d.key, d.e, func(st Stream) bool { return keeps(r.selectors, st) }, trim)
+	}
 	if err != nil {
 		s.srv.m.unencodable.Inc()
 		s.srv.log.Warn("seedlink: frame not encodable", "station", d.key.ID(), "error", err)
 	}
 	for _, rec := range recs {
-		if rec.seq < first {
+		if rec.seq < first || !keeps(r.selectors, rec.stream) {
 			continue
 		}
 		if !r.start.IsZero() && !rec.end.After(r.start) {
@@ -571,12 +597,29 @@ func (s *session) sendRecords(d delivery, r *reqStation, first, trim uint64) err
 		if !r.end.IsZero() && !rec.start.Before(r.end) {
 			continue
 		}
-		if err := s.t.write(s.header(d.key, rec), rec.data); err != nil {
-			return err
-		}
+		s.pending = append(s.pending, s.header(d.key, rec), rec.data)
 		s.srv.m.records.Inc()
+		if len(s.pending) >= 2*maxPending {
+			if err := s.flush(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// maxPending is the most data packets written at once.
+const maxPending = 256
+
+// flush writes the pending packets.
+func (s *session) flush() error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	err := s.t.writePackets(s.pending)
+	clear(s.pending)
+	s.pending = s.pending[:0]
+	return err
 }
 
 // header is the SeedLink header of a data packet: protocol 3's "SL" and
