@@ -271,6 +271,22 @@ func (s *State) Clone() *State {
 	return c
 }
 
+// Near reports whether a station of detection id lies within km of (lat,
+// lon).
+func (s *State) Near(id string, lat, lon, km float64) bool {
+	for _, ev := range s.events {
+		if ev.pub.ID != id {
+			continue
+		}
+		for _, m := range ev.members {
+			if distKm(m.lat, m.lon, lat, lon) <= km {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Detections returns the listed detections, by first trigger then ID.
 func (s *State) Detections() []Detection {
 	out := make([]Detection, len(s.events))

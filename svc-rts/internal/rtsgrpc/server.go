@@ -184,6 +184,9 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shindo_rts_detection_replayed_ticks_total", Help: "Ticks of detections recomputed because frames arrived after their tick.",
 		}, func() float64 { return float64(engine.ReplayedTicks()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shindo_rts_detection_founding_holds_total", Help: "Ticks a new detection was held back because a station that could have founded it was late.",
+		}, func() float64 { return float64(engine.HeldFoundings()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shindo_rts_subscribers", Help: "Connected snapshot subscribers.",
 		}, func() float64 { n, _ := s.hub.Stats(); return float64(n) }),

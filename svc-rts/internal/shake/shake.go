@@ -208,9 +208,15 @@ type Engine struct {
 	dirty    int64
 	// finals are the detections emitted as final by the tick loop, which
 	// a recomputation must not reopen (detect.State.HoldFinal).
-	finals   map[string]detect.Detection
-	replayed uint64
-	restarts uint64 // fresh starts after a gap, the first excepted
+	finals map[string]detect.Detection
+	// published are the detections a live snapshot listed (ID → last
+	// tick), holding the new ones whose founding a late frame may still
+	// change and how many ticks each was held (founding.go).
+	published map[string]int64
+	holding   map[string]int
+	heldTicks uint64
+	replayed  uint64
+	restarts  uint64 // fresh starts after a gap, the first excepted
 
 	// Completion tracking for the tick being waited on: how many stations
 	// already delivered the frame ending at pending, against how many were
@@ -236,6 +242,7 @@ func New(cfg Config) *Engine {
 	return &Engine{
 		cfg: cfg, areas: areas,
 		stations: map[string]*station{}, hot: map[string]*station{}, finals: map[string]detect.Detection{},
+		published: map[string]int64{}, holding: map[string]int{},
 		completeAlert: make(chan struct{}, 1), quorumAlert: make(chan struct{}, 1),
 	}
 }
@@ -392,6 +399,7 @@ func (e *Engine) Snapshot(t int64) Snapshot {
 	snap.Detections = e.detections(t)
 	if live {
 		e.noteFinals(t, snap.Detections)
+		snap.Detections = e.holdFounding(t, snap.Detections)
 	}
 	e.mu.Unlock()
 
@@ -570,6 +578,11 @@ func (e *Engine) Adopt(t int64, v detect.Saved) error {
 	// broken, finals included: a detection whose stations fell silent
 	// because the input did may have been sent as final, and is not.
 	clear(e.finals)
+	// The peer founded its detections from frames this core missed, and
+	// has published them: they are not held here (founding.go).
+	for _, d := range st.Detections() {
+		e.published[d.ID] = t
+	}
 	e.keep(t)
 	return nil
 }
@@ -683,6 +696,14 @@ func (st *station) latest(u int64) *Frame {
 		}
 	}
 	return nil
+}
+
+// HeldFoundings counts the ticks a new detection was held back because a
+// station that could have founded it was late (founding.go).
+func (e *Engine) HeldFoundings() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.heldTicks
 }
 
 // ReplayedTicks is how many ticks of detections were recomputed because of

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -651,5 +652,76 @@ func TestAdopt(t *testing.T) {
 	got, want := b.Snapshot(t0+6000).Detections, a.Snapshot(t0+6000).Detections
 	if len(want) != 1 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after adopting: %+v, the other engine %+v", got, want)
+	}
+}
+
+// TestLateFoundingFrameHeld: the station that triggered first is late at
+// core B (its frames of 3 ticks arrive together); without it B would
+// found the detection from the others and name it after the next
+// earliest, an ID A never publishes. B holds the new detection while that
+// station's frames since the onset are missing — at most two ticks — and
+// publishes A's ID once they came.
+func TestLateFoundingFrameHeld(t *testing.T) {
+	t.Parallel()
+	at := map[string]Place{
+		"HUA": {Lat: 23.99, Lon: 121.61, Code: 970},
+		"JIA": {Lat: 23.96, Lon: 121.57, Code: 973},
+		"SHO": {Lat: 23.86, Lon: 121.51, Code: 974},
+		"FEN": {Lat: 23.60, Lon: 121.42, Code: 975},
+	}
+	onset := map[string]int64{"HUA": 4, "JIA": 5, "SHO": 6, "FEN": 6}
+	engine := func() *Engine {
+		return New(Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.2,
+			Locate: func(id string) (Place, bool) { p, ok := at[id]; return p, ok }})
+	}
+	frame := func(id string, k int64) Frame {
+		f := Frame{WindowEndMs: t0 + k*TickMs, Intensity: 0.3, PGA: 1}
+		if k >= onset[id] {
+			f.Intensity, f.PGA = 2.5, 40
+		}
+		return f
+	}
+	for _, c := range []struct {
+		name      string
+		lateUntil int64 // HUA's frames of ticks 4–7 reach B just before this tick
+		wantFirst int64 // the tick B first lists a detection
+		wantID    string
+	}{
+		{"late two ticks", 8, 8, strconv.FormatInt(t0+4*TickMs, 10) + "-18"},
+		// Held at most two ticks: then B lists what it has.
+		{"late beyond the hold", 12, 8, strconv.FormatInt(t0+5*TickMs, 10) + "-18"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := engine(), engine()
+			ids := []string{"HUA", "JIA", "SHO", "FEN"}
+			firstB := int64(-1)
+			for k := range int64(16) {
+				for _, id := range ids {
+					a.Apply(id, frame(id, k))
+					if id == "HUA" && k >= 4 && k < 8 {
+						continue
+					}
+					b.Apply(id, frame(id, k))
+				}
+				if k == c.lateUntil {
+					for kk := int64(4); kk < 8; kk++ {
+						b.Apply("HUA", frame("HUA", kk))
+					}
+				}
+				sa, sb := a.Snapshot(t0+k*TickMs), b.Snapshot(t0+k*TickMs)
+				if k == 6 && (len(sa.Detections) != 1 || sa.Detections[0].ID != strconv.FormatInt(t0+4*TickMs, 10)+"-18") {
+					t.Fatalf("A at tick 6: %+v, want the detection named after HUA", sa.Detections)
+				}
+				if len(sb.Detections) > 0 && firstB < 0 {
+					firstB = k
+					if sb.Detections[0].ID != c.wantID {
+						t.Fatalf("B first lists %s at tick %d, want %s", sb.Detections[0].ID, k, c.wantID)
+					}
+				}
+			}
+			if firstB != c.wantFirst {
+				t.Fatalf("B first listed the detection at tick %d, want %d", firstB, c.wantFirst)
+			}
+		})
 	}
 }
