@@ -70,6 +70,12 @@ type Syncer struct {
 	tracer  trace.Tracer
 
 	areas areaLog
+	// snaps are the snapshots received and not yet recorded. The
+	// connection's reader puts each in as it comes, in the server's
+	// order, so a final detection, which it hands over after the
+	// snapshots before it, is handled once those are recorded
+	// (drainSnapshots): its report has the areas they lit.
+	snaps chan *nats.Msg
 
 	handled *prometheus.CounterVec
 }
@@ -90,11 +96,22 @@ func New(nc *nats.Conn, site string, store Store, timeout time.Duration, reg pro
 // creates it) and retries after NATS or database failures; it returns nil
 // when ctx ends.
 func (s *Syncer) Run(ctx context.Context) error {
-	sub, err := s.nc.Subscribe(natsbus.Snapshots.Subject(s.site), s.snapshot)
+	s.snaps = make(chan *nats.Msg, 4096)
+	sub, err := s.nc.ChanSubscribe(natsbus.Snapshots.Subject(s.site), s.snaps)
 	if err != nil {
 		return fmt.Errorf("subscribe to snapshots: %w", err)
 	}
 	defer sub.Unsubscribe()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-s.snaps:
+				s.snapshot(m)
+			}
+		}
+	}()
 	js, err := jetstream.New(s.nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
@@ -171,6 +188,7 @@ func (s *Syncer) handle(ctx context.Context, msg jetstream.Msg) {
 		s.settled("term", msg.Term())
 		return
 	}
+	s.drainSnapshots()
 	d := FromProto(pub.GetDetection())
 	span.SetAttributes(attribute.String("shindo.detection", d.ID), attribute.Int("shindo.serial", int(d.Serial)))
 	result, err := s.apply(ctx, d)
@@ -234,6 +252,18 @@ func (s *Syncer) apply(ctx context.Context, d metadb.Detection) (string, error) 
 		result = "report"
 	}
 	return result, nil
+}
+
+// drainSnapshots records the snapshots received so far.
+func (s *Syncer) drainSnapshots() {
+	for {
+		select {
+		case m := <-s.snaps:
+			s.snapshot(m)
+		default:
+			return
+		}
+	}
 }
 
 // snapshot records a snapshot's areas. One that does not decode is lost
