@@ -100,8 +100,7 @@ type station struct {
 	entries []*entry // arrival order
 	cold    int      // entries before this index have dropped their encoded records
 	newest  int64    // newest data time, ms
-	subs    []*sub
-	subsVer uint64
+	subs    []*sub   // the subscriptions that want it
 }
 
 // StationKey names a station in SeedLink: its network and station codes.
@@ -118,7 +117,6 @@ type Ring struct {
 	mu       sync.Mutex
 	stations map[StationKey]*station
 	subs     map[*sub]struct{}
-	ver      uint64
 	dropped  uint64
 }
 
@@ -141,6 +139,15 @@ func (r *Ring) Add(key StationKey, f Frame) bool {
 	if st == nil {
 		st = &station{key: key, id: f.Station}
 		r.stations[key] = st
+		// Subscriptions are matched with a station once, when either
+		// comes: a connection storm must not make every frame match every
+		// client again.
+		for s := range r.subs {
+			if s.wants(key) {
+				st.subs = append(st.subs, s)
+				s.in = append(s.in, st)
+			}
+		}
 	}
 	st.entries = append(st.entries, e)
 	st.newest = max(st.newest, f.FirstMs)
@@ -163,21 +170,16 @@ func (r *Ring) Add(key StationKey, f Frame) bool {
 		st.entries[st.cold].enc.Store(nil)
 		st.cold++
 	}
-	if st.subsVer != r.ver {
-		st.subs = st.subs[:0]
-		for s := range r.subs {
-			if s.wants(key) {
-				st.subs = append(st.subs, s)
-			}
-		}
-		st.subsVer = r.ver
-	}
+	var slow []*sub
 	for _, s := range st.subs {
 		select {
 		case s.c <- delivery{key, e}:
 		default:
-			r.dropLocked(s)
+			slow = append(slow, s)
 		}
+	}
+	for _, s := range slow {
+		r.dropLocked(s)
 	}
 	return true
 }
@@ -193,6 +195,7 @@ type sub struct {
 	wants   func(StationKey) bool
 	c       chan delivery
 	dropped chan struct{}
+	in      []*station // the stations whose lists hold it
 }
 
 // subscribe registers a subscription of the stations wants selects, with
@@ -205,12 +208,13 @@ func (r *Ring) subscribe(wants func(StationKey) bool, buffer int, start func(hel
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.subs[s] = struct{}{}
-	r.ver++
 	var backlog []delivery
 	for key, st := range r.stations {
 		if !wants(key) {
 			continue
 		}
+		st.subs = append(st.subs, s)
+		s.in = append(s.in, st)
 		held := Held{Key: key, ID: st.id, SensorFromMs: math.MaxInt64, IntensityFromMs: math.MaxInt64}
 		for _, e := range st.entries {
 			held.Latest = max(held.Latest, e.last)
@@ -248,20 +252,30 @@ type Held struct {
 func (r *Ring) unsubscribe(s *sub) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.subs[s]; ok {
-		delete(r.subs, s)
-		r.ver++
-	}
+	r.removeLocked(s)
 }
 
 func (r *Ring) dropLocked(s *sub) {
+	if r.removeLocked(s) {
+		r.dropped++
+		close(s.dropped)
+	}
+}
+
+// removeLocked takes s out of the ring and its stations' lists; false if
+// it was already out.
+func (r *Ring) removeLocked(s *sub) bool {
 	if _, ok := r.subs[s]; !ok {
-		return
+		return false
 	}
 	delete(r.subs, s)
-	r.ver++
-	r.dropped++
-	close(s.dropped)
+	for _, st := range s.in {
+		if i := slices.Index(st.subs, s); i >= 0 {
+			st.subs = slices.Delete(st.subs, i, i+1)
+		}
+	}
+	s.in = nil
+	return true
 }
 
 // StationInfo describes what the ring holds of one station.

@@ -681,3 +681,50 @@ func TestResumeFromTheArchive(t *testing.T) {
 		t.Fatal("the archive was never read")
 	}
 }
+
+// TestThousandIdleFromOneAddress: 1,000 connections from one address that
+// say nothing: the address's budget is served (and closed once the
+// negotiation times out), the rest are answered ERROR and closed at once,
+// all counted, and a client in data flow meanwhile misses nothing.
+func TestThousandIdleFromOneAddress(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, func(o *Options) { o.MaxPerAddr, o.MaxClients = 64, 2000; o.Negotiation = 2 * time.Second })
+	live := dial(t, s.addr)
+	live.cmd("STATION 00001 SH", "OK")
+	live.cmd("SELECT BNZ", "OK")
+	live.cmd("DATA", "OK")
+	live.send("END")
+	waitStreaming(t, s, 1)
+
+	conns := make([]net.Conn, 0, 1000)
+	for range 1000 {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	poll.Until(t, 10*time.Second, "1,000 connections accepted or turned away", func() bool {
+		return testutil.ToFloat64(s.m.turnedAway.WithLabelValues("address")) == 1000-63
+	})
+	for seq := uint64(1); seq <= 20; seq++ {
+		f := sensorFrame(seq)
+		s.Publish(f)
+		if _, rec := live.packet3(); !slices.Equal(rec.Ints, f.UD) {
+			t.Fatalf("frame %d: the live client got %v", seq, rec.Ints)
+		}
+	}
+	// The idle ones within the budget are closed when their negotiation
+	// times out.
+	poll.Until(t, 10*time.Second, "idle connections timed out", func() bool {
+		return testutil.ToFloat64(s.m.ended.WithLabelValues("timeout")) == 63
+	})
+	if n := testutil.ToFloat64(s.m.connections); n != 1 {
+		t.Fatalf("%v connections open, want the live one", n)
+	}
+}
