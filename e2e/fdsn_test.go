@@ -192,7 +192,7 @@ type seedCodes struct {
 
 // stationCodes lists the stations' codes through an entrance of the data
 // API; there is at least one.
-func stationCodes(t *testing.T, base string) []seedCodes {
+func stationCodes(t testing.TB, base string) []seedCodes {
 	t.Helper()
 	var stations struct {
 		Stations []seedCodes `json:"stations"`

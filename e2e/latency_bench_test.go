@@ -95,6 +95,11 @@ type probeResult struct {
 	// before the frame came in (at its quorum or its deadline), and the
 	// next tick showed it as the station's latest.
 	late int
+	// seedLink are the latencies of the same frames to a SeedLink client
+	// at the same edge (the PGA record, MXA), ms, sorted.
+	seedLink []float64
+	// sent is when each probe frame went out, by its PGA.
+	sent map[float32]time.Time
 }
 
 // report reports the result's median and 99th percentile, and its lost
@@ -104,6 +109,10 @@ func (r probeResult) report(b *testing.B) {
 	b.ReportMetric(r.lat[(len(r.lat)*99)/100], "p99-ms")
 	b.ReportMetric(float64(r.lost), "probes-lost")
 	b.ReportMetric(float64(r.late), "probes-late")
+	if len(r.seedLink) > 0 {
+		b.ReportMetric(r.seedLink[len(r.seedLink)/2], "seedlink-p50-ms")
+		b.ReportMetric(r.seedLink[(len(r.seedLink)*99)/100], "seedlink-p99-ms")
+	}
 }
 
 // sliceLatency sends ticks probe frames through the topology of shindo
@@ -149,7 +158,16 @@ func sliceLatency(b *testing.B, n, ticks int, devArgs ...string) probeResult {
 			break
 		}
 	}
+	// A SeedLink client at the same edge takes the probe's PGA channel.
+	var codes seedCodes
+	for _, c := range stationCodes(b, d.endpoints.get(b, "TPE-1", "edge", "http")) {
+		if c.ID == probeStation.ID {
+			codes = c
+		}
+	}
+	sl := followSeedLink(ctx, b, d.endpoints.get(b, "TPE-1", "edge", "seedlink"), codes.Net, codes.Sta, "MXA")
 	res := probeLatencies(ctx, b, events, prb, ticks)
+	res.seedLink = sl.latencies(res.sent)
 	if wan {
 		// What the links did meanwhile: the profile's losses, or the
 		// router's queue overflowing (a machine too busy to carry it).
@@ -184,6 +202,10 @@ func probeLatencies(ctx context.Context, b testing.TB, events <-chan sseEvent, p
 		end := nextBoundary()
 		pga := float32(k)
 		sent := probe.send(end, 0.5, pga)
+		if res.sent == nil {
+			res.sent = map[float32]time.Time{}
+		}
+		res.sent[pga] = sent
 		for {
 			ev, ok := nextEvent(ctx, events)
 			if !ok {

@@ -3,13 +3,18 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -237,4 +242,67 @@ func reachable(addr string) bool {
 	}
 	c.Close()
 	return true
+}
+
+// seedLinkFollower reads one channel of a station over SeedLink 3 (TCP) and
+// notes when each single-value FLOAT32 record (the MX? channels) arrived,
+// by its value.
+type seedLinkFollower struct {
+	mu      sync.Mutex
+	arrived map[float32]time.Time
+}
+
+func followSeedLink(ctx context.Context, t testing.TB, addr, net_, sta, channel string) *seedLinkFollower {
+	t.Helper()
+	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatalf("seedlink %s: %v", addr, err)
+	}
+	go func() { <-ctx.Done(); c.Close() }()
+	r := bufio.NewReader(c)
+	fmt.Fprintf(c, "STATION %s %s\r\nSELECT %s\r\nDATA\r\nEND\r\n", sta, net_, channel)
+	for range 3 {
+		if l, err := r.ReadString('\n'); err != nil || strings.TrimSpace(l) != "OK" {
+			t.Fatalf("seedlink %s: %q %v", addr, l, err)
+		}
+	}
+	f := &seedLinkFollower{arrived: map[float32]time.Time{}}
+	go func() {
+		buf := make([]byte, 8+512)
+		for {
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return
+			}
+			at := time.Now()
+			rec := buf[8:]
+			// FLOAT32 (blockette 1000's encoding 4), big-endian, one
+			// sample at the data offset the fixed header gives.
+			off := int(binary.BigEndian.Uint16(rec[44:46]))
+			if rec[52] != 4 || binary.BigEndian.Uint16(rec[30:32]) != 1 || off+4 > len(rec) {
+				continue
+			}
+			v := math.Float32frombits(binary.BigEndian.Uint32(rec[off:]))
+			f.mu.Lock()
+			if _, seen := f.arrived[v]; !seen {
+				f.arrived[v] = at
+			}
+			f.mu.Unlock()
+		}
+	}()
+	return f
+}
+
+// latencies are the times from each value's send to its record's arrival,
+// ms, sorted.
+func (f *seedLinkFollower) latencies(sent map[float32]time.Time) []float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []float64
+	for v, at := range sent {
+		if got, ok := f.arrived[v]; ok {
+			out = append(out, float64(got.Sub(at).Microseconds())/1000)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
