@@ -26,3 +26,13 @@ func Accept(ln net.Listener) (net.Conn, error) {
 		time.Sleep(pause)
 	}
 }
+
+// RemoteHost is the IP a connection comes from, without its port: what a
+// per-address connection budget counts.
+func RemoteHost(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(a.String())
+	return host
+}

@@ -95,7 +95,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return err
 		}
-		addr := hostOf(c.RemoteAddr())
+		addr := service.RemoteHost(c.RemoteAddr())
 		if reason := p.admit(c, addr); reason != "" {
 			p.turnedAway.WithLabelValues(reason).Inc()
 			_ = c.Close()
@@ -175,12 +175,4 @@ func (p *Proxy) carry(ctx context.Context, c net.Conn) {
 	_ = c.Close()
 	_ = up.Close()
 	<-done
-}
-
-func hostOf(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	host, _, _ := net.SplitHostPort(a.String())
-	return host
 }

@@ -40,8 +40,6 @@ func (t *scriptTransport) write(parts ...[]byte) error {
 	return nil
 }
 
-func (t *scriptTransport) remote() string { return "fuzz" }
-
 func (t *scriptTransport) writePackets(parts [][]byte) error { return t.write(parts...) }
 func (t *scriptTransport) beginStream()                      {}
 

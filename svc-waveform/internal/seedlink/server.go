@@ -212,7 +212,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // admit counts c against the limits, or answers ERROR and closes it.
 func (s *Server) admit(c net.Conn) bool {
-	addr := hostOf(c.RemoteAddr())
+	addr := service.RemoteHost(c.RemoteAddr())
 	s.mu.Lock()
 	reason := ""
 	switch {
@@ -240,7 +240,7 @@ func (s *Server) admit(c net.Conn) bool {
 }
 
 func (s *Server) release(c net.Conn) {
-	addr := hostOf(c.RemoteAddr())
+	addr := service.RemoteHost(c.RemoteAddr())
 	s.mu.Lock()
 	if _, ok := s.conns[c]; ok {
 		delete(s.conns, c)
@@ -250,14 +250,6 @@ func (s *Server) release(c net.Conn) {
 	}
 	s.mu.Unlock()
 	s.m.connections.Dec()
-}
-
-func hostOf(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	host, _, _ := net.SplitHostPort(a.String())
-	return host
 }
 
 // serveConn serves one TCP connection: SeedLink, or an HTTP request to
@@ -359,8 +351,6 @@ func (t *tcpTransport) write(parts ...[]byte) error {
 	return err
 }
 
-func (t *tcpTransport) remote() string { return t.c.RemoteAddr().String() }
-
 func (t *tcpTransport) writePackets(parts [][]byte) error { return t.write(parts...) }
 
 // serveWebSocket upgrades a request to SeedLink over WebSocket.
@@ -379,7 +369,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, stop <-c
 	c.SetReadLimit(MaxLine)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	t := &wsTransport{c: c, ctx: ctx, negotiation: s.opts.Negotiation, writeTimeout: s.opts.WriteTimeout, addr: r.RemoteAddr}
+	t := &wsTransport{c: c, ctx: ctx, negotiation: s.opts.Negotiation, writeTimeout: s.opts.WriteTimeout}
 	err = newSession(s, t).run(stop)
 	s.ended(err)
 	if err == nil || errors.Is(err, errBye) {
@@ -394,7 +384,6 @@ type wsTransport struct {
 	ctx          context.Context
 	negotiation  time.Duration
 	writeTimeout time.Duration
-	addr         string
 	inStream     bool
 	pending      []string
 
@@ -436,8 +425,6 @@ func (t *wsTransport) write(parts ...[]byte) error {
 	defer cancel()
 	return t.c.Write(ctx, websocket.MessageBinary, bytes.Join(parts, nil))
 }
-
-func (t *wsTransport) remote() string { return t.addr }
 
 func (t *wsTransport) beginStream() { t.inStream = true }
 

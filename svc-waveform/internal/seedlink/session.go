@@ -18,8 +18,6 @@ type transport interface {
 	readLine() (string, error)
 	// write sends one reply or packet (one WebSocket message).
 	write(parts ...[]byte) error
-	// remote names the client in logs.
-	remote() string
 	// beginStream tells the transport that data flow begins.
 	beginStream()
 	// writePackets sends data packets, each given as two parts (header,
