@@ -278,11 +278,34 @@ func (ca *CA) IssueFiles(dir, site, role string, hosts ...string) (certFile, key
 		return "", "", err
 	}
 	certFile, keyFile = filepath.Join(dir, site+"-"+role+".pem"), filepath.Join(dir, site+"-"+role+"-key.pem")
-	if err := os.WriteFile(keyFile, is.KeyPEM, 0o600); err != nil {
+	if err := replace(keyFile, is.KeyPEM, 0o600); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(certFile, is.CertPEM, 0o644); err != nil {
+	if err := replace(certFile, is.CertPEM, 0o644); err != nil {
 		return "", "", err
 	}
-	return certFile, keyFile, os.WriteFile(filepath.Join(dir, "ca.pem"), ca.PEM, 0o644)
+	return certFile, keyFile, replace(filepath.Join(dir, "ca.pem"), ca.PEM, 0o644)
+}
+
+// replace writes name whole through a rename: every call rewrites ca.pem,
+// and a server that is reading it meanwhile (starting, or reloading on a
+// change) must see the old bundle or the new, never an empty file.
+func replace(name string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // gone after the rename; left only on error
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), name)
 }
