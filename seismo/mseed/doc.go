@@ -20,6 +20,12 @@
 // packed: the encoder ends the record before it, and the next record starts
 // at that sample, so any int32 sequence can be written.
 //
+// It also writes and reads miniSEED 3 (FDSN miniSEED 3.0) records, which
+// SeedLink 4 clients may ask for: a little-endian 40-byte header, the FDSN
+// source identifier, no padding (a record holds exactly its samples, in as
+// many Steim-2 frames as they need) and a CRC-32C over the whole record,
+// which Parse3 checks.
+//
 // Every decoder here takes outside input: lengths, counts and offsets are
 // checked against the buffer, and bad input is an error, never a panic.
 package mseed

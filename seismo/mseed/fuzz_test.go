@@ -240,5 +240,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		write("FuzzDecodeSteim2", names[i], b[DataOffset:], uint16(h.NumSamples), false)
 	}
 	write("FuzzDecodeSteim1", "frame", recs[4][DataOffset:], uint16(3), false)
+	for i, b := range seedRecords3(t) {
+		write("FuzzParse3", []string{"steim2", "int32", "float32"}[i], b)
+	}
 	write("FuzzSteim2RoundTrip", "extremes", []byte{0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0x80, 0, 0, 0})
 }

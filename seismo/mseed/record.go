@@ -478,40 +478,48 @@ func Parse(b []byte) (*Record, error) {
 	if h.LittleEndian {
 		order = binary.LittleEndian
 	}
-	data := b[h.DataOffset:h.RecordLen]
-	n := h.NumSamples
-	switch h.Encoding {
-	case Int16, Int32, Float32, Float64:
-		size := map[Encoding]int{Int16: 2, Int32: 4, Float32: 4, Float64: 8}[h.Encoding]
-		if n*size > len(data) {
-			return nil, fmt.Errorf("%w: %d %s samples need %d bytes, have %d", ErrData, n, h.Encoding, n*size, len(data))
-		}
-		if h.Encoding.isFloat() {
-			r.Floats = make([]float64, n)
-		} else {
-			r.Ints = make([]int32, n)
-		}
-		for i := range n {
-			switch h.Encoding {
-			case Int16:
-				r.Ints[i] = int32(int16(order.Uint16(data[2*i:])))
-			case Int32:
-				r.Ints[i] = int32(order.Uint32(data[4*i:]))
-			case Float32:
-				r.Floats[i] = float64(math.Float32frombits(order.Uint32(data[4*i:])))
-			case Float64:
-				r.Floats[i] = math.Float64frombits(order.Uint64(data[8*i:]))
-			}
-		}
-	case Steim1:
-		r.Ints, err = DecodeSteim1(data, n, order)
-	case Steim2:
-		r.Ints, err = DecodeSteim2(data, n, order)
-	default:
-		return nil, fmt.Errorf("%w: %s", ErrEncoding, h.Encoding)
-	}
+	r.Ints, r.Floats, err = decodeSamples(h.Encoding, b[h.DataOffset:h.RecordLen], h.NumSamples, order)
 	if err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// decodeSamples decodes n samples of data in the given encoding and word
+// order: integers into ints, floats into floats.
+func decodeSamples(enc Encoding, data []byte, n int, order binary.ByteOrder) (ints []int32, floats []float64, err error) {
+	switch enc {
+	case Int16, Int32, Float32, Float64:
+		size := map[Encoding]int{Int16: 2, Int32: 4, Float32: 4, Float64: 8}[enc]
+		if n*size > len(data) {
+			return nil, nil, fmt.Errorf("%w: %d %s samples need %d bytes, have %d", ErrData, n, enc, n*size, len(data))
+		}
+		if enc.isFloat() {
+			floats = make([]float64, n)
+		} else {
+			ints = make([]int32, n)
+		}
+		for i := range n {
+			switch enc {
+			case Int16:
+				ints[i] = int32(int16(order.Uint16(data[2*i:])))
+			case Int32:
+				ints[i] = int32(order.Uint32(data[4*i:]))
+			case Float32:
+				floats[i] = float64(math.Float32frombits(order.Uint32(data[4*i:])))
+			case Float64:
+				floats[i] = math.Float64frombits(order.Uint64(data[8*i:]))
+			}
+		}
+	case Steim1:
+		ints, err = DecodeSteim1(data, n, order)
+	case Steim2:
+		ints, err = DecodeSteim2(data, n, order)
+	default:
+		err = fmt.Errorf("%w: %s", ErrEncoding, enc)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return ints, floats, nil
 }
