@@ -82,17 +82,19 @@ func matchStation(pattern string, key StationKey) bool {
 }
 
 // selector is one SELECT pattern: a glob over the stream's LOC_B_S_SS,
-// negated with a leading '!'.
+// negated with a leading '!'; mseed3 asks for the streams it selects in
+// miniSEED 3 (protocol 4's ":3" filter).
 type selector struct {
 	glob   string
 	negate bool
+	mseed3 bool
 }
 
 // parseSelector reads one SELECT pattern. Protocol 3 patterns are LLCCC or
 // CCC (with ? wildcards), mapped to the source-ID form as ringserver does;
 // a ".T" type suffix is accepted and ignored (every record is data), and
-// so is protocol 4's ":native" filter; ":3" asks for miniSEED 3, which is
-// not served.
+// so is protocol 4's ":native" filter; ":3" asks for miniSEED 3, as
+// ringserver's SELECT reads it (src/slclient.c, "parse filter").
 func parseSelector(proto int, s string) (selector, error) {
 	if len(s) > maxPattern {
 		return selector{}, errors.New("selector pattern too long")
@@ -103,7 +105,7 @@ func parseSelector(proto int, s string) (selector, error) {
 			switch s[i+1:] {
 			case "native":
 			case "3":
-				return selector{}, errUnsupportedFormat
+				sel.mseed3 = true
 			default:
 				return selector{}, errors.New("filter not supported")
 			}
@@ -138,8 +140,6 @@ func parseSelector(proto int, s string) (selector, error) {
 	return sel, nil
 }
 
-var errUnsupportedFormat = errors.New("miniSEED 3 is not served: ask for the native format (miniSEED 2)")
-
 // keeps applies a list of selectors to a stream: with none, every stream;
 // otherwise a stream some positive selector matches (or every stream when
 // all are negations) and no negation matches.
@@ -161,6 +161,25 @@ func keeps(sels []selector, s Stream) bool {
 		matched = matched || ok
 	}
 	return matched || !positive
+}
+
+// formatOf is the payload format of a stream: miniSEED 3 when the first
+// positive selector that matches it has the ":3" filter, as ringserver
+// takes the first match's conversion (src/slclient.c, SLFindFilter).
+func formatOf(sels []selector, s Stream) byte {
+	id := s.sourceID()
+	for _, sel := range sels {
+		if sel.negate {
+			continue
+		}
+		if ok, _ := path.Match(sel.glob, id); ok {
+			if sel.mseed3 {
+				return mseed3
+			}
+			return mseed2
+		}
+	}
+	return mseed2
 }
 
 // parseTime reads a SeedLink time: protocol 3's YYYY,MM,DD,hh,mm,ss or

@@ -104,8 +104,11 @@ func (s *session) infoJSON(level string, wants func(StationKey) bool, sels []sel
 	case "CAPABILITIES":
 		v.Capability = strings.Fields(infoCapabilities)
 	case "FORMATS":
-		v.Format = map[string]any{"2": map[string]any{"mimetype": "application/vnd.fdsn.mseed", "subformat": map[string]string{"D": "Data"}}}
-		v.Filter = map[string]string{"native": "native format of data, no conversion"}
+		v.Format = map[string]any{
+			"2": map[string]any{"mimetype": "application/vnd.fdsn.mseed", "subformat": map[string]string{"D": "Data"}},
+			"3": map[string]any{"mimetype": "application/vnd.fdsn.mseed3", "subformat": map[string]string{"D": "Data"}},
+		}
+		v.Filter = map[string]string{"native": "native format of data, no conversion", "3": "data in miniSEED 3"}
 	case "STATIONS", "STREAMS":
 		v.Station = []jsonStation{}
 		for _, in := range s.srv.ring.Stations(wants) {

@@ -36,26 +36,37 @@ var streams = func() (out [len(seedcode.Channels)]Stream) {
 	return out
 }()
 
+// Payload formats, as protocol 4's header names them.
+const (
+	mseed2 byte = '2'
+	mseed3 byte = '3'
+)
+
 // record is one miniSEED record of an entry, with its sequence number.
 type record struct {
 	seq    uint64
+	format byte // mseed2 or mseed3
 	stream Stream
 	start  time.Time
 	end    time.Time // just after the last sample
 	data   []byte
 }
 
-// records encodes the records of e whose streams keep accepts, each
-// RecordLen bytes: one per axis (or intensity value) in the usual case,
-// more when an axis does not fit one record. The record's own sequence
-// field holds the low six decimal digits of its SeedLink number.
+// records encodes the records of e whose streams keep accepts, in the
+// given format.
+//
+// miniSEED 2 records are RecordLen bytes: one per axis (or intensity
+// value) in the usual case, more when an axis does not fit one record.
+// The record's own sequence field holds the low six decimal digits of its
+// SeedLink number. miniSEED 3 records hold exactly what arrived: one per
+// channel, of just the frames its samples need.
 //
 // from (0: none) cuts each channel's samples whose numbers are below it:
 // for frames read back from the archive, whose records are cut anew, so
 // that a client resuming there gets each channel from exactly where it
 // was. A live frame is one record per channel at both cores, and is sent
 // whole or not at all.
-func records(key StationKey, e *entry, keep func(Stream) bool, from uint64) ([]record, error) {
+func records(key StationKey, e *entry, keep func(Stream) bool, from uint64, format byte) ([]record, error) {
 	var out []record
 	if e.Sensor {
 		axes := [3][]int32{e.UD, e.NS, e.EW}
@@ -74,11 +85,20 @@ func records(key StationKey, e *entry, keep func(Stream) bool, from uint64) ([]r
 				startMs := e.FirstMs + int64(done)*sampleMs
 				seq := seqAt(startMs, a)
 				start := time.UnixMilli(startMs).UTC()
-				buf := make([]byte, RecordLen)
-				n, err := mseed.PackInts(buf, mseed.Header{
+				h := mseed.Header{
 					SeqNo: int(seq % 1_000_000), Network: key.Network, Station: key.Station,
 					Location: s.Location, Channel: s.Channel, Start: start, SampleRate: 50, Encoding: mseed.Steim2,
-				}, x[done:])
+				}
+				var buf []byte
+				var n int
+				var err error
+				if format == mseed3 {
+					buf, err = mseed.AppendInts3(nil, h, x[done:])
+					n = len(x) - done
+				} else {
+					buf = make([]byte, RecordLen)
+					n, err = mseed.PackInts(buf, h, x[done:])
+				}
 				if err != nil {
 					return out, err
 				}
@@ -86,7 +106,7 @@ func records(key StationKey, e *entry, keep func(Stream) bool, from uint64) ([]r
 					return out, fmt.Errorf("seedlink: %s at %v: a sample does not fit a record", key.ID(), start)
 				}
 				done += n
-				out = append(out, record{seq: seq, stream: s, start: start, end: start.Add(time.Duration(n) * sampleMs * time.Millisecond), data: buf})
+				out = append(out, record{seq: seq, format: format, stream: s, start: start, end: start.Add(time.Duration(n) * sampleMs * time.Millisecond), data: buf})
 			}
 		}
 		return out, nil
@@ -101,14 +121,22 @@ func records(key StationKey, e *entry, keep func(Stream) bool, from uint64) ([]r
 			continue
 		}
 		start := time.UnixMilli(e.FirstMs).UTC()
-		buf := make([]byte, RecordLen)
-		if _, err := mseed.PackFloat32s(buf, mseed.Header{
+		h := mseed.Header{
 			SeqNo: int(seq % 1_000_000), Network: key.Network, Station: key.Station,
 			Location: s.Location, Channel: s.Channel, Start: start, SampleRate: 2,
-		}, []float32{v}); err != nil {
+		}
+		var buf []byte
+		var err error
+		if format == mseed3 {
+			buf, err = mseed.AppendFloat32s3(nil, h, []float32{v})
+		} else {
+			buf = make([]byte, RecordLen)
+			_, err = mseed.PackFloat32s(buf, h, []float32{v})
+		}
+		if err != nil {
 			return out, err
 		}
-		out = append(out, record{seq: seq, stream: s, start: start, end: start.Add(intensityMs * time.Millisecond), data: buf})
+		out = append(out, record{seq: seq, format: format, stream: s, start: start, end: start.Add(intensityMs * time.Millisecond), data: buf})
 	}
 	return out, nil
 }

@@ -56,26 +56,31 @@ func timeOf(seq uint64) int64 { return int64(seq/slotsPerTick) * sampleMs }
 type entry struct {
 	Frame
 	first, last uint64 // lowest and highest number of its records
-	// enc are its records of every channel, encoded once for all the
-	// clients that take it live (nil until the first needs it, and again
-	// once it is older than cacheMs: a client resuming from further back
-	// encodes its own).
-	enc atomic.Pointer[[]record]
+	// enc are its records of every channel, miniSEED 2 and 3, each
+	// encoded once for all the clients that take it live (nil until the
+	// first needs it, and again once it is older than cacheMs: a client
+	// resuming from further back encodes its own).
+	enc [2]atomic.Pointer[[]record]
 }
 
 // cacheMs is how long an entry keeps its encoded records.
 const cacheMs = 10_000
 
-// encoded returns e's records of every channel, encoding them once.
-func (e *entry) encoded(key StationKey) ([]record, error) {
-	if p := e.enc.Load(); p != nil {
+// encoded returns e's records of every channel in a format, encoding
+// them once.
+func (e *entry) encoded(key StationKey, format byte) ([]record, error) {
+	c := &e.enc[0]
+	if format == mseed3 {
+		c = &e.enc[1]
+	}
+	if p := c.Load(); p != nil {
 		return *p, nil
 	}
-	recs, err := records(key, e, func(Stream) bool { return true }, 0)
+	recs, err := records(key, e, func(Stream) bool { return true }, 0, format)
 	if err != nil {
 		return recs, err
 	}
-	e.enc.Store(&recs)
+	c.Store(&recs)
 	return recs, nil
 }
 
@@ -167,7 +172,8 @@ func (r *Ring) Add(key StationKey, f Frame) bool {
 		}
 	}
 	for st.cold < len(st.entries) && st.entries[st.cold].FirstMs < st.newest-cacheMs {
-		st.entries[st.cold].enc.Store(nil)
+		st.entries[st.cold].enc[0].Store(nil)
+		st.entries[st.cold].enc[1].Store(nil)
 		st.cold++
 	}
 	var slow []*sub

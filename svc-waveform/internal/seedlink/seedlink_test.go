@@ -202,23 +202,32 @@ func waitStreaming(t *testing.T, s *testServer, n int) {
 	poll.Until(t, 5*time.Second, fmt.Sprintf("%d sessions streaming", n), func() bool { return testutil.ToFloat64(s.m.streaming) >= float64(n) })
 }
 
-// TestProtocol4: SLPROTO 4.0 framing ("SE", format '2', subformat 'D',
-// little-endian length and 64-bit sequence, NET_STA) and source-ID
-// selectors; the intensity channels come as FLOAT32 records.
-func TestProtocol4(t *testing.T) {
-	t.Parallel()
-	s := startServer(t, nil)
+// streamOneFrame starts a protocol 4 client on station SH_00001 with the
+// SELECT patterns sel, then publishes one sensor frame (returned) and the
+// intensity frame after it: 2.5, 12 and 0.7.
+func streamOneFrame(t *testing.T, s *testServer, sel string) (*client, Frame) {
+	t.Helper()
 	c := dial(t, s.addr)
 	c.cmd("SLPROTO 4.0", "OK")
 	c.cmd("USERAGENT test/1.0", "OK")
 	c.cmd("STATION SH_00001", "OK")
-	c.cmd("SELECT 00_B_N_E 00_M_X_I", "OK")
+	c.cmd("SELECT "+sel, "OK")
 	c.cmd("DATA", "OK")
 	c.send("END")
 	waitStreaming(t, s, 1)
 	f := sensorFrame(7)
 	s.Publish(f)
 	s.Publish(Frame{Station: "S00001", FirstMs: f.FirstMs + 500, Values: [3]float32{2.5, 12, 0.7}})
+	return c, f
+}
+
+// TestProtocol4: SLPROTO 4.0 framing ("SE", format '2', subformat 'D',
+// little-endian length and 64-bit sequence, NET_STA) and source-ID
+// selectors; the intensity channels come as FLOAT32 records.
+func TestProtocol4(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	c, f := streamOneFrame(t, s, "00_B_N_E 00_M_X_I")
 	k := uint64(f.FirstMs / 20)
 	want := []struct {
 		seq     uint64
@@ -642,27 +651,29 @@ func TestResumeFromTheArchive(t *testing.T) {
 	for n := uint64(18); n <= 30; n++ {
 		s.Publish(sensorFrame(n))
 	}
-	for _, start := range []string{
-		fmt.Sprintf("DATA %d", seqAt(sensorFrame(5).FirstMs, 0)),
-		"DATA ALL " + time.UnixMilli(sensorFrame(5).FirstMs).UTC().Format("2006-01-02T15:04:05.000Z"),
+	for _, c := range []struct{ start, sel string }{
+		{fmt.Sprintf("DATA %d", seqAt(sensorFrame(5).FirstMs, 0)), "00_B_N_Z"},
+		{"DATA ALL " + time.UnixMilli(sensorFrame(5).FirstMs).UTC().Format("2006-01-02T15:04:05.000Z"), "00_B_N_Z"},
+		{fmt.Sprintf("DATA %d", seqAt(sensorFrame(5).FirstMs, 0)), "00_B_N_Z:3"},
 	} {
-		c := dial(t, s.addr)
-		c.cmd("SLPROTO 4.0", "OK")
-		c.cmd("STATION SH_00001", "OK")
-		c.cmd("SELECT 00_B_N_Z", "OK")
-		c.cmd(start, "OK")
-		c.send("END")
+		start := c.start + " " + c.sel
+		cl := dial(t, s.addr)
+		cl.cmd("SLPROTO 4.0", "OK")
+		cl.cmd("STATION SH_00001", "OK")
+		cl.cmd("SELECT "+c.sel, "OK")
+		cl.cmd(c.start, "OK")
+		cl.send("END")
 		var got []int32
 		var last uint64
 		for len(got) < 26*25 {
-			_, _, seq, _, payload := c.packet4()
+			format, _, seq, _, payload := cl.packet4()
 			if seq <= last {
 				t.Fatalf("%s: record %d after %d", start, seq, last)
 			}
 			last = seq
-			rec, err := mseed.Parse(payload)
-			if err != nil {
-				t.Fatal(err)
+			rec := decode(t, format, payload)
+			if want := strings.HasSuffix(c.sel, ":3"); (format == '3') != want {
+				t.Fatalf("%s: a record of format %c", start, format)
 			}
 			if want := time.UnixMilli(sensorFrame(5).FirstMs + int64(len(got))*20); !rec.Start.Equal(want) {
 				t.Fatalf("%s: record from %v, want %v: a gap or a repeat", start, rec.Start, want)
@@ -679,6 +690,86 @@ func TestResumeFromTheArchive(t *testing.T) {
 	}
 	if reads.Load() == 0 {
 		t.Fatal("the archive was never read")
+	}
+}
+
+// decode reads a protocol 4 packet's payload in its format.
+func decode(t *testing.T, format byte, payload []byte) *mseed.Record {
+	t.Helper()
+	var rec *mseed.Record
+	var err error
+	switch format {
+	case '2':
+		rec, err = mseed.Parse(payload)
+	case '3':
+		rec, err = mseed.Parse3(payload)
+		if err == nil && rec.RecordLen != len(payload) {
+			err = fmt.Errorf("a record of %d bytes in a payload of %d", rec.RecordLen, len(payload))
+		}
+	default:
+		err = fmt.Errorf("format %q", format)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestMiniSEED3: protocol 4's ":3" filter sends the streams it selects
+// as miniSEED 3 records of exactly what arrived (format '3' in the
+// header, numbered as the miniSEED 2 ones), the others stay miniSEED 2,
+// and INFO FORMATS lists both, as ringserver does.
+func TestMiniSEED3(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	c, f := streamOneFrame(t, s, "00_B_N_Z:3 00_B_N_E 00_M_X_?:3")
+	k := uint64(f.FirstMs / 20)
+	for _, w := range []struct {
+		seq     uint64
+		format  byte
+		channel string
+	}{{k*8 + 5, '2', "BNE"}, {k*8 + 3, '3', "BNZ"}, {k * 8, '3', "MXI"}, {k*8 + 1, '3', "MXA"}, {k*8 + 2, '3', "MXV"}} {
+		format, sub, seq, id, payload := c.packet4()
+		// The packets of one frame come by format: miniSEED 2 first.
+		if format != w.format || sub != 'D' || id != "SH_00001" || seq != w.seq {
+			t.Fatalf("packet %c%c seq %d station %q, want %c %d (%s)", format, sub, seq, id, w.format, w.seq, w.channel)
+		}
+		rec := decode(t, format, payload)
+		if rec.Channel != w.channel || rec.Network != "SH" || rec.Station != "00001" || rec.Location != "00" {
+			t.Fatalf("record of %s, want %s", rec.SourceName(), w.channel)
+		}
+		switch w.channel {
+		case "BNZ":
+			if !slices.Equal(rec.Ints, f.UD) || !rec.Start.Equal(time.UnixMilli(f.FirstMs)) || rec.SampleRate != 50 {
+				t.Errorf("BNZ record %+v %v, want %v", rec.Header, rec.Ints, f.UD)
+			}
+			// Exactly what arrived: the header, the identifier and the
+			// Steim-2 frames 25 samples need, not a 512-byte block.
+			if want := mseed.FixedHeader3Len + len("FDSN:SH_00001_00_B_N_Z") + mseed.FrameLen*((25+2+14)/15); len(payload) > want {
+				t.Errorf("a miniSEED 3 record of %d bytes for 25 samples, want at most %d", len(payload), want)
+			}
+		case "MXI":
+			if len(rec.Floats) != 1 || rec.Floats[0] != 2.5 || rec.SampleRate != 2 {
+				t.Errorf("MXI record %+v %v", rec.Header, rec.Floats)
+			}
+		}
+	}
+
+	i := dial(t, s.addr)
+	i.cmd("SLPROTO 4.0", "OK")
+	i.send("INFO FORMATS")
+	format, sub, _, _, body := i.packet4()
+	var v struct {
+		Format map[string]struct {
+			Mimetype string `json:"mimetype"`
+		} `json:"format"`
+		Filter map[string]string `json:"filter"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil || format != 'J' || sub != 'I' {
+		t.Fatalf("INFO FORMATS: %c%c %s: %v", format, sub, body, err)
+	}
+	if v.Format["3"].Mimetype != "application/vnd.fdsn.mseed3" || v.Filter["3"] == "" || v.Format["2"].Mimetype != "application/vnd.fdsn.mseed" {
+		t.Errorf("INFO FORMATS: %s", body)
 	}
 }
 

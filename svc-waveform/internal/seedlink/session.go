@@ -33,6 +33,7 @@ var errBye = errors.New("client said BYE")
 type reqStation struct {
 	pattern   string
 	selectors []selector
+	mseed3    bool   // some selector asks for miniSEED 3
 	seq       uint64 // first sequence number wanted; 0 with hasSeq false: from now
 	seq24     bool   // seq is SeedLink 3's low 24 bits, resolved per station
 	hasSeq    bool
@@ -193,9 +194,6 @@ func (s *session) selectCmd(args []string) error {
 	var sels []selector
 	for _, a := range args {
 		sel, err := parseSelector(s.proto, a)
-		if errors.Is(err, errUnsupportedFormat) {
-			return s.fail("UNSUPPORTED", err.Error())
-		}
 		if err != nil {
 			return s.fail("ARGUMENTS", err.Error())
 		}
@@ -205,6 +203,9 @@ func (s *session) selectCmd(args []string) error {
 		return s.fail("LIMIT", "too many SELECT patterns")
 	}
 	r.selectors = append(r.selectors, sels...)
+	for _, sel := range sels {
+		r.mseed3 = r.mseed3 || sel.mseed3
+	}
 	return s.ok()
 }
 
@@ -574,32 +575,38 @@ func (s *session) sendRecords(d delivery, r *reqStation, first, trim uint64) err
 	if r == nil {
 		return nil
 	}
-	var recs []record
-	var err error
-	if trim == 0 {
-		recs, err = d.e.encoded(d.key)
-	} else {
-		recs, err = records(d.key, d.e, func(st Stream) bool { return keeps(r.selectors, st) }, trim)
+	formats := []byte{mseed2}
+	if r.mseed3 {
+		formats = append(formats, mseed3)
 	}
-	if err != nil {
-		s.srv.m.unencodable.Inc()
-		s.srv.log.Warn("seedlink: frame not encodable", "station", d.key.ID(), "error", err)
-	}
-	for _, rec := range recs {
-		if rec.seq < first || !keeps(r.selectors, rec.stream) {
-			continue
+	for _, f := range formats {
+		var recs []record
+		var err error
+		if trim == 0 {
+			recs, err = d.e.encoded(d.key, f)
+		} else {
+			recs, err = records(d.key, d.e, func(st Stream) bool { return keeps(r.selectors, st) && (!r.mseed3 || formatOf(r.selectors, st) == f) }, trim, f)
 		}
-		if !r.start.IsZero() && !rec.end.After(r.start) {
-			continue
+		if err != nil {
+			s.srv.m.unencodable.Inc()
+			s.srv.log.Warn("seedlink: frame not encodable", "station", d.key.ID(), "format", string(f), "error", err)
 		}
-		if !r.end.IsZero() && !rec.start.Before(r.end) {
-			continue
-		}
-		s.pending = append(s.pending, s.header(d.key, rec), rec.data)
-		s.srv.m.records.Inc()
-		if len(s.pending) >= 2*maxPending {
-			if err := s.flush(); err != nil {
-				return err
+		for _, rec := range recs {
+			if rec.seq < first || !keeps(r.selectors, rec.stream) || r.mseed3 && formatOf(r.selectors, rec.stream) != f {
+				continue
+			}
+			if !r.start.IsZero() && !rec.end.After(r.start) {
+				continue
+			}
+			if !r.end.IsZero() && !rec.start.Before(r.end) {
+				continue
+			}
+			s.pending = append(s.pending, s.header(d.key, rec), rec.data)
+			s.srv.m.records.Inc()
+			if len(s.pending) >= 2*maxPending {
+				if err := s.flush(); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -621,15 +628,17 @@ func (s *session) flush() error {
 }
 
 // header is the SeedLink header of a data packet: protocol 3's "SL" and
-// six hex digits, protocol 4's "SE" header with format '2' (miniSEED 2),
-// subformat 'D', payload length, 64-bit sequence and station ID.
+// six hex digits, protocol 4's "SE" header with the format ('2' or '3',
+// miniSEED 2 or 3), subformat 'D', payload length, 64-bit sequence and
+// station ID.
 func (s *session) header(key StationKey, rec record) []byte {
 	if s.proto == 3 {
 		return fmt.Appendf(nil, "SL%06X", rec.seq&0xFFFFFF)
 	}
 	id := key.ID()
 	h := make([]byte, 17, 17+len(id))
-	copy(h, "SE2D")
+	copy(h, "SE")
+	h[2], h[3] = rec.format, 'D'
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(rec.data)))
 	binary.LittleEndian.PutUint64(h[8:], rec.seq)
 	h[16] = byte(len(id))
