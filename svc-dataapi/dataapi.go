@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -38,6 +37,7 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
 	"shindo.dev/lib/apierror"
+	"shindo.dev/lib/cidr"
 	"shindo.dev/lib/cors"
 	"shindo.dev/lib/metadb"
 	"shindo.dev/lib/natsconn"
@@ -150,8 +150,8 @@ func (c *Config) Validate() error {
 	if c.RateBuckets < 16 || c.RateBuckets > 10_000_000 {
 		errs = append(errs, errors.New("rate-buckets: 16 to 10000000"))
 	}
-	if _, err := parsePrefixes(c.TrustedProxies); err != nil {
-		errs = append(errs, err)
+	if _, err := cidr.Parse(c.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("trusted-proxies %w", err))
 	}
 	if c.MaxWatchers < 1 || c.MaxWatchers > 10_000 {
 		errs = append(errs, errors.New("max-watchers: 1 to 10000"))
@@ -160,26 +160,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("max-body: 1024 bytes to 64 MiB"))
 	}
 	return errors.Join(errs...)
-}
-
-func parsePrefixes(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				return nil, fmt.Errorf("trusted-proxies %q: want CIDRs or addresses", s)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
 }
 
 // Run runs svc-dataapi until ctx ends.
@@ -408,7 +388,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 
 	buckets := ratelimit.New(cfg.RateBuckets)
 	svc.Go("rate-limit sweep", service.ComponentFunc(func(ctx context.Context) error { return buckets.Run(ctx, time.Minute) }))
-	trusted, _ := parsePrefixes(cfg.TrustedProxies) // validated
+	trusted, _ := cidr.Parse(cfg.TrustedProxies) // validated
 	cond := &httpapi.Conditional{Route: etagRoute, Versions: versions, MaxBuffer: 4 << 20}
 	guard := &httpapi.Guard{
 		Auth: authn, Buckets: buckets, Trusted: trusted, MaxBody: cfg.MaxBody,

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"shindo.dev/lib/apierror"
+	"shindo.dev/lib/cidr"
 	"shindo.dev/svc-dataapi/internal/auth"
 )
 
@@ -233,7 +234,7 @@ func ClientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 		return netip.Addr{}
 	}
 	peer = peer.Unmap()
-	if !isTrusted(peer, trusted) {
+	if !cidr.Contains(trusted, peer) {
 		return peer
 	}
 	client := peer
@@ -246,19 +247,10 @@ func ClientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 				return client // garbage: trust nothing further left
 			}
 			client = a.Unmap()
-			if !isTrusted(client, trusted) {
+			if !cidr.Contains(trusted, client) {
 				return client
 			}
 		}
 	}
 	return client
-}
-
-func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
-	for _, p := range trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
