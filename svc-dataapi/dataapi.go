@@ -257,7 +257,9 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 				return nil, err
 			}
 			svc.OnShutdown("nats", func(context.Context) error { return nc.Drain() })
-			svc.Go("detection sync", detectsync.New(nc, cfg.Site, store, cfg.DBTimeout, svc.Metrics(), log))
+			syncer := detectsync.New(nc, cfg.Site, store, cfg.DBTimeout, svc.Metrics(), log)
+			svc.AddReadiness("detection sync", syncer.Ready)
+			svc.Go("detection sync", syncer)
 		}
 	}
 	authn := auth.New(cfg.AdminTokens, keys)

@@ -76,6 +76,9 @@ type Syncer struct {
 	// snapshots before it, is handled once those are recorded
 	// (drainSnapshots): its report has the areas they lit.
 	snaps chan *nats.Msg
+	// subscribed is closed once the server holds the snapshots'
+	// subscription (Ready): a snapshot published before is not seen.
+	subscribed chan struct{}
 
 	handled *prometheus.CounterVec
 }
@@ -84,6 +87,7 @@ type Syncer struct {
 // database write.
 func New(nc *nats.Conn, site string, store Store, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) *Syncer {
 	s := &Syncer{nc: nc, site: site, store: store, log: log, timeout: timeout, tracer: telemetry.Tracer("shindo.dev/svc-dataapi"),
+		subscribed: make(chan struct{}),
 		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_dataapi_detection_updates_total",
 			Help: "Detection updates consumed from JetStream, by result (applied, stale, report, malformed, retry, conflict).",
@@ -102,6 +106,13 @@ func (s *Syncer) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe to snapshots: %w", err)
 	}
 	defer sub.Unsubscribe()
+	// The server has the subscription once it answered the flush; while
+	// NATS is away the client resends it on reconnecting, and the data
+	// API's REST, which needs no NATS, should not wait for that.
+	if err := s.nc.FlushTimeout(2 * time.Second); err != nil {
+		s.log.WarnContext(ctx, "snapshot subscription not confirmed by NATS yet", slog.Any("error", err))
+	}
+	close(s.subscribed)
 	go func() {
 		for {
 			select {
@@ -129,6 +140,18 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// Ready reports whether the syncer subscribed to its core's snapshots, for
+// the service's readiness: a detection handled before would lack the
+// areas its snapshots lit.
+func (s *Syncer) Ready(context.Context) error {
+	select {
+	case <-s.subscribed:
+		return nil
+	default:
+		return errors.New("not yet subscribed to the core's snapshots")
 	}
 }
 
