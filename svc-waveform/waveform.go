@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	waveformv1 "shindo.dev/gen/shindo/waveform/v1"
+	"shindo.dev/lib/cidr"
 	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/service"
 	"shindo.dev/seismo/seedcode"
@@ -38,7 +40,8 @@ type Config struct {
 	SeedLinkAddr    string        `conf:"seedlink-addr" help:"SeedLink listen address (protocol 3.1 and 4.0 on TCP, and WebSocket on the same port); empty: no SeedLink"`
 	SeedLinkWindow  time.Duration `conf:"seedlink-window" default:"2m" help:"how much of each station SeedLink keeps in memory for clients that resume or ask from a time"`
 	SeedLinkClients int           `conf:"seedlink-max-clients" default:"2000" help:"most SeedLink connections at once"`
-	SeedLinkPerAddr int           `conf:"seedlink-max-per-ip" default:"64" help:"most SeedLink connections from one address"`
+	SeedLinkPerAddr int           `conf:"seedlink-max-per-ip" default:"64" help:"most SeedLink connections from one address other than a trusted proxy's"`
+	TrustedProxies  []string      `conf:"trusted-proxies" help:"CIDRs or addresses of the edges, comma-separated: their SeedLink connections carry many clients and are not held to seedlink-max-per-ip (under mutual TLS every caller is an edge or an operator, and none is)"`
 }
 
 // DefaultConfig returns the configuration with svc-waveform's default ports.
@@ -66,6 +69,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SeedLinkClients < 1 || c.SeedLinkPerAddr < 1 {
 		errs = append(errs, errors.New("seedlink-max-clients and seedlink-max-per-ip must be at least 1"))
+	}
+	if _, err := cidr.Parse(c.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("trusted-proxies %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -107,11 +113,22 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 }
 
 // serveSeedLink starts the SeedLink server, fed with every record that
-// brought new data to the archive, under the archive's SEED names.
+// brought new data to the archive, under the archive's SEED names. It is
+// one of the network's internal hops, which clients reach through the
+// edges: under mutual TLS only edges and operators may connect.
 func serveSeedLink(svc *service.Service, cfg Config, store *archive.Store, srv *wavegrpc.Server) error {
+	trusted, _ := cidr.Parse(cfg.TrustedProxies) // validated
+	_, mutual := svc.Identity()
 	sl := seedlink.New(seedlink.Options{
 		Addr: cfg.SeedLinkAddr, Window: cfg.SeedLinkWindow, ClientBuffer: 4096,
 		MaxClients: cfg.SeedLinkClients, MaxPerAddr: cfg.SeedLinkPerAddr,
+		Proxy: func(c net.Conn) bool {
+			if mutual {
+				return true
+			}
+			a, ok := c.RemoteAddr().(*net.TCPAddr)
+			return ok && cidr.Contains(trusted, a.AddrPort().Addr())
+		},
 		Negotiation: time.Minute, WriteTimeout: 10 * time.Second, SendBuffer: 256 << 10, Site: cfg.Site,
 		Names: func(id string) (seedlink.StationKey, bool) {
 			c, ok := store.Names(id)
@@ -125,6 +142,7 @@ func serveSeedLink(svc *service.Service, cfg Config, store *archive.Store, srv *
 	if err != nil {
 		return fmt.Errorf("listen seedlink %s: %w", cfg.SeedLinkAddr, err)
 	}
+	ln = svc.InternalListener("seedlink", ln, peerid.Allow(peerid.Edge, peerid.Operator))
 	svc.Logger().Info("seedlink listening", slog.String("addr", ln.Addr().String()))
 	srv.OnStored(func(rec *ingestv1.Record) {
 		p := rec.GetPacket()

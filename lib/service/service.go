@@ -155,6 +155,8 @@ type Service struct {
 	denied *prometheus.CounterVec
 	// deniedHTTP counts the requests refused at Internal listeners.
 	deniedHTTP *prometheus.CounterVec
+	// deniedConns counts the connections refused at InternalListeners.
+	deniedConns *prometheus.CounterVec
 	// handshakeFailures count, by listener, the TLS handshakes given up.
 	handshakeFailures *prometheus.CounterVec
 	listeners         []httpListener
@@ -199,8 +201,9 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 		handshakeFailures: prometheus.NewCounterVec(handshakeFailuresOpts, []string{"listener"}),
 		denied:            prometheus.NewCounterVec(deniedOpts, []string{"method", "role"}),
 		deniedHTTP:        prometheus.NewCounterVec(deniedHTTPOpts, []string{"listener", "role"}),
+		deniedConns:       prometheus.NewCounterVec(deniedConnsOpts, []string{"listener", "role"}),
 	}
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures, s.denied, s.deniedHTTP,
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), s.budget.refused, s.handshakeFailures, s.denied, s.deniedHTTP, s.deniedConns,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shindo_connections_open",
 			Help: "Connections to public listeners (HTTP and gRPC) open now: clients' streams, uplinks, requests."}, s.budget.opened))
 

@@ -315,9 +315,11 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 			"-peer-nats", peerNATS, "-peer-site", peer.name,
 			"-archive-dir", filepath.Join(p.dataDir, c.name+"-rts"))
 		wf := svc(c, "waveform", waveformGRPC, waveformAdmin, map[string]int{"SeedLink": waveformSeedLink},
-			"-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"), "-seedlink-addr", addr(c, waveformSeedLink))
+			"-data-dir", filepath.Join(p.dataDir, c.name+"-waveform"), "-seedlink-addr", addr(c, waveformSeedLink),
+			"-trusted-proxies", edgeSource(cfg.Host, edgeHosts...))
 		// SeedLink clients connect over TCP (slinktool, ObsPy) or WebSocket
-		// (seisplotjs) on the same port.
+		// (seisplotjs) on the same port, through the edges; under -tls the
+		// cores' port is an internal hop (mutual TLS, edges and operators).
 		wf.listeners["seedlink"] = addr(c, waveformSeedLink)
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),

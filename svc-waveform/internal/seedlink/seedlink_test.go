@@ -819,3 +819,44 @@ func TestThousandIdleFromOneAddress(t *testing.T) {
 		t.Fatalf("%v connections open, want the live one", n)
 	}
 }
+
+// TestProxiesNotHeldToTheAddressBudget: an edge carries many clients from
+// its one address; its connections (Proxy) are held to the total limit
+// only, while others from an address stop at MaxPerAddr.
+func TestProxiesNotHeldToTheAddressBudget(t *testing.T) {
+	t.Parallel()
+	var proxied atomic.Bool
+	proxied.Store(true)
+	s := startServer(t, func(o *Options) {
+		o.MaxPerAddr, o.MaxClients = 2, 7
+		o.Proxy = func(net.Conn) bool { return proxied.Load() }
+	})
+	hello := func(c *client) string {
+		c.send("HELLO")
+		return c.line()
+	}
+	for i := range 4 {
+		if l := hello(dial(t, s.addr)); !strings.HasPrefix(l, "SeedLink v4.0") {
+			t.Fatalf("proxied connection %d: %q", i+1, l)
+		}
+	}
+	proxied.Store(false)
+	for i := range 2 {
+		if l := hello(dial(t, s.addr)); !strings.HasPrefix(l, "SeedLink v4.0") {
+			t.Fatalf("direct connection %d: %q", i+1, l)
+		}
+	}
+	if l := dial(t, s.addr).line(); l != "ERROR" {
+		t.Fatalf("a third direct connection from the address: %q, want ERROR", l)
+	}
+	proxied.Store(true)
+	if l := hello(dial(t, s.addr)); !strings.HasPrefix(l, "SeedLink v4.0") {
+		t.Fatalf("a fifth proxied connection: %q", l)
+	}
+	if l := dial(t, s.addr).line(); l != "ERROR" {
+		t.Fatalf("an eighth connection: %q, want ERROR (the total limit)", l)
+	}
+	if a, l := testutil.ToFloat64(s.m.turnedAway.WithLabelValues("address")), testutil.ToFloat64(s.m.turnedAway.WithLabelValues("limit")); a != 1 || l != 1 {
+		t.Errorf("turned away: %v by address, %v by the limit; want 1 and 1", a, l)
+	}
+}

@@ -50,6 +50,10 @@ type Options struct {
 	// MaxClients and MaxPerAddr bound the connections, in all and from
 	// one address.
 	MaxClients, MaxPerAddr int
+	// Proxy tells whether a connection comes through a proxy of the
+	// network (an edge, which carries many clients and keeps its own
+	// per-address budget): those are not held to MaxPerAddr. Nil: none.
+	Proxy func(net.Conn) bool
 	// Negotiation bounds the wait for each command before data flows.
 	Negotiation time.Duration
 	// WriteTimeout bounds one write to a client.
@@ -81,7 +85,7 @@ type Server struct {
 	names sync.Map // station ID → StationKey
 
 	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]string // the address counted in byAddr; "" for a proxy's
 	byAddr map[string]int
 	wg     sync.WaitGroup
 }
@@ -105,7 +109,7 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, ring: NewRing(opts.Window), log: log, conns: map[net.Conn]struct{}{}, byAddr: map[string]int{}}
+	s := &Server{opts: opts, ring: NewRing(opts.Window), log: log, conns: map[net.Conn]string{}, byAddr: map[string]int{}}
 	s.started = s.now()
 	s.m = &metrics{
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "shindo_seedlink_connections", Help: "Open SeedLink connections (TCP and WebSocket)."}),
@@ -213,39 +217,52 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // admit counts c against the limits, or answers ERROR and closes it.
 func (s *Server) admit(c net.Conn) bool {
 	addr := service.RemoteHost(c.RemoteAddr())
+	if s.opts.Proxy != nil && s.opts.Proxy(c) {
+		addr = ""
+	}
 	s.mu.Lock()
 	reason := ""
 	switch {
 	case s.opts.MaxClients > 0 && len(s.conns) >= s.opts.MaxClients:
 		reason = "limit"
-	case s.opts.MaxPerAddr > 0 && s.byAddr[addr] >= s.opts.MaxPerAddr:
+	case addr != "" && s.opts.MaxPerAddr > 0 && s.byAddr[addr] >= s.opts.MaxPerAddr:
 		reason = "address"
 	default:
-		s.conns[c] = struct{}{}
-		s.byAddr[addr]++
+		s.conns[c] = addr
+		if addr != "" {
+			s.byAddr[addr]++
+		}
 	}
 	s.mu.Unlock()
 	if reason != "" {
 		s.m.turnedAway.WithLabelValues(reason).Inc()
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = c.Write([]byte("ERROR\r\n"))
-		_ = c.Close()
+		// Off the accept loop: under TLS the write runs the handshake.
+		go func() {
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = c.Write([]byte("ERROR\r\n"))
+			_ = c.Close()
+		}()
 		return false
 	}
 	s.m.connections.Inc()
-	if tc, ok := c.(*net.TCPConn); ok && s.opts.SendBuffer > 0 {
+	raw := c
+	if u, ok := c.(interface{ NetConn() net.Conn }); ok { // under TLS
+		raw = u.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok && s.opts.SendBuffer > 0 {
 		_ = tc.SetWriteBuffer(s.opts.SendBuffer)
 	}
 	return true
 }
 
 func (s *Server) release(c net.Conn) {
-	addr := service.RemoteHost(c.RemoteAddr())
 	s.mu.Lock()
-	if _, ok := s.conns[c]; ok {
+	if addr, ok := s.conns[c]; ok {
 		delete(s.conns, c)
-		if s.byAddr[addr]--; s.byAddr[addr] <= 0 {
-			delete(s.byAddr, addr)
+		if addr != "" {
+			if s.byAddr[addr]--; s.byAddr[addr] <= 0 {
+				delete(s.byAddr, addr)
+			}
 		}
 	}
 	s.mu.Unlock()
