@@ -255,6 +255,10 @@ func TestTLS(t *testing.T) {
 		testInternalNATS(t, d, ca)
 	})
 
+	t.Run("SeedLink over TLS at the edges, mutual TLS to the cores", func(t *testing.T) {
+		testSeedLinkTLS(t, d, ca)
+	})
+
 	t.Run("etcd and PostgreSQL take certificates only", func(t *testing.T) {
 		testInternalStores(t, d, ca)
 	})
@@ -740,3 +744,104 @@ func devClientTLS(t *testing.T, caFile, site, role string) *tls.Config {
 }
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
+
+// testSeedLinkTLS: each edge serves SeedLink over TLS (and WebSocket over
+// it, wss://) with its public certificate and carries it to a core over
+// mutual TLS: the core's HELLO comes back through both. A core's SeedLink
+// port is an internal hop: plain text, TLS without a certificate and an
+// ingest's certificate get no byte of SeedLink; the operator's does.
+func testSeedLinkTLS(t *testing.T, d *dev, caFile string) {
+	pool, err := certfile.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hello says HELLO over c and returns the server's two lines, or what
+	// came before the connection ended.
+	hello := func(c net.Conn) (string, error) {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("HELLO\r\n")); err != nil {
+			return "", err
+		}
+		r := bufio.NewReader(c)
+		var got string
+		for range 2 {
+			l, err := r.ReadString('\n')
+			got += l
+			if err != nil {
+				return got, err
+			}
+		}
+		return got, nil
+	}
+	isHello := func(s string) bool {
+		return strings.HasPrefix(s, "SeedLink v4.0 (") && (strings.Contains(s, "\nshindo TNN-1") || strings.Contains(s, "\nshindo TYO-1"))
+	}
+	for _, edge := range []string{"TPE-1", "KHH-1"} {
+		addr := d.endpoints.get(t, edge, "edge", "seedlink_tls")
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatalf("%s SeedLink over TLS: %v", edge, err)
+		}
+		if got, err := hello(c); err != nil || !isHello(got) {
+			t.Errorf("%s SeedLink over TLS: %q %v, want a core's HELLO", edge, got, err)
+		}
+		// Plain SeedLink stays for the clients that speak nothing else; its
+		// hop to the core is mutual TLS too.
+		pc, err := net.DialTimeout("tcp", d.endpoints.get(t, edge, "edge", "seedlink"), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := hello(pc); err != nil || !isHello(got) {
+			t.Errorf("%s plain SeedLink: %q %v, want a core's HELLO", edge, got, err)
+		}
+	}
+
+	// SeedLink 4 over WebSocket over TLS, as seisplotjs connects.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	ws, _, err := websocket.Dial(ctx, "wss://"+d.endpoints.get(t, "TPE-1", "edge", "seedlink_tls")+"/seedlink",
+		&websocket.DialOptions{HTTPClient: hc, Subprotocols: []string{"SeedLink4.0"}})
+	if err != nil {
+		t.Fatalf("wss:// through TPE-1: %v", err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageText, []byte("HELLO\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.Read(ctx); err != nil || !strings.HasPrefix(string(b), "SeedLink v4.0 (") {
+		t.Errorf("wss:// through TPE-1: %q %v, want HELLO's first line", b, err)
+	}
+
+	for _, core := range []string{"TNN-1", "TYO-1"} {
+		addr := d.endpoints.get(t, core, "waveform", "seedlink")
+		dial := func(cfg *tls.Config) (string, error) {
+			d := &net.Dialer{Timeout: 5 * time.Second}
+			if cfg == nil {
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					return "", err
+				}
+				return hello(c)
+			}
+			c, err := tls.DialWithDialer(d, "tcp", addr, cfg)
+			if err != nil {
+				return "", err
+			}
+			return hello(c)
+		}
+		if got, err := dial(nil); err == nil || got != "" {
+			t.Errorf("%s SeedLink, plain text: %q %v, want nothing", core, got, err)
+		}
+		if got, err := dial(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}); err == nil || got != "" {
+			t.Errorf("%s SeedLink, TLS without a certificate: %q %v, want nothing", core, got, err)
+		}
+		if got, err := dial(devClientTLS(t, caFile, core, peerid.Ingest)); err == nil || got != "" {
+			t.Errorf("%s SeedLink, its ingest's certificate: %q %v, want nothing", core, got, err)
+		}
+		if got, err := dial(devClientTLS(t, caFile, "dev", peerid.Operator)); err != nil || !strings.HasPrefix(got, "SeedLink v4.0 (") {
+			t.Errorf("%s SeedLink, the operator's certificate: %q %v, want HELLO", core, got, err)
+		}
+	}
+}

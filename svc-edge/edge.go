@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	edgev1 "shindo.dev/gen/shindo/edge/v1"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/apierror"
+	"shindo.dev/lib/certfile"
 	"shindo.dev/lib/compatjson"
 	"shindo.dev/lib/peerid"
 	"shindo.dev/lib/service"
@@ -82,6 +84,7 @@ type Config struct {
 	ProbeInterval    time.Duration `conf:"api-probe-interval" default:"1s" help:"interval of the health probes of the cores' data APIs"`
 
 	SeedLinkAddr    string   `conf:"seedlink-addr" help:"SeedLink listen address (TCP, and SeedLink over WebSocket on the same port), routed to the cores' SeedLink (-seedlink) in the data API's order; empty: none"`
+	SeedLinkTLSAddr string   `conf:"seedlink-tls-addr" help:"SeedLink over TLS listen address (18500 by SeedLink's convention; WebSocket over TLS on the same port), with tls-cert's certificate, routed like seedlink-addr; empty: none"`
 	SeedLink        []string `conf:"seedlink" help:"the cores' SeedLink addresses (host:port), comma-separated, in the order of -data-api"`
 	SeedLinkClients int      `conf:"seedlink-max-clients" default:"4000" help:"most SeedLink connections routed at once"`
 
@@ -186,8 +189,11 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("data-api %q: with mtls-cert the data APIs serve HTTPS only; use https://", u))
 		}
 	}
-	if c.SeedLinkAddr != "" && len(c.SeedLink) != len(c.DataAPI) {
-		errs = append(errs, errors.New("seedlink-addr: give -seedlink, one address per -data-api core, in the same order"))
+	if (c.SeedLinkAddr != "" || c.SeedLinkTLSAddr != "") && len(c.SeedLink) != len(c.DataAPI) {
+		errs = append(errs, errors.New("seedlink-addr, seedlink-tls-addr: give -seedlink, one address per -data-api core, in the same order"))
+	}
+	if c.SeedLinkTLSAddr != "" && c.TLSCert == "" {
+		errs = append(errs, errors.New("seedlink-tls-addr needs tls-cert"))
 	}
 	for _, a := range c.SeedLink {
 		if _, _, err := net.SplitHostPort(a); err != nil {
@@ -305,7 +311,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		mux.Handle("GET /ws", ws)
 		mux.Handle("GET /websocket", ws) // the path ExpTech's own edges answer on
 
-		if cfg.SeedLinkAddr != "" {
+		if cfg.SeedLinkAddr != "" || cfg.SeedLinkTLSAddr != "" {
 			if err := routeSeedLink(svc, cfg, bal, st.perAddr); err != nil {
 				return err
 			}
@@ -928,20 +934,40 @@ func (s *statusServer) GetStatus(context.Context, *edgev1.GetStatusRequest) (*ed
 }
 
 // routeSeedLink carries SeedLink connections to the cores in the data
-// API's order: a core the balancer ejected is tried last.
+// API's order: a core the balancer ejected is tried last. Under mutual
+// TLS the hop to the core is encrypted with the edge's certificate; the
+// public side is plain on seedlink-addr and TLS on seedlink-tls-addr,
+// with the HTTPS certificate (and its reloads).
 func routeSeedLink(svc *service.Service, cfg Config, bal *route.Balancer, perAddr *addrLimit) error {
 	proxy, err := tcproute.New(tcproute.Options{
-		Targets: cfg.SeedLink, Order: bal.Order, DialTimeout: 2 * time.Second,
+		Targets: cfg.SeedLink, Order: bal.Order, DialTimeout: 2 * time.Second, TLS: svc.ClientTLS(),
 		Acquire: perAddr.acquire, Release: perAddr.release, MaxConns: cfg.SeedLinkClients, Name: "seedlink",
 	}, svc.Logger())
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.SeedLinkAddr)
-	if err != nil {
-		return fmt.Errorf("listen seedlink %s: %w", cfg.SeedLinkAddr, err)
-	}
 	svc.Metrics().MustRegister(proxy.Collectors()...)
-	svc.Go("seedlink routing", service.ComponentFunc(func(ctx context.Context) error { return proxy.Serve(ctx, ln) }))
+	if cfg.SeedLinkAddr != "" {
+		ln, err := net.Listen("tcp", cfg.SeedLinkAddr)
+		if err != nil {
+			return fmt.Errorf("listen seedlink %s: %w", cfg.SeedLinkAddr, err)
+		}
+		svc.Go("seedlink routing", service.ComponentFunc(func(ctx context.Context) error { return proxy.Serve(ctx, ln) }))
+	}
+	if cfg.SeedLinkTLSAddr != "" {
+		certs, err := svc.Certificate(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", cfg.SeedLinkTLSAddr)
+		if err != nil {
+			return fmt.Errorf("listen seedlink-tls %s: %w", cfg.SeedLinkTLSAddr, err)
+		}
+		tc := certfile.ServerConfig(certs)
+		// SeedLink, or WebSocket over HTTP/1.1: the core speaks no HTTP/2.
+		tc.NextProtos = []string{"http/1.1"}
+		ln = tls.NewListener(ln, tc)
+		svc.Go("seedlink-tls routing", service.ComponentFunc(func(ctx context.Context) error { return proxy.Serve(ctx, ln) }))
+	}
 	return nil
 }

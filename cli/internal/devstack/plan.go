@@ -35,7 +35,7 @@ const (
 	etcdClient, etcdPeer, etcdMetrics             = 60, 61, 62
 	uplinkProxyUDP, uplinkProxyWS                 = 70, 71
 	edgeHTTP, edgeGRPC, edgeAdmin, edgePlain      = 0, 1, 2, 3
-	edgeSeedLink                                  = 4
+	edgeSeedLink, edgeSeedLinkTLS                 = 4, 5
 )
 
 // site is one place of the topology and its block in the port plan.
@@ -404,9 +404,12 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 			// HTTPS on the edge's HTTP port; plain HTTP beside it only
 			// redirects there.
 			cert, key := p.issue(e, "edge")
-			edge.args = append(edge.args, "-tls-cert", cert, "-tls-key", key, "-http-plain-addr", addr(e, edgePlain))
+			edge.args = append(edge.args, "-tls-cert", cert, "-tls-key", key, "-http-plain-addr", addr(e, edgePlain),
+				"-seedlink-tls-addr", addr(e, edgeSeedLinkTLS))
 			edge.listeners["http_plain"] = "http://" + addr(e, edgePlain)
+			edge.listeners["seedlink_tls"] = addr(e, edgeSeedLinkTLS)
 			p.addPort(e.name+" edge plain HTTP (redirect)", cfg.PortBase+e.block+edgePlain, false)
+			p.addPort(e.name+" edge SeedLink over TLS", cfg.PortBase+e.block+edgeSeedLinkTLS, false)
 		}
 		edge.env = append(edge.env, "SHINDO_EDGE_NOTIFY_TOKENS_FILE="+p.notifyTokenFile)
 		edgeProcs = append(edgeProcs, edge)

@@ -9,6 +9,7 @@ package tcproute
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -28,8 +29,16 @@ type Options struct {
 	Targets []string
 	// Order returns the indexes of Targets to try, best first.
 	Order func() []int
-	// DialTimeout bounds one attempt to reach a core.
+	// DialTimeout bounds one attempt to reach a core, its TLS handshake
+	// included.
 	DialTimeout time.Duration
+	// TLS, when set, is the client side of the mutual TLS the cores
+	// require (the edge's internal certificate); nil: plain TCP.
+	TLS *tls.Config
+	// HandshakeTimeout bounds a TLS client's handshake at the edge (a
+	// tls.Listener's connections), before a core is dialed for it, so one
+	// that stalls holds no core connection; 0: 10 s.
+	HandshakeTimeout time.Duration
 	// Acquire and Release count a client address's connections against
 	// the edge's per-address budget; Acquire false turns it away.
 	Acquire func(addr string) bool
@@ -64,7 +73,7 @@ func New(opts Options, log *slog.Logger) (*Proxy, error) {
 		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "shindo_edge_tcp_connections", ConstLabels: labels,
 			Help: "Connections the edge carries to a core."}),
 		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_edge_tcp_turned_away_total", ConstLabels: labels,
-			Help: "Connections closed on accept, by reason (limit, address, no_core: no core accepted it)."}, []string{"reason"}),
+			Help: "Connections closed on accept, by reason (limit, address, handshake: a TLS client's failed, no_core: no core accepted it)."}, []string{"reason"}),
 		routed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_edge_tcp_routed_total", ConstLabels: labels,
 			Help: "Connections carried, by core address."}, []string{"core"}),
 	}, nil
@@ -142,9 +151,28 @@ func (p *Proxy) drop(c net.Conn, addr string) {
 
 // carry connects c to the first core that answers and copies both ways.
 func (p *Proxy) carry(ctx context.Context, c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		timeout := p.opts.HandshakeTimeout
+		if timeout <= 0 {
+			timeout = 10 * time.Second
+		}
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			p.turnedAway.WithLabelValues("handshake").Inc()
+			p.log.DebugContext(ctx, "TLS handshake failed", slog.String("protocol", p.opts.Name), slog.Any("error", err))
+			return
+		}
+	}
 	var up net.Conn
 	for _, i := range p.opts.Order() {
-		d := net.Dialer{Timeout: p.opts.DialTimeout}
+		var d interface {
+			DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+		} = &net.Dialer{Timeout: p.opts.DialTimeout}
+		if p.opts.TLS != nil {
+			d = &tls.Dialer{NetDialer: &net.Dialer{Timeout: p.opts.DialTimeout}, Config: p.opts.TLS}
+		}
 		var err error
 		if up, err = d.DialContext(ctx, "tcp", p.opts.Targets[i]); err == nil {
 			p.routed.WithLabelValues(p.opts.Targets[i]).Inc()

@@ -3,15 +3,23 @@ package tcproute
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"shindo.dev/devkit/pki"
+	"shindo.dev/devkit/poll"
 )
 
 // core answers every connection with its name, then echoes lines.
@@ -67,6 +75,13 @@ func startProxy(t *testing.T, targets []string, order func() []int, perAddr int)
 	if err != nil {
 		t.Fatal(err)
 	}
+	serve(t, p, ln)
+	return p, ln.Addr().String()
+}
+
+// serve runs p on ln until the test ends.
+func serve(t *testing.T, p *Proxy, ln net.Listener) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(ctx, ln) }()
@@ -76,7 +91,6 @@ func startProxy(t *testing.T, targets []string, order func() []int, perAddr int)
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return p, ln.Addr().String()
 }
 
 // greet connects through the proxy and returns the core's name, or "" if
@@ -185,5 +199,100 @@ func TestNoCore(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(p.turnedAway.WithLabelValues("no_core")); n != 1 {
 		t.Errorf("no_core %v", n)
+	}
+}
+
+// TestTLSBothSides: under -tls the edge serves SeedLink over TLS with its
+// public certificate and carries it to a core that requires mutual TLS,
+// with the edge's internal certificate; a client that stalls its
+// handshake is dropped after HandshakeTimeout, counted, and never costs a
+// core connection.
+func TestTLSBothSides(t *testing.T) {
+	t.Parallel()
+	ca, err := pki.NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	certOf := func(site, role string) tls.Certificate {
+		is, err := ca.Issue(pki.Request{Identity: pki.Identity{Site: site, Role: role}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.X509KeyPair(is.CertPEM, is.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// The core: mutual TLS, its name to every caller with a certificate.
+	var accepted atomic.Int32
+	coreLn, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{certOf("TNN-1", "waveform")},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coreLn.Close() })
+	go func() {
+		for {
+			c, err := coreLn.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer c.Close()
+				io.WriteString(c, "TNN-1\n")
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	p, err := New(Options{Targets: []string{coreLn.Addr().String()}, Order: func() []int { return []int{0} },
+		DialTimeout: time.Second, MaxConns: 10, Name: "seedlink", HandshakeTimeout: 300 * time.Millisecond,
+		TLS: &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{certOf("TPE-1", "edge")}, RootCAs: pool},
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{certOf("TPE-1", "edge")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, p, ln)
+
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	if line, err := r.ReadString('\n'); err != nil || line != "TNN-1\n" {
+		t.Fatalf("through TLS at both hops: %q %v", line, err)
+	}
+	io.WriteString(c, "SELECT 00_B_N_Z\n")
+	if line, err := r.ReadString('\n'); err != nil || line != "SELECT 00_B_N_Z\n" {
+		t.Fatalf("echo: %q %v", line, err)
+	}
+
+	stalled, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	_ = stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := stalled.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a stalled handshake: %v, want the edge to close it", err)
+	}
+	// The timeout closes the connection, then the handshake returns and
+	// is counted.
+	poll.Until(t, 5*time.Second, "one connection turned away at the handshake", func() bool {
+		return testutil.ToFloat64(p.turnedAway.WithLabelValues("handshake")) == 1
+	})
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("the core accepted %d connections, want 1: the stalled client cost one", n)
 	}
 }
