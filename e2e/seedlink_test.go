@@ -28,6 +28,8 @@ import (
 type seisplotjsSeedLink struct {
 	First, Second []struct {
 		Seq     string
+		Format  string // the payload: miniSEED "2" or "3"
+		CrcOK   bool   // miniSEED 3: seisplotjs computes the record's CRC alike
 		Channel string
 		Station string
 		Start   int64
@@ -43,7 +45,9 @@ type seisplotjsSeedLink struct {
 // the client reconnects through the same entrance resuming after the last
 // sequence number it got, as an application does. The records' samples,
 // from both cores together, are the REST Query's for the same span, each
-// once and with no gap: both cores number the same data alike.
+// once and with no gap: both cores number the same data alike. The
+// SeedLink 4 client resumes asking for miniSEED 3, which seisplotjs must
+// read, CRC and all, and which must be numbered as miniSEED 2 is.
 func checkSeisplotjsSeedLink(t *testing.T, d *dev, dir string, proto int) {
 	t.Helper()
 	var control string
@@ -135,6 +139,9 @@ func checkSeisplotjsSeedLink(t *testing.T, d *dev, dir string, proto int) {
 	samples := map[int64]float64{}
 	var lo, hi int64 = 1 << 62, 0
 	for i, r := range append(slices.Clone(got.First), got.Second...) {
+		if want := map[bool]string{true: "3", false: "2"}[proto == 4 && i >= fromA]; r.Format != want || r.Format == "3" && !r.CrcOK {
+			t.Fatalf("record %d (seq %s): miniSEED %s (CRC as seisplotjs computes it: %v), want miniSEED %s", i, r.Seq, r.Format, r.CrcOK, want)
+		}
 		if r.Channel != "BNZ" || r.Station != st.Net+"_"+st.Sta || r.Rate != 50 {
 			t.Fatalf("record %d: %s %s at %v Hz, want BNZ of %s_%s at 50 Hz", i, r.Station, r.Channel, r.Rate, st.Net, st.Sta)
 		}
