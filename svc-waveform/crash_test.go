@@ -71,12 +71,14 @@ type child struct {
 	err    error
 }
 
-func startChild(t *testing.T, bin, dataDir string) *child {
+// startChild starts shindo-waveform on dataDir; extra flags come last, so
+// they override the defaults here.
+func startChild(t *testing.T, bin, dataDir string, extra ...string) *child {
 	t.Helper()
 	c := &child{grpc: freeaddr.TCP(t), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	admin := freeaddr.TCP(t)
-	c.cmd = exec.Command(bin, "-data-dir", dataDir, "-seedlink-addr", "127.0.0.1:0", "-grpc-addr", c.grpc, "-admin-addr", admin,
-		"-log-level", "warn", "-shutdown-timeout", "5s")
+	c.cmd = exec.Command(bin, append([]string{"-data-dir", dataDir, "-seedlink-addr", "127.0.0.1:0", "-grpc-addr", c.grpc, "-admin-addr", admin,
+		"-log-level", "warn", "-shutdown-timeout", "5s"}, extra...)...)
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
