@@ -381,3 +381,50 @@ func TestRecordCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestAvailability: the Availability call lists each station's channels
+// with their stretches without a gap, under the archive's SEED names;
+// unknown stations are left out, unknown channels and too many stations
+// refused.
+func TestAvailability(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	start := time.Now().Add(-time.Hour).UnixMilli() / 500 * 500
+	var recs []*ingestv1.Record
+	for j := range int64(20) {
+		if j == 8 || j == 9 {
+			continue // a second missing
+		}
+		recs = append(recs, sensorRecord("S1", start+500*j, 25), intensityRecord("S1", start+500*j+500))
+	}
+	for _, r := range recs {
+		r.NetworkCode, r.StationCode, r.LocationCode = "TW", "HUA1", "10"
+	}
+	ts.ingest(t, &waveformv1.IngestRequest{BatchId: 1, Records: recs})
+	resp, err := ts.client.Availability(context.Background(), &waveformv1.AvailabilityRequest{
+		StationIds: []string{"nobody", "S1"}, Channels: []string{"BNZ", "MXA"}, StartMs: start - 60_000, EndMs: start + 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range resp.GetChannels() {
+		s := fmt.Sprintf("%s %s.%s.%s.%s %gHz", c.GetStationId(), c.GetNetworkCode(), c.GetStationCode(), c.GetLocationCode(), c.GetChannelCode(), c.GetSampleRateHz())
+		for _, sp := range c.GetSpans() {
+			s += fmt.Sprintf(" [%d,%d)", sp.GetStartMs()-start, sp.GetEndMs()-start)
+		}
+		got = append(got, s)
+	}
+	want := []string{"S1 TW.HUA1.10.BNZ 50Hz [0,4000) [5000,10000)", "S1 TW.HUA1.10.MXA 2Hz [500,4500) [5500,10500)"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("availability\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for name, req := range map[string]*waveformv1.AvailabilityRequest{
+		"unknown channel": {StationIds: []string{"S1"}, Channels: []string{"HHZ"}, StartMs: start, EndMs: start + 1000},
+		"no station":      {StartMs: start, EndMs: start + 1000},
+		"empty window":    {StationIds: []string{"S1"}, StartMs: start, EndMs: start},
+	} {
+		if _, err := ts.client.Availability(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument", name, err)
+		}
+	}
+}

@@ -315,3 +315,44 @@ func (s *Server) logFailure(msg, station string, err error) {
 	}
 	s.log.Error(msg, slog.String("station", station), slog.Any("error", err))
 }
+
+// MaxAvailabilityStations and MaxAvailabilitySpans bound one Availability
+// call.
+const (
+	MaxAvailabilityStations = 1000
+	MaxAvailabilitySpans    = 1_000_000
+)
+
+// Availability lists the stretches without a gap that the archive holds of
+// the stations' channels in a window, from its index.
+func (s *Server) Availability(_ context.Context, req *waveformv1.AvailabilityRequest) (*waveformv1.AvailabilityResponse, error) {
+	if n := len(req.GetStationIds()); n == 0 || n > MaxAvailabilityStations {
+		return nil, status.Errorf(codes.InvalidArgument, "give 1 to %d station_ids, not %d", MaxAvailabilityStations, n)
+	}
+	chans, err := archive.ExportChannels(req.GetChannels(), true)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	budget := MaxAvailabilitySpans
+	resp := &waveformv1.AvailabilityResponse{}
+	for _, id := range req.GetStationIds() {
+		seed, spans, err := s.store.Availability(id, chans, req.GetStartMs(), req.GetEndMs(), &budget)
+		switch {
+		case errors.Is(err, archive.ErrUnknownStation):
+			continue
+		case errors.Is(err, archive.ErrTooManySpans):
+			return nil, status.Errorf(codes.ResourceExhausted, "more than %d spans: narrow the window or the stations", MaxAvailabilitySpans)
+		case err != nil:
+			return nil, storeError(err)
+		}
+		for _, c := range spans {
+			ca := &waveformv1.ChannelAvailability{StationId: id, NetworkCode: seed.Network, StationCode: seed.Station,
+				LocationCode: seed.Location, ChannelCode: c.Channel, SampleRateHz: c.RateHz}
+			for _, sp := range c.Spans {
+				ca.Spans = append(ca.Spans, &waveformv1.TimeSpan{StartMs: sp.StartMs, EndMs: sp.EndMs})
+			}
+			resp.Channels = append(resp.Channels, ca)
+		}
+	}
+	return resp, nil
+}

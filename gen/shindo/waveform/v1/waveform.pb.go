@@ -711,6 +711,282 @@ func (x *ExportResponse) GetLocationCode() string {
 	return ""
 }
 
+// AvailabilityRequest selects stations, channels and a time window.
+type AvailabilityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifiers, at most 1,000; unknown ones are left out.
+	StationIds []string `protobuf:"bytes,1,rep,name=station_ids,json=stationIds,proto3" json:"station_ids,omitempty"`
+	// SEED channel codes, of BNZ, BNN, BNE, MXI, MXA and MXV; empty: all six.
+	// An unknown code is InvalidArgument.
+	Channels []string `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// Start of the window, Unix ms, inclusive.
+	StartMs int64 `protobuf:"varint,3,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	// End of the window, Unix ms, exclusive.
+	EndMs         int64 `protobuf:"varint,4,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AvailabilityRequest) Reset() {
+	*x = AvailabilityRequest{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AvailabilityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AvailabilityRequest) ProtoMessage() {}
+
+func (x *AvailabilityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AvailabilityRequest.ProtoReflect.Descriptor instead.
+func (*AvailabilityRequest) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AvailabilityRequest) GetStationIds() []string {
+	if x != nil {
+		return x.StationIds
+	}
+	return nil
+}
+
+func (x *AvailabilityRequest) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *AvailabilityRequest) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *AvailabilityRequest) GetEndMs() int64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+// AvailabilityResponse lists the channels that hold data in the window. More
+// than a million spans in all is ResourceExhausted.
+type AvailabilityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order of the request's stations, then of the channels.
+	Channels      []*ChannelAvailability `protobuf:"bytes,1,rep,name=channels,proto3" json:"channels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AvailabilityResponse) Reset() {
+	*x = AvailabilityResponse{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AvailabilityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AvailabilityResponse) ProtoMessage() {}
+
+func (x *AvailabilityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AvailabilityResponse.ProtoReflect.Descriptor instead.
+func (*AvailabilityResponse) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AvailabilityResponse) GetChannels() []*ChannelAvailability {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+// ChannelAvailability is one channel's data in the window.
+type ChannelAvailability struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Station identifier.
+	StationId string `protobuf:"bytes,1,opt,name=station_id,json=stationId,proto3" json:"station_id,omitempty"`
+	// SEED network code of the station in the archive.
+	NetworkCode string `protobuf:"bytes,2,opt,name=network_code,json=networkCode,proto3" json:"network_code,omitempty"`
+	// SEED station code of the station in the archive.
+	StationCode string `protobuf:"bytes,3,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
+	// SEED location code of the channel.
+	LocationCode string `protobuf:"bytes,4,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	// SEED channel code.
+	ChannelCode string `protobuf:"bytes,5,opt,name=channel_code,json=channelCode,proto3" json:"channel_code,omitempty"`
+	// Samples per second.
+	SampleRateHz float64 `protobuf:"fixed64,6,opt,name=sample_rate_hz,json=sampleRateHz,proto3" json:"sample_rate_hz,omitempty"`
+	// Stretches without a gap, in time order, cut to the window.
+	Spans         []*TimeSpan `protobuf:"bytes,7,rep,name=spans,proto3" json:"spans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelAvailability) Reset() {
+	*x = ChannelAvailability{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelAvailability) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelAvailability) ProtoMessage() {}
+
+func (x *ChannelAvailability) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelAvailability.ProtoReflect.Descriptor instead.
+func (*ChannelAvailability) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ChannelAvailability) GetStationId() string {
+	if x != nil {
+		return x.StationId
+	}
+	return ""
+}
+
+func (x *ChannelAvailability) GetNetworkCode() string {
+	if x != nil {
+		return x.NetworkCode
+	}
+	return ""
+}
+
+func (x *ChannelAvailability) GetStationCode() string {
+	if x != nil {
+		return x.StationCode
+	}
+	return ""
+}
+
+func (x *ChannelAvailability) GetLocationCode() string {
+	if x != nil {
+		return x.LocationCode
+	}
+	return ""
+}
+
+func (x *ChannelAvailability) GetChannelCode() string {
+	if x != nil {
+		return x.ChannelCode
+	}
+	return ""
+}
+
+func (x *ChannelAvailability) GetSampleRateHz() float64 {
+	if x != nil {
+		return x.SampleRateHz
+	}
+	return 0
+}
+
+func (x *ChannelAvailability) GetSpans() []*TimeSpan {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
+}
+
+// TimeSpan is [start_ms, end_ms): end_ms is just after the last sample.
+type TimeSpan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Time of the first sample, Unix ms.
+	StartMs int64 `protobuf:"varint,1,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	// Time of the last sample plus one sample period, Unix ms.
+	EndMs         int64 `protobuf:"varint,2,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimeSpan) Reset() {
+	*x = TimeSpan{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimeSpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimeSpan) ProtoMessage() {}
+
+func (x *TimeSpan) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimeSpan.ProtoReflect.Descriptor instead.
+func (*TimeSpan) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TimeSpan) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *TimeSpan) GetEndMs() int64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
 var File_shindo_waveform_v1_waveform_proto protoreflect.FileDescriptor
 
 const file_shindo_waveform_v1_waveform_proto_rawDesc = "" +
@@ -763,12 +1039,33 @@ const file_shindo_waveform_v1_waveform_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12!\n" +
 	"\fnetwork_code\x18\x02 \x01(\tR\vnetworkCode\x12!\n" +
 	"\fstation_code\x18\x03 \x01(\tR\vstationCode\x12#\n" +
-	"\rlocation_code\x18\x04 \x01(\tR\flocationCode2\xd4\x02\n" +
+	"\rlocation_code\x18\x04 \x01(\tR\flocationCode\"\x84\x01\n" +
+	"\x13AvailabilityRequest\x12\x1f\n" +
+	"\vstation_ids\x18\x01 \x03(\tR\n" +
+	"stationIds\x12\x1a\n" +
+	"\bchannels\x18\x02 \x03(\tR\bchannels\x12\x19\n" +
+	"\bstart_ms\x18\x03 \x01(\x03R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x04 \x01(\x03R\x05endMs\"[\n" +
+	"\x14AvailabilityResponse\x12C\n" +
+	"\bchannels\x18\x01 \x03(\v2'.shindo.waveform.v1.ChannelAvailabilityR\bchannels\"\x9c\x02\n" +
+	"\x13ChannelAvailability\x12\x1d\n" +
+	"\n" +
+	"station_id\x18\x01 \x01(\tR\tstationId\x12!\n" +
+	"\fnetwork_code\x18\x02 \x01(\tR\vnetworkCode\x12!\n" +
+	"\fstation_code\x18\x03 \x01(\tR\vstationCode\x12#\n" +
+	"\rlocation_code\x18\x04 \x01(\tR\flocationCode\x12!\n" +
+	"\fchannel_code\x18\x05 \x01(\tR\vchannelCode\x12$\n" +
+	"\x0esample_rate_hz\x18\x06 \x01(\x01R\fsampleRateHz\x122\n" +
+	"\x05spans\x18\a \x03(\v2\x1c.shindo.waveform.v1.TimeSpanR\x05spans\"<\n" +
+	"\bTimeSpan\x12\x19\n" +
+	"\bstart_ms\x18\x01 \x01(\x03R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x02 \x01(\x03R\x05endMs2\xb7\x03\n" +
 	"\x0fWaveformService\x12S\n" +
 	"\x06Ingest\x12!.shindo.waveform.v1.IngestRequest\x1a\".shindo.waveform.v1.IngestResponse(\x010\x01\x12K\n" +
 	"\x04Live\x12\x1f.shindo.waveform.v1.LiveRequest\x1a .shindo.waveform.v1.LiveResponse0\x01\x12L\n" +
 	"\x05Query\x12 .shindo.waveform.v1.QueryRequest\x1a!.shindo.waveform.v1.QueryResponse\x12Q\n" +
-	"\x06Export\x12!.shindo.waveform.v1.ExportRequest\x1a\".shindo.waveform.v1.ExportResponse0\x01B.Z,shindo.dev/gen/shindo/waveform/v1;waveformv1b\x06proto3"
+	"\x06Export\x12!.shindo.waveform.v1.ExportRequest\x1a\".shindo.waveform.v1.ExportResponse0\x01\x12a\n" +
+	"\fAvailability\x12'.shindo.waveform.v1.AvailabilityRequest\x1a(.shindo.waveform.v1.AvailabilityResponseB.Z,shindo.dev/gen/shindo/waveform/v1;waveformv1b\x06proto3"
 
 var (
 	file_shindo_waveform_v1_waveform_proto_rawDescOnce sync.Once
@@ -782,38 +1079,46 @@ func file_shindo_waveform_v1_waveform_proto_rawDescGZIP() []byte {
 	return file_shindo_waveform_v1_waveform_proto_rawDescData
 }
 
-var file_shindo_waveform_v1_waveform_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_shindo_waveform_v1_waveform_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_shindo_waveform_v1_waveform_proto_goTypes = []any{
-	(*IngestRequest)(nil),   // 0: shindo.waveform.v1.IngestRequest
-	(*IngestResponse)(nil),  // 1: shindo.waveform.v1.IngestResponse
-	(*LiveRequest)(nil),     // 2: shindo.waveform.v1.LiveRequest
-	(*LiveResponse)(nil),    // 3: shindo.waveform.v1.LiveResponse
-	(*Chunk)(nil),           // 4: shindo.waveform.v1.Chunk
-	(*QueryRequest)(nil),    // 5: shindo.waveform.v1.QueryRequest
-	(*QueryResponse)(nil),   // 6: shindo.waveform.v1.QueryResponse
-	(*IntensitySample)(nil), // 7: shindo.waveform.v1.IntensitySample
-	(*ExportRequest)(nil),   // 8: shindo.waveform.v1.ExportRequest
-	(*ExportResponse)(nil),  // 9: shindo.waveform.v1.ExportResponse
-	(*v1.Record)(nil),       // 10: shindo.ingest.v1.Record
+	(*IngestRequest)(nil),        // 0: shindo.waveform.v1.IngestRequest
+	(*IngestResponse)(nil),       // 1: shindo.waveform.v1.IngestResponse
+	(*LiveRequest)(nil),          // 2: shindo.waveform.v1.LiveRequest
+	(*LiveResponse)(nil),         // 3: shindo.waveform.v1.LiveResponse
+	(*Chunk)(nil),                // 4: shindo.waveform.v1.Chunk
+	(*QueryRequest)(nil),         // 5: shindo.waveform.v1.QueryRequest
+	(*QueryResponse)(nil),        // 6: shindo.waveform.v1.QueryResponse
+	(*IntensitySample)(nil),      // 7: shindo.waveform.v1.IntensitySample
+	(*ExportRequest)(nil),        // 8: shindo.waveform.v1.ExportRequest
+	(*ExportResponse)(nil),       // 9: shindo.waveform.v1.ExportResponse
+	(*AvailabilityRequest)(nil),  // 10: shindo.waveform.v1.AvailabilityRequest
+	(*AvailabilityResponse)(nil), // 11: shindo.waveform.v1.AvailabilityResponse
+	(*ChannelAvailability)(nil),  // 12: shindo.waveform.v1.ChannelAvailability
+	(*TimeSpan)(nil),             // 13: shindo.waveform.v1.TimeSpan
+	(*v1.Record)(nil),            // 14: shindo.ingest.v1.Record
 }
 var file_shindo_waveform_v1_waveform_proto_depIdxs = []int32{
-	10, // 0: shindo.waveform.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
+	14, // 0: shindo.waveform.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
 	4,  // 1: shindo.waveform.v1.LiveResponse.chunk:type_name -> shindo.waveform.v1.Chunk
 	4,  // 2: shindo.waveform.v1.QueryResponse.chunks:type_name -> shindo.waveform.v1.Chunk
 	7,  // 3: shindo.waveform.v1.QueryResponse.intensity:type_name -> shindo.waveform.v1.IntensitySample
-	0,  // 4: shindo.waveform.v1.WaveformService.Ingest:input_type -> shindo.waveform.v1.IngestRequest
-	2,  // 5: shindo.waveform.v1.WaveformService.Live:input_type -> shindo.waveform.v1.LiveRequest
-	5,  // 6: shindo.waveform.v1.WaveformService.Query:input_type -> shindo.waveform.v1.QueryRequest
-	8,  // 7: shindo.waveform.v1.WaveformService.Export:input_type -> shindo.waveform.v1.ExportRequest
-	1,  // 8: shindo.waveform.v1.WaveformService.Ingest:output_type -> shindo.waveform.v1.IngestResponse
-	3,  // 9: shindo.waveform.v1.WaveformService.Live:output_type -> shindo.waveform.v1.LiveResponse
-	6,  // 10: shindo.waveform.v1.WaveformService.Query:output_type -> shindo.waveform.v1.QueryResponse
-	9,  // 11: shindo.waveform.v1.WaveformService.Export:output_type -> shindo.waveform.v1.ExportResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	12, // 4: shindo.waveform.v1.AvailabilityResponse.channels:type_name -> shindo.waveform.v1.ChannelAvailability
+	13, // 5: shindo.waveform.v1.ChannelAvailability.spans:type_name -> shindo.waveform.v1.TimeSpan
+	0,  // 6: shindo.waveform.v1.WaveformService.Ingest:input_type -> shindo.waveform.v1.IngestRequest
+	2,  // 7: shindo.waveform.v1.WaveformService.Live:input_type -> shindo.waveform.v1.LiveRequest
+	5,  // 8: shindo.waveform.v1.WaveformService.Query:input_type -> shindo.waveform.v1.QueryRequest
+	8,  // 9: shindo.waveform.v1.WaveformService.Export:input_type -> shindo.waveform.v1.ExportRequest
+	10, // 10: shindo.waveform.v1.WaveformService.Availability:input_type -> shindo.waveform.v1.AvailabilityRequest
+	1,  // 11: shindo.waveform.v1.WaveformService.Ingest:output_type -> shindo.waveform.v1.IngestResponse
+	3,  // 12: shindo.waveform.v1.WaveformService.Live:output_type -> shindo.waveform.v1.LiveResponse
+	6,  // 13: shindo.waveform.v1.WaveformService.Query:output_type -> shindo.waveform.v1.QueryResponse
+	9,  // 14: shindo.waveform.v1.WaveformService.Export:output_type -> shindo.waveform.v1.ExportResponse
+	11, // 15: shindo.waveform.v1.WaveformService.Availability:output_type -> shindo.waveform.v1.AvailabilityResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_shindo_waveform_v1_waveform_proto_init() }
@@ -827,7 +1132,7 @@ func file_shindo_waveform_v1_waveform_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_waveform_v1_waveform_proto_rawDesc), len(file_shindo_waveform_v1_waveform_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,10 +22,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WaveformService_Ingest_FullMethodName = "/shindo.waveform.v1.WaveformService/Ingest"
-	WaveformService_Live_FullMethodName   = "/shindo.waveform.v1.WaveformService/Live"
-	WaveformService_Query_FullMethodName  = "/shindo.waveform.v1.WaveformService/Query"
-	WaveformService_Export_FullMethodName = "/shindo.waveform.v1.WaveformService/Export"
+	WaveformService_Ingest_FullMethodName       = "/shindo.waveform.v1.WaveformService/Ingest"
+	WaveformService_Live_FullMethodName         = "/shindo.waveform.v1.WaveformService/Live"
+	WaveformService_Query_FullMethodName        = "/shindo.waveform.v1.WaveformService/Query"
+	WaveformService_Export_FullMethodName       = "/shindo.waveform.v1.WaveformService/Export"
+	WaveformService_Availability_FullMethodName = "/shindo.waveform.v1.WaveformService/Availability"
 )
 
 // WaveformServiceClient is the client API for WaveformService service.
@@ -50,6 +51,11 @@ type WaveformServiceClient interface {
 	// 32-bit floats; or the channels asked for), cut to the window. Samples
 	// acked to svc-ingest are included before they reach a record on disk.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
+	// Availability returns, for stations and channels, the stretches without
+	// a gap the archive holds in a window, from its index (no sample is read):
+	// what fdsnws-availability serves. Samples acked to svc-ingest count
+	// before they reach a record on disk.
+	Availability(ctx context.Context, in *AvailabilityRequest, opts ...grpc.CallOption) (*AvailabilityResponse, error)
 }
 
 type waveformServiceClient struct {
@@ -121,6 +127,16 @@ func (c *waveformServiceClient) Export(ctx context.Context, in *ExportRequest, o
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WaveformService_ExportClient = grpc.ServerStreamingClient[ExportResponse]
 
+func (c *waveformServiceClient) Availability(ctx context.Context, in *AvailabilityRequest, opts ...grpc.CallOption) (*AvailabilityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AvailabilityResponse)
+	err := c.cc.Invoke(ctx, WaveformService_Availability_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WaveformServiceServer is the server API for WaveformService service.
 // All implementations must embed UnimplementedWaveformServiceServer
 // for forward compatibility.
@@ -143,6 +159,11 @@ type WaveformServiceServer interface {
 	// 32-bit floats; or the channels asked for), cut to the window. Samples
 	// acked to svc-ingest are included before they reach a record on disk.
 	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error
+	// Availability returns, for stations and channels, the stretches without
+	// a gap the archive holds in a window, from its index (no sample is read):
+	// what fdsnws-availability serves. Samples acked to svc-ingest count
+	// before they reach a record on disk.
+	Availability(context.Context, *AvailabilityRequest) (*AvailabilityResponse, error)
 	mustEmbedUnimplementedWaveformServiceServer()
 }
 
@@ -164,6 +185,9 @@ func (UnimplementedWaveformServiceServer) Query(context.Context, *QueryRequest) 
 }
 func (UnimplementedWaveformServiceServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error {
 	return status.Error(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedWaveformServiceServer) Availability(context.Context, *AvailabilityRequest) (*AvailabilityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Availability not implemented")
 }
 func (UnimplementedWaveformServiceServer) mustEmbedUnimplementedWaveformServiceServer() {}
 func (UnimplementedWaveformServiceServer) testEmbeddedByValue()                         {}
@@ -233,6 +257,24 @@ func _WaveformService_Export_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WaveformService_ExportServer = grpc.ServerStreamingServer[ExportResponse]
 
+func _WaveformService_Availability_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AvailabilityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WaveformServiceServer).Availability(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WaveformService_Availability_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WaveformServiceServer).Availability(ctx, req.(*AvailabilityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WaveformService_ServiceDesc is the grpc.ServiceDesc for WaveformService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -243,6 +285,10 @@ var WaveformService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Query",
 			Handler:    _WaveformService_Query_Handler,
+		},
+		{
+			MethodName: "Availability",
+			Handler:    _WaveformService_Availability_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
