@@ -50,6 +50,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/clients"
 	"shindo.dev/svc-dataapi/internal/compat"
 	"shindo.dev/svc-dataapi/internal/detectsync"
+	"shindo.dev/svc-dataapi/internal/fdsnavailability"
 	"shindo.dev/svc-dataapi/internal/fdsndataselect"
 	"shindo.dev/svc-dataapi/internal/fdsnevent"
 	"shindo.dev/svc-dataapi/internal/fdsnstation"
@@ -353,6 +354,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		}
 		mux.Handle("/v1/waveforms/", compat.OnlyGET(archive))
 		fdsndataselect.New(reg.Source.Current, archiveClient, fdsndataselect.DefaultLimits, svc.Metrics(), log).Register(mux)
+		fdsnavailability.New(reg.Source.Current, archiveClient, cfg.DBTimeout, log).Register(mux)
 	}
 	if len(cfg.RTS) > 0 {
 		var cores []rtsv1.RTSServiceClient

@@ -98,3 +98,20 @@ func parseSelection(line string) (Selection, error) {
 	}
 	return sel, nil
 }
+
+// ParseRequest reads a GET request's query, or a POST request's body
+// (ParsePost); a body beyond the bounds is a 413.
+func (s *Spec) ParseRequest(r *http.Request) (*Query, []Selection, error) {
+	if r.Method == http.MethodPost {
+		q, sels, err := s.ParsePost(r.Body)
+		if errors.Is(err, ErrTooLarge) {
+			return nil, nil, &Error{Status: http.StatusRequestEntityTooLarge, Detail: err.Error()}
+		}
+		return q, sels, err
+	}
+	q, err := s.ParseQuery(r.URL.Query())
+	if err != nil {
+		return nil, nil, err
+	}
+	return q, []Selection{q.Selection()}, nil
+}

@@ -125,7 +125,7 @@ type window struct {
 }
 
 func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
-	q, sels, err := parse(r)
+	q, sels, err := spec.ParseRequest(r)
 	if err != nil {
 		h.fail(w, r, fdsn.StatusOf(err), err.Error())
 		return
@@ -186,21 +186,6 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		slog.Int64("bytes", a.bytes), slog.Duration("took", time.Since(start)))
 }
 
-// parse reads a GET query or a POST body.
-func parse(r *http.Request) (*fdsn.Query, []fdsn.Selection, error) {
-	if r.Method == http.MethodPost {
-		q, sels, err := spec.ParsePost(r.Body)
-		if errors.Is(err, fdsn.ErrTooLarge) {
-			return nil, nil, &fdsn.Error{Status: http.StatusRequestEntityTooLarge, Detail: err.Error()}
-		}
-		return q, sels, err
-	}
-	q, err := spec.ParseQuery(r.URL.Query())
-	if err != nil {
-		return nil, nil, err
-	}
-	return q, []fdsn.Selection{q.Selection()}, nil
-}
 
 // plan turns the selections into station windows, in the order of the
 // stations' codes, then of time: each selection's window (its start is
