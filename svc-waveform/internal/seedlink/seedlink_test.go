@@ -860,3 +860,61 @@ func TestProxiesNotHeldToTheAddressBudget(t *testing.T) {
 		t.Errorf("turned away: %v by address, %v by the limit; want 1 and 1", a, l)
 	}
 }
+
+// TestTimeWindowEnds: a session asking for a window with an end (protocol
+// 3's TIME start end, protocol 4's DATA ALL start end) gets the records in
+// it and, once its station's data passed the end, END and a close, as
+// ringserver ends a time window; one without an end goes on.
+func TestTimeWindowEnds(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	for n := uint64(1); n <= 4; n++ {
+		s.Publish(sensorFrame(n))
+	}
+	at := func(n uint64) time.Time { return time.UnixMilli(sensorFrame(n).FirstMs).UTC() }
+	v3 := func(t time.Time) string { return t.Format("2006,01,02,15,04,05") }
+	for _, tc := range []struct {
+		proto int
+		cmds  []string
+	}{
+		{3, []string{"STATION 00001 SH", "SELECT BNZ", "TIME " + v3(at(2)) + " " + v3(at(6))}},
+		{4, []string{"SLPROTO 4.0", "STATION SH_00001", "SELECT 00_B_N_Z",
+			"DATA ALL " + at(2).Format(time.RFC3339) + " " + at(6).Format(time.RFC3339)}},
+	} {
+		c := dial(t, s.addr)
+		for _, cmd := range tc.cmds {
+			c.cmd(cmd, "OK")
+		}
+		c.send("END")
+		var got []time.Time
+		read := func() {
+			if tc.proto == 3 {
+				_, rec := c.packet3()
+				got = append(got, rec.Start)
+				return
+			}
+			_, _, _, _, payload := c.packet4()
+			got = append(got, decode(t, '2', payload).Start)
+		}
+		for range 3 { // frames 2, 3 and 4 are held
+			read()
+		}
+		// Frames 5 (in the window) and 7 (past its end) arrive live.
+		s.Publish(sensorFrame(5))
+		read()
+		s.Publish(sensorFrame(7))
+		end := make([]byte, 3)
+		if _, err := io.ReadFull(c.r, end); err != nil || string(end) != "END" {
+			t.Fatalf("protocol %d: after the window %q %v, want END", tc.proto, end, err)
+		}
+		if _, err := c.r.ReadByte(); err == nil {
+			t.Fatalf("protocol %d: still open after END", tc.proto)
+		}
+		if want := []time.Time{at(2), at(3), at(4), at(5)}; !slices.EqualFunc(got, want, time.Time.Equal) {
+			t.Errorf("protocol %d: records from %v, want %v", tc.proto, got, want)
+		}
+	}
+	if n := testutil.ToFloat64(s.m.ended.WithLabelValues("window_ended")); n != 2 {
+		t.Errorf("sessions ended with their window: %v", n)
+	}
+}

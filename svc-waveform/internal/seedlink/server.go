@@ -117,7 +117,7 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) *Server {
 		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_turned_away_total",
 			Help: "SeedLink connections closed on accept, by reason (limit: the server's, address: one address's)."}, []string{"reason"}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_sessions_ended_total",
-			Help: "SeedLink sessions ended, by reason (bye, fetched, closed, slow, timeout, line_too_long, stopping, error)."}, []string{"reason"}),
+			Help: "SeedLink sessions ended, by reason (bye, fetched, window_ended: its time window passed, closed, slow, timeout, line_too_long, stopping, error)."}, []string{"reason"}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_commands_total",
 			Help: "SeedLink commands received, by command (other: unknown ones)."}, []string{"command"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_seedlink_errors_total",
@@ -301,6 +301,8 @@ func (s *Server) ended(err error) {
 		reason = "bye"
 	case errors.Is(err, errFetched):
 		reason = "fetched"
+	case errors.Is(err, errWindowEnded):
+		reason = "window_ended"
 	case err == nil:
 		reason = "stopping"
 	case errors.Is(err, errSlowClient):

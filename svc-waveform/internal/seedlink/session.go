@@ -446,6 +446,39 @@ func (s *session) stream(stop <-chan struct{}) error {
 		}
 		return errFetched
 	}
+	// A session whose every request ends at a time is done once each
+	// station it got data of has passed that time: END, and the
+	// connection closes, as ringserver ends a time window.
+	windowed := !s.global.end.IsZero()
+	if len(s.stations) > 0 {
+		windowed = !slices.ContainsFunc(s.stations, func(r *reqStation) bool { return r.end.IsZero() })
+	}
+	passed := map[StationKey]bool{} // stations in the window: whether their data passed its end
+	note := func(d delivery, r *reqStation) {
+		if windowed {
+			start, _ := d.e.span()
+			passed[d.key] = passed[d.key] || !start.Before(r.end)
+		}
+	}
+	for _, d := range backlog {
+		if r := requestOf(d.key); r != nil {
+			note(d, r)
+		}
+	}
+	done := func() bool {
+		if !windowed || len(passed) == 0 {
+			return false
+		}
+		for _, p := range passed {
+			if !p {
+				return false
+			}
+		}
+		return true
+	}
+	if done() {
+		return s.endWindow()
+	}
 	for {
 		select {
 		case d := <-sub.c:
@@ -455,6 +488,7 @@ func (s *session) stream(stop <-chan struct{}) error {
 					if err := s.send(d, r, first(d.key, r, d.e.last)); err != nil {
 						return err
 					}
+					note(d, r)
 				}
 				select {
 				case d = <-sub.c:
@@ -465,6 +499,9 @@ func (s *session) stream(stop <-chan struct{}) error {
 			if err := s.flush(); err != nil {
 				return err
 			}
+			if done() {
+				return s.endWindow()
+			}
 		case <-sub.dropped:
 			s.srv.m.dropped.Inc()
 			return errSlowClient
@@ -474,6 +511,15 @@ func (s *session) stream(stop <-chan struct{}) error {
 			return nil
 		}
 	}
+}
+
+// endWindow ends a session whose time windows all passed.
+func (s *session) endWindow() error {
+	s.srv.log.Debug("seedlink: time window complete")
+	if err := s.t.write([]byte("END")); err != nil {
+		return err
+	}
+	return errWindowEnded
 }
 
 // Bounds of what the archive adds in front of the ring, for one session.
@@ -562,6 +608,8 @@ var (
 	errSlowClient = errors.New("client fell behind")
 	// errFetched ends a FETCH session once what was held is sent.
 	errFetched = errors.New("fetch complete")
+	// errWindowEnded ends a session whose time windows all passed.
+	errWindowEnded = errors.New("time window complete")
 )
 
 // send writes an entry's records that the request selects: from first on
