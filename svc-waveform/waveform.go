@@ -9,6 +9,7 @@ package waveform
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -122,6 +123,21 @@ func serveSeedLink(svc *service.Service, cfg Config, store *archive.Store, srv *
 	sl := seedlink.New(seedlink.Options{
 		Addr: cfg.SeedLinkAddr, Window: cfg.SeedLinkWindow, ClientBuffer: 4096,
 		MaxClients: cfg.SeedLinkClients, MaxPerAddr: cfg.SeedLinkPerAddr,
+		// The connection list shows clients' addresses: operators only,
+		// by their certificate, or from this host when it runs no edge.
+		Trusted: func(c net.Conn) bool {
+			if mutual {
+				tc, ok := c.(interface{ ConnectionState() tls.ConnectionState })
+				if !ok {
+					return false
+				}
+				st := tc.ConnectionState()
+				id, ok := peerid.FromTLS(&st)
+				return ok && id.Role == peerid.Operator
+			}
+			a, ok := c.RemoteAddr().(*net.TCPAddr)
+			return ok && a.IP.IsLoopback() && !cidr.Contains(trusted, a.AddrPort().Addr())
+		},
 		Proxy: func(c net.Conn) bool {
 			if mutual {
 				return true

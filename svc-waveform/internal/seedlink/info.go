@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,7 +47,14 @@ func (s *session) info(args []string) error {
 	case "ID", "CAPABILITIES", "FORMATS":
 	case "STATIONS", "STREAMS":
 	case "CONNECTIONS":
-		return s.infoError("UNAUTHORIZED", "connections are listed to operators only (the admin listener's metrics)")
+		// The clients' addresses are theirs: listed to trusted callers
+		// only, as ringserver does (the operators', under mutual TLS).
+		if s.conn == nil || s.srv.opts.Trusted == nil || !s.srv.opts.Trusted(s.conn) {
+			return s.infoError("UNAUTHORIZED", "connections are listed to trusted clients only")
+		}
+		if s.proto != 4 {
+			return s.infoError("UNSUPPORTED", "connections are listed in protocol 4's JSON")
+		}
 	default:
 		return s.infoError("ARGUMENTS", "unrecognized INFO item")
 	}
@@ -62,7 +71,33 @@ type jsonInfo struct {
 	Format       map[string]any    `json:"format,omitempty"`
 	Filter       map[string]string `json:"filter,omitempty"`
 	Station      []jsonStation     `json:"station,omitempty"`
+	Connections  *jsonConnections  `json:"connections,omitempty"`
 	Error        *jsonError        `json:"error,omitempty"`
+}
+
+// jsonConnections is INFO CONNECTIONS, in the fields of ringserver's
+// (src/infojson.c) that this server has.
+type jsonConnections struct {
+	ClientCount int          `json:"client_count"`
+	Client      []jsonClient `json:"client"`
+}
+
+type jsonClient struct {
+	Host            string        `json:"host"`
+	IPAddress       string        `json:"ip_address"`
+	ClientPort      string        `json:"client_port"`
+	Type            string        `json:"type"`
+	ClientID        string        `json:"client_id,omitempty"`
+	ConnectTime     string        `json:"connect_time"`
+	TransmitPackets uint64        `json:"transmit_packets"`
+	TransmitBytes   uint64        `json:"transmit_bytes"`
+	ProtocolVersion string        `json:"protocol_version"`
+	Station         []jsonRequest `json:"station,omitempty"`
+}
+
+type jsonRequest struct {
+	ID       string   `json:"id"`
+	Selector []string `json:"selector,omitempty"`
 }
 
 type jsonStation struct {
@@ -109,6 +144,8 @@ func (s *session) infoJSON(level string, wants func(StationKey) bool, sels []sel
 			"3": map[string]any{"mimetype": "application/vnd.fdsn.mseed3", "subformat": map[string]string{"D": "Data"}},
 		}
 		v.Filter = map[string]string{"native": "native format of data, no conversion", "3": "data in miniSEED 3"}
+	case "CONNECTIONS":
+		v.Connections = s.srv.connections()
 	case "STATIONS", "STREAMS":
 		v.Station = []jsonStation{}
 		for _, in := range s.srv.ring.Stations(wants) {
@@ -233,4 +270,42 @@ func (s *session) infoXML(level string, wants func(StationKey) bool, sels []sele
 		}
 	}
 	return nil
+}
+
+// connections lists the sessions for INFO CONNECTIONS.
+func (s *Server) connections() *jsonConnections {
+	s.mu.Lock()
+	list := make([]*session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		list = append(list, sess)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(list, func(a, b *session) int { return a.connected.Compare(b.connected) })
+	out := &jsonConnections{ClientCount: len(list), Client: []jsonClient{}}
+	for _, sess := range list {
+		host, port, _ := net.SplitHostPort(sess.remote)
+		v := sess.view.Load()
+		if v == nil {
+			v = &sessionView{version: "3.1"} // no command yet
+		}
+		c := jsonClient{Host: host, IPAddress: host, ClientPort: port, Type: sess.kind, ClientID: v.agent,
+			ConnectTime: sess.connected.UTC().Format(time.RFC3339), TransmitPackets: sess.txPackets.Load(),
+			TransmitBytes: sess.txByte.Load(), ProtocolVersion: v.version}
+		for _, r := range v.requests {
+			jr := jsonRequest{ID: r.pattern}
+			for _, sel := range r.selectors {
+				text := sel.glob
+				if sel.negate {
+					text = "!" + text
+				}
+				if sel.mseed3 {
+					text += ":3"
+				}
+				jr.Selector = append(jr.Selector, text)
+			}
+			c.Station = append(c.Station, jr)
+		}
+		out.Client = append(out.Client, c)
+	}
+	return out
 }

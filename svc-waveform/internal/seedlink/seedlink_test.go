@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -916,5 +917,72 @@ func TestTimeWindowEnds(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(s.m.ended.WithLabelValues("window_ended")); n != 2 {
 		t.Errorf("sessions ended with their window: %v", n)
+	}
+}
+
+// TestInfoConnections: INFO CONNECTIONS lists every session — its address,
+// how it is carried, its user agent, protocol, stations and selectors, what
+// it was sent — to a trusted client, as ringserver's JSON does; others get
+// UNAUTHORIZED, as from ringserver.
+func TestInfoConnections(t *testing.T) {
+	t.Parallel()
+	var trusted sync.Map // local address of a trusted client's connection
+	s := startServer(t, func(o *Options) {
+		o.Trusted = func(c net.Conn) bool { _, ok := trusted.Load(c.RemoteAddr().String()); return ok }
+	})
+	c, f := streamOneFrame(t, s, "00_B_N_Z:3 !00_M_X_?")
+	c.packet4()
+	_ = f
+	info := func(c *client) (byte, []byte) {
+		t.Helper()
+		c.send("INFO CONNECTIONS")
+		format, sub, _, _, body := c.packet4()
+		if format != 'J' {
+			t.Fatalf("INFO CONNECTIONS: format %c", format)
+		}
+		return sub, body
+	}
+	op := dial(t, s.addr)
+	trusted.Store(op.c.LocalAddr().String(), true)
+	op.cmd("SLPROTO 4.0", "OK")
+	op.cmd("USERAGENT operator/1", "OK")
+	sub, body := info(op)
+	var v struct {
+		Connections struct {
+			ClientCount int `json:"client_count"`
+			Client      []struct {
+				IPAddress       string `json:"ip_address"`
+				ClientPort      string `json:"client_port"`
+				Type            string `json:"type"`
+				ClientID        string `json:"client_id"`
+				TransmitPackets uint64 `json:"transmit_packets"`
+				TransmitBytes   uint64 `json:"transmit_bytes"`
+				ProtocolVersion string `json:"protocol_version"`
+				Station         []struct {
+					ID       string   `json:"id"`
+					Selector []string `json:"selector"`
+				} `json:"station"`
+			} `json:"client"`
+		} `json:"connections"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil || sub != 'I' {
+		t.Fatalf("INFO CONNECTIONS: %c %s %v", sub, body, err)
+	}
+	if v.Connections.ClientCount != 2 || len(v.Connections.Client) != 2 {
+		t.Fatalf("connections %s", body)
+	}
+	streamer := v.Connections.Client[0]
+	if streamer.ClientPort != strings.Split(c.c.LocalAddr().String(), ":")[1] || streamer.IPAddress != "127.0.0.1" ||
+		streamer.Type != "SeedLink" || streamer.ClientID != "test/1.0" || streamer.ProtocolVersion != "4.0" ||
+		streamer.TransmitPackets != 1 || streamer.TransmitBytes == 0 || len(streamer.Station) != 1 ||
+		streamer.Station[0].ID != "SH_00001" || strings.Join(streamer.Station[0].Selector, " ") != "00_B_N_Z:3 !00_M_X_?" {
+		t.Errorf("the streaming client: %+v", streamer)
+	}
+	if v.Connections.Client[1].ClientID != "operator/1" {
+		t.Errorf("the operator's own: %+v", v.Connections.Client[1])
+	}
+	// While streaming, an untrusted client asks: refused.
+	if sub, body := info(c); sub != 'E' || !strings.Contains(string(body), "UNAUTHORIZED") {
+		t.Errorf("an untrusted client: %c %s", sub, body)
 	}
 }

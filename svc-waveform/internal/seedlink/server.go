@@ -23,6 +23,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -50,6 +51,10 @@ type Options struct {
 	// MaxClients and MaxPerAddr bound the connections, in all and from
 	// one address.
 	MaxClients, MaxPerAddr int
+	// Trusted tells whether a TCP connection's client may list the
+	// connections (INFO CONNECTIONS), as ringserver grants its trusted
+	// clients. Nil: no one.
+	Trusted func(net.Conn) bool
 	// Proxy tells whether a connection comes through a proxy of the
 	// network (an edge, which carries many clients and keeps its own
 	// per-address budget): those are not held to MaxPerAddr. Nil: none.
@@ -84,10 +89,11 @@ type Server struct {
 
 	names sync.Map // station ID → StationKey
 
-	mu     sync.Mutex
-	conns  map[net.Conn]string // the address counted in byAddr; "" for a proxy's
-	byAddr map[string]int
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]string // the address counted in byAddr; "" for a proxy's
+	byAddr   map[string]int
+	sessions map[*session]struct{} // for INFO CONNECTIONS
+	wg       sync.WaitGroup
 }
 
 type metrics struct {
@@ -109,7 +115,8 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, ring: NewRing(opts.Window), log: log, conns: map[net.Conn]string{}, byAddr: map[string]int{}}
+	s := &Server{opts: opts, ring: NewRing(opts.Window), log: log, conns: map[net.Conn]string{}, byAddr: map[string]int{},
+		sessions: map[*session]struct{}{}}
 	s.started = s.now()
 	s.m = &metrics{
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "shindo_seedlink_connections", Help: "Open SeedLink connections (TCP and WebSocket)."}),
@@ -289,7 +296,26 @@ func (s *Server) serveConn(c net.Conn, web *chanListener, stop <-chan struct{}) 
 		return
 	}
 	t := &tcpTransport{c: c, r: br, negotiation: s.opts.Negotiation, writeTimeout: s.opts.WriteTimeout}
-	s.ended(newSession(s, t).run(stop))
+	sess := newSession(s, t)
+	sess.conn, sess.kind = c, "SeedLink"
+	s.ended(s.serveSession(sess, c.RemoteAddr().String(), stop))
+}
+
+// serveSession runs sess, listed for INFO CONNECTIONS meanwhile.
+func (s *Server) serveSession(sess *session, remote string, stop <-chan struct{}) error {
+	sess.remote, sess.connected = remote, s.now()
+	if _, ok := sess.conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		sess.kind += ":TLS"
+	}
+	s.mu.Lock()
+	s.sessions[sess] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.sessions, sess)
+		s.mu.Unlock()
+	}()
+	return sess.run(stop)
 }
 
 // ended counts a session's end by reason.
@@ -389,7 +415,9 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, stop <-c
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	t := &wsTransport{c: c, ctx: ctx, negotiation: s.opts.Negotiation, writeTimeout: s.opts.WriteTimeout}
-	err = newSession(s, t).run(stop)
+	sess := newSession(s, t)
+	sess.kind = "SeedLink:WebSocket"
+	err = s.serveSession(sess, r.RemoteAddr, stop)
 	s.ended(err)
 	if err == nil || errors.Is(err, errBye) {
 		_ = c.Close(websocket.StatusNormalClosure, "")

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,6 +63,33 @@ type session struct {
 	current  *reqStation // the last STATION, until DATA, FETCH or TIME ends it
 	global   reqStation  // all-station mode: no STATION given
 	fetch    bool        // ENDFETCH or FETCH: send what is held, then END
+
+	// For INFO CONNECTIONS: the connection (nil over WebSocket, which is
+	// never trusted), how it is carried, the client's address, when it
+	// came, what it was sent.
+	conn              net.Conn
+	kind, remote      string
+	connected         time.Time
+	txPackets, txByte atomic.Uint64
+	view              atomic.Pointer[sessionView] // after each command
+}
+
+// sessionView is what INFO CONNECTIONS shows of a session's negotiation,
+// published whole after each command: other sessions read it.
+type sessionView struct {
+	agent, version string
+	requests       []reqStation
+}
+
+func (s *session) publishView() {
+	v := &sessionView{agent: s.userAgent, version: fmt.Sprintf("%d.%d", s.proto, map[int]int{3: 1, 4: 0}[s.proto])}
+	for _, r := range s.stations {
+		v.requests = append(v.requests, reqStation{pattern: r.pattern, selectors: slices.Clone(r.selectors)})
+	}
+	if len(s.stations) == 0 && len(s.global.selectors) > 0 {
+		v.requests = append(v.requests, reqStation{pattern: "*", selectors: slices.Clone(s.global.selectors)})
+	}
+	s.view.Store(v)
 }
 
 func newSession(srv *Server, t transport) *session {
@@ -76,6 +105,7 @@ func (s *session) run(stop <-chan struct{}) error {
 			return err
 		}
 		start, err := s.command(line)
+		s.publishView()
 		if err != nil {
 			return err
 		}
@@ -649,8 +679,11 @@ func (s *session) sendRecords(d delivery, r *reqStation, first, trim uint64) err
 			if !r.end.IsZero() && !rec.start.Before(r.end) {
 				continue
 			}
-			s.pending = append(s.pending, s.header(d.key, rec), rec.data)
+			h := s.header(d.key, rec)
+			s.pending = append(s.pending, h, rec.data)
 			s.srv.m.records.Inc()
+			s.txPackets.Add(1)
+			s.txByte.Add(uint64(len(h) + len(rec.data)))
 			if len(s.pending) >= 2*maxPending {
 				if err := s.flush(); err != nil {
 					return err
