@@ -24,7 +24,7 @@ func prepareSeisplotjs() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, f := range []string{"package.json", "package-lock.json", "station.mjs", "dataselect.mjs", "event.mjs", "seedlink.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", "station.mjs", "dataselect.mjs", "event.mjs", "seedlink.mjs", "availability.mjs"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "seisplotjs", f))
 		if err != nil {
 			return dir, err
@@ -389,4 +389,77 @@ func checkSeisplotjsEvents(t *testing.T, d *dev, dir, edge, adminToken string) {
 		t.Errorf("seisplotjs read %d events, the data API lists %d reports (the one posted, %s, among them?)", len(got.Quakes), len(want.Reports), posted)
 	}
 	t.Logf("seisplotjs through %s read %d events of the last hour, each the data API's report", edge, len(got.Quakes))
+}
+
+// checkSeisplotjsAvailability asks fdsnws-availability through an edge,
+// with seisplotjs's AvailabilityQuery (JSON; its POST is broken, see
+// testdata/seisplotjs/availability.mjs), what the
+// archive holds of a station over the last two minutes: the stretches
+// and extents it parses are those the service's own text answer gives,
+// and the station's BNZ is there up to the last seconds.
+func checkSeisplotjsAvailability(t *testing.T, d *dev, dir, edge string) {
+	t.Helper()
+	base := d.endpoints.get(t, edge, "edge", "http")
+	st := stationCodes(t, base)[0]
+	end := time.Now().Add(-5 * time.Second).Truncate(time.Second)
+	start := end.Add(-2 * time.Minute)
+	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000") }
+	out := runNode(t, dir, "seisplotjs availability through "+edge, "availability.mjs", base, st.Net, st.Sta, st.Loc, iso(start), iso(end))
+	type window struct {
+		Codes      string
+		Start, End int64
+	}
+	var got struct {
+		Version             string
+		Query, Extent, Post []window
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("seisplotjs printed %.300q…: %v", out, err)
+	}
+	if got.Version != "1.0.0" {
+		t.Errorf("seisplotjs read availability version %q", got.Version)
+	}
+	// The service's text answer of each request, as windows.
+	text := func(method, cha string) []window {
+		t.Helper()
+		code, body := httpGet(t, fmt.Sprintf("%s/fdsnws/availability/1/%s?net=%s&sta=%s&cha=%s&start=%s&end=%s",
+			base, method, st.Net, st.Sta, cha, iso(start), iso(end)))
+		if code != 200 {
+			t.Fatalf("%s %s: %d %s", method, cha, code, body)
+		}
+		var ws []window
+		for _, l := range strings.Split(strings.TrimSpace(body), "\n")[1:] {
+			f := strings.Fields(l)
+			from, _ := time.Parse(time.RFC3339Nano, f[6])
+			to, _ := time.Parse(time.RFC3339Nano, f[7])
+			loc := f[2]
+			if loc == "--" {
+				loc = ""
+			}
+			ws = append(ws, window{strings.Join([]string{f[0], f[1], loc, f[3]}, "."), from.UnixMilli(), to.UnixMilli()})
+		}
+		return ws
+	}
+	for _, c := range []struct {
+		what      string
+		got, want []window
+	}{
+		{"query BN?", got.Query, text("query", "BN?")},
+		{"extent MX?", got.Extent, text("extent", "MX?")},
+	} {
+		if len(c.got) == 0 || !slices.Equal(c.got, c.want) {
+			t.Errorf("%s: seisplotjs parsed %v, the text answer says %v", c.what, c.got, c.want)
+		}
+	}
+	bnz := st.Net + "." + st.Sta + "." + st.Loc + ".BNZ"
+	var latest int64
+	for _, w := range got.Query {
+		if w.Codes == bnz {
+			latest = max(latest, w.End)
+		}
+	}
+	if latest < end.Add(-3*time.Second).UnixMilli() {
+		t.Errorf("%s: no stretch reaching the last seconds before %s: %v", bnz, iso(end), got.Query)
+	}
+	t.Logf("seisplotjs availability through %s: %d stretches of BN?, %d extents of MX?", edge, len(got.Query), len(got.Extent))
 }

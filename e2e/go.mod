@@ -22,6 +22,7 @@ require (
 	shindo.dev/gen v0.0.0
 	shindo.dev/lib v0.0.0
 	shindo.dev/sdk v0.0.0
+	shindo.dev/seismo v0.0.0
 )
 
 require (
@@ -124,3 +125,5 @@ replace (
 )
 
 replace shindo.dev/devkit => ../devkit
+
+replace shindo.dev/seismo => ../seismo

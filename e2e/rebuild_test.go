@@ -149,6 +149,21 @@ func TestDuringAnEarthquake(t *testing.T) {
 		}
 		checkSeisplotjsDataselect(t, d, b.dir, "KHH-1")
 	})
+	t.Run("seisplotjs reads availability through an edge", func(t *testing.T) {
+		b := <-spj
+		spj <- b
+		if b.err != nil {
+			t.Fatalf("install seisplotjs: %v", b.err)
+		}
+		checkSeisplotjsAvailability(t, d, b.dir, "TPE-1")
+	})
+	t.Run("slinktool reads SeedLink 3 and 4 over TCP", func(t *testing.T) {
+		p := slinktoolPath()
+		if p == "" {
+			t.Skip("slinktool not found (Debian has no package): build github.com/EarthScope/slinktool, put it on PATH or name it in SHINDO_SLINKTOOL")
+		}
+		checkSlinktool(t, d, p)
+	})
 	for _, proto := range []int{3, 4} {
 		t.Run(fmt.Sprintf("seisplotjs SeedLink %d moves from core to core", proto), func(t *testing.T) {
 			b := <-spj

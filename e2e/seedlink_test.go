@@ -10,7 +10,9 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"shindo.dev/devkit/poll"
+	"shindo.dev/seismo/mseed"
 )
 
 // seisplotjsSeedLink is what testdata/seisplotjs/seedlink.mjs prints: the
@@ -312,4 +315,114 @@ func (f *seedLinkFollower) latencies(sent map[float32]time.Time) []float64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// slinktoolPath is EarthScope's slinktool (libslink's client, as SeisComP's
+// and slarchive's) from $SHINDO_SLINKTOOL or PATH, or "" when absent:
+// Debian does not package it, so CI cannot have it; built from
+// github.com/EarthScope/slinktool it runs these checks here.
+func slinktoolPath() string {
+	if p := os.Getenv("SHINDO_SLINKTOOL"); p != "" {
+		return p
+	}
+	p, _ := exec.LookPath("slinktool")
+	return p
+}
+
+// checkSlinktool reads a station's BNZ over raw TCP through an edge with
+// slinktool — protocol 3, protocol 4, and protocol 4 asking for miniSEED 3
+// — for a time window that ended a few seconds ago: slinktool exits when
+// the window ends (END), and the records it wrote hold every sample of
+// the window once, each the REST Query's. It also asks INFO ID.
+func checkSlinktool(t *testing.T, d *dev, slinktool string) {
+	t.Helper()
+	base := d.endpoints.get(t, "TPE-1", "edge", "http")
+	addr := d.endpoints.get(t, "TPE-1", "edge", "seedlink")
+	st := stationCodes(t, base)[len(stationCodes(t, base))-1]
+	run := func(args ...string) []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, slinktool, append(args, addr)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("slinktool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	if out := run("-I"); !bytes.Contains(out, []byte("shindo")) {
+		t.Errorf("slinktool -I: %s", out)
+	}
+	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
+	// A 20 s window that ended 8 s ago and that the archive holds whole
+	// (the topology may have started less than 28 s ago).
+	var start, end time.Time
+	var want map[int64]float64
+	poll.Until(t, 60*time.Second, "the REST Query holds a whole window", func() bool {
+		end = time.Now().Add(-8 * time.Second).Truncate(time.Second)
+		start = end.Add(-20 * time.Second)
+		code, body := httpGet(t, fmt.Sprintf("%s/v1/waveforms/%s?start_ms=%d&end_ms=%d", base, st.ID, start.UnixMilli(), end.UnixMilli()))
+		if code != 200 {
+			return false
+		}
+		want = restSamples(t, body, "ud")
+		return int64(len(want)) >= end.Sub(start).Milliseconds()/20
+	})
+	for _, c := range []struct {
+		name   string
+		args   []string
+		mseed3 bool
+	}{
+		{"SeedLink 3", []string{"-3", "-S", st.Net + "_" + st.Sta + ":" + st.Loc + "BNZ"}, false},
+		{"SeedLink 4", []string{"-4", "-S", st.Net + "_" + st.Sta + ":" + st.Loc + "_B_N_Z"}, false},
+		{"SeedLink 4, miniSEED 3", []string{"-4", "-S", st.Net + "_" + st.Sta + ":" + st.Loc + "_B_N_Z:3"}, true},
+	} {
+		file := filepath.Join(t.TempDir(), "data")
+		run(append(c.args, "-ts", iso(start), "-te", iso(end), "-o", file)...)
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got := map[int64]float64{}
+		add := func(h mseed.Header, xs []int32) {
+			for k, x := range xs {
+				at := h.Start.UnixMilli() + int64(k)*20
+				if _, dup := got[at]; dup {
+					t.Errorf("%s: the sample at %s came twice", c.name, time.UnixMilli(at).UTC().Format(time.TimeOnly+".000"))
+				}
+				got[at] = float64(x)
+			}
+		}
+		records := 0
+		for len(b) > 0 {
+			var rec *mseed.Record
+			if c.mseed3 {
+				rec, err = mseed.Parse3(b)
+			} else {
+				rec, err = mseed.Parse(b)
+			}
+			if err != nil {
+				t.Fatalf("%s: record %d: %v", c.name, records+1, err)
+			}
+			if rec.Channel != "BNZ" || rec.Network != st.Net || rec.Station != st.Sta {
+				t.Fatalf("%s: a record of %s", c.name, rec.SourceName())
+			}
+			add(rec.Header, rec.Ints)
+			b = b[rec.RecordLen:]
+			records++
+		}
+		missing, bad := 0, 0
+		for at := start.UnixMilli(); at < end.UnixMilli(); at += 20 {
+			v, ok := got[at]
+			switch {
+			case !ok:
+				missing++
+			case v != want[at]:
+				bad++
+			}
+		}
+		if missing > 0 || bad > 0 {
+			t.Errorf("%s: of the window's %d samples %d missing, %d differ from the REST Query", c.name, end.Sub(start).Milliseconds()/20, missing, bad)
+		}
+		t.Logf("slinktool %s through TPE-1: %d records, every sample of %s–%s", c.name, records, iso(start), iso(end))
+	}
 }

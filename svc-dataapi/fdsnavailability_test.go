@@ -111,6 +111,12 @@ func TestFDSNAvailability(t *testing.T) {
 		t.Fatalf("POST: %d %q", a.code, a.body)
 	}
 
+	// As seisplotjs's AvailabilityQuery.postQuery writes it (createPostBody
+	// in src/fdsnavailability.ts): parameters, then times without a Z.
+	body = fmt.Sprintf("format=json\n%s %s %s BNE %s %s\n", net, sta, strings.Fields(codes)[2], at(from)[:23], at(from+30_000)[:23])
+	if a = do(t, "POST", base+"/fdsnws/availability/1/query", "", body); a.code != 200 || !strings.Contains(string(a.body), `"timespans":[[`) {
+		t.Fatalf("POST as seisplotjs: %d %s (body %q)", a.code, a.body, body)
+	}
 	if a = get("query?sta=TPE*&nodata=404"); a.code != http.StatusNotFound {
 		t.Errorf("a station without data: %d %s", a.code, a.body)
 	}
