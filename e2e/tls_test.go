@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -843,5 +845,48 @@ func testSeedLinkTLS(t *testing.T, d *dev, caFile string) {
 		if got, err := dial(devClientTLS(t, caFile, "dev", peerid.Operator)); err != nil || !strings.HasPrefix(got, "SeedLink v4.0 (") {
 			t.Errorf("%s SeedLink, the operator's certificate: %q %v, want HELLO", core, got, err)
 		}
+		// The operator may list the connections; a client through an edge
+		// may not (ringserver's trusted clients).
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, devClientTLS(t, caFile, "dev", peerid.Operator))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if doc := infoConnections(t, c); !strings.Contains(doc, `"connections":{"client_count":`) {
+			t.Errorf("%s INFO CONNECTIONS for the operator: %s", core, doc)
+		}
 	}
+	c, err := net.DialTimeout("tcp", d.endpoints.get(t, "TPE-1", "edge", "seedlink"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc := infoConnections(t, c); !strings.Contains(doc, "UNAUTHORIZED") {
+		t.Errorf("INFO CONNECTIONS through TPE-1: %s, want UNAUTHORIZED", doc)
+	}
+}
+
+// infoConnections asks INFO CONNECTIONS in SeedLink 4 over c and returns
+// the JSON document of the answer (or the error one).
+func infoConnections(t *testing.T, c net.Conn) string {
+	t.Helper()
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	if _, err := c.Write([]byte("SLPROTO 4.0\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := r.ReadString('\n'); err != nil || l != "OK\r\n" {
+		t.Fatalf("SLPROTO 4.0: %q %v", l, err)
+	}
+	if _, err := c.Write([]byte("INFO CONNECTIONS\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	h := make([]byte, 17)
+	if _, err := io.ReadFull(r, h); err != nil || string(h[:2]) != "SE" {
+		t.Fatalf("INFO CONNECTIONS: header %q %v", h, err)
+	}
+	body := make([]byte, binary.LittleEndian.Uint32(h[4:])+uint32(h[16]))
+	if _, err := io.ReadFull(r, body); err != nil {
+		t.Fatal(err)
+	}
+	return string(body[h[16]:])
 }
