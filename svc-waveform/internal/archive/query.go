@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -235,6 +236,12 @@ func (s *Store) fill(snap *chanSnap, a, b int64) (*window, error) {
 
 // readFile puts the records of a day file that overlap [a, b) into w.
 func (s *Store) readFile(fsnap *fileSnap, w *window, a, b, period int64) error {
+	return s.eachRecord(fsnap, a, b, period, func(rec []byte) { w.putRecord(rec, period) })
+}
+
+// eachRecord calls fn with each record of a day file that may overlap
+// [a, b) (fn checks), in file order; rec is valid during the call only.
+func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, fn func(rec []byte)) error {
 	f, err := os.Open(filepath.Join(s.sds, fsnap.path))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // expired meanwhile
@@ -288,7 +295,7 @@ func (s *Store) readFile(fsnap *fileSnap, w *window, a, b, period int64) error {
 					break
 				}
 				if ok {
-					w.putRecord(buf[j:j+recordLen], period)
+					fn(buf[j : j+recordLen])
 				}
 			}
 			if done {
@@ -300,16 +307,15 @@ func (s *Store) readFile(fsnap *fileSnap, w *window, a, b, period int64) error {
 	return nil
 }
 
-// read returns the windows of the given channels of station id over the
-// sample indexes that fall in [startMs, endMs).
-func (s *Store) read(id string, startMs, endMs int64, chans []int) (*station, []*window, error) {
-	now := s.opts.Now().UnixMilli()
-	startMs = max(startMs, now-s.opts.Retention.Milliseconds())
+// snapChannels takes, under the lock, what reading channels chans of
+// station id over the sample indexes in [startMs, endMs) needs, and those
+// indexes per channel.
+func (s *Store) snapChannels(id string, startMs, endMs int64, chans []int) (*station, []chanSnap, []span, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	st := s.stations[id]
 	if st == nil {
-		s.mu.Unlock()
-		return nil, nil, ErrUnknownStation
+		return nil, nil, nil, ErrUnknownStation
 	}
 	snaps := make([]chanSnap, len(chans))
 	ranges := make([]span, len(chans))
@@ -321,7 +327,18 @@ func (s *Store) read(id string, startMs, endMs int64, chans []int) (*station, []
 			snaps[i] = s.snapChannel(st, c, a, b)
 		}
 	}
-	s.mu.Unlock()
+	return st, snaps, ranges, nil
+}
+
+// read returns the windows of the given channels of station id over the
+// sample indexes that fall in [startMs, endMs).
+func (s *Store) read(id string, startMs, endMs int64, chans []int) (*station, []*window, error) {
+	now := s.opts.Now().UnixMilli()
+	startMs = max(startMs, now-s.opts.Retention.Milliseconds())
+	st, snaps, ranges, err := s.snapChannels(id, startMs, endMs, chans)
+	if err != nil {
+		return nil, nil, err
+	}
 	out := make([]*window, len(chans))
 	for i := range chans {
 		if ranges[i].lo >= ranges[i].hi {
@@ -465,8 +482,16 @@ func (s *Store) Export(id string, startMs, endMs int64, chans []int, emit func([
 		return err
 	}
 	const hourMs = 60 * 60 * 1000
+	now := s.opts.Now().UnixMilli()
+	startMs = max(startMs, now-s.opts.Retention.Milliseconds())
+	states := make([]exportState, len(chans))
+	for i, c := range chans {
+		p := kinds[c].periodMs
+		states[i] = exportState{from: ceilDiv(startMs, p), to: ceilDiv(endMs, p), maxDone: math.MinInt64}
+	}
 	for t := startMs; t < endMs; t += hourMs {
-		st, ws, err := s.read(id, t, min(t+hourMs, endMs), chans)
+		tEnd := min(t+hourMs, endMs)
+		st, snaps, ranges, err := s.snapChannels(id, t, tEnd, chans)
 		if err != nil {
 			return records, err
 		}
@@ -474,45 +499,18 @@ func (s *Store) Export(id string, startMs, endMs int64, chans []int, emit func([
 		net, sta, loc := st.net, st.sta, st.loc
 		s.mu.Unlock()
 		for i, c := range chans {
-			k := &kinds[c]
-			w := ws[i]
-			for j := int64(0); j < int64(len(w.vals)); {
-				if !w.has(j) {
-					j++
-					continue
+			if ranges[i].lo >= ranges[i].hi {
+				continue
+			}
+			err := s.exportChannel(&snaps[i], &kinds[c], ranges[i].lo, ranges[i].hi, &states[i], net, sta, loc, &records, func(rec []byte) error {
+				out = append(out, rec...)
+				if len(out) >= exportPart {
+					return flush()
 				}
-				end := j
-				for end < int64(len(w.vals)) && w.has(end) {
-					end++
-				}
-				for j < end {
-					h := mseed.Header{
-						SeqNo: records%999999 + 1, Network: net, Station: sta, Location: loc, Channel: k.code,
-						Start: time.UnixMilli((w.a + j) * k.periodMs).UTC(), SampleRate: k.rate, Encoding: k.enc,
-					}
-					buf := make([]byte, recordLen)
-					var n int
-					if k.enc == mseed.Float32 {
-						fl := make([]float32, end-j)
-						for q := range fl {
-							fl[q] = math.Float32frombits(uint32(w.vals[j+int64(q)]))
-						}
-						n, err = mseed.PackFloat32s(buf, h, fl)
-					} else {
-						n, err = mseed.PackInts(buf, h, w.vals[j:end])
-					}
-					if err != nil {
-						return records, fmt.Errorf("encode export: %w", err)
-					}
-					out = append(out, buf...)
-					records++
-					j += int64(n)
-					if len(out) >= exportPart {
-						if err := flush(); err != nil {
-							return records, err
-						}
-					}
-				}
+				return nil
+			})
+			if err != nil {
+				return records, err
 			}
 		}
 	}
@@ -542,4 +540,124 @@ func (s *Store) Stats() Stats {
 	segs, _ := listSegments(s.walDir)
 	st.WALSegments = len(segs)
 	return st
+}
+
+// piece is one record of an export, by the index of its first sample.
+type piece struct {
+	lo  int64
+	rec []byte
+}
+
+// exportState is what an export carries from one hour to the next, per
+// channel.
+type exportState struct {
+	from, to int64 // the export's window, sample indexes
+	// maxDone is the end of the last record handed over as stored; tail
+	// is that record when it reaches into the next hour, which then skips
+	// it.
+	maxDone int64
+	tail    span
+}
+
+// exportChannel emits, in time order, the records of one channel over the
+// hour's sample indexes [a, b). A stored record that starts in the hour
+// and lies wholly inside the export's window is handed over as it is on
+// disk, with no decoding (a day of a channel is some 6,000 of them), and
+// may reach into the next hour; only the records the window's ends cut,
+// records that go back in time, and samples not yet in a record are
+// decoded and encoded anew.
+func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *exportState, net, sta, loc string, records *int, emit func([]byte) error) error {
+	var w *window // the samples to encode anew, made when needed
+	var raw []span
+	var pieces []piece
+	put := func(rec []byte) {
+		if w == nil {
+			w = newWindow(a, b)
+		}
+		w.putRecord(rec, k.periodMs)
+	}
+	take := func(rec []byte, clone bool) {
+		lo, hi, ok := sampleRange(rec, k.periodMs)
+		switch {
+		case !ok || hi <= a || lo >= b:
+		case lo < a && es.tail == (span{lo, hi}):
+			// Handed over whole by the hour it starts in.
+		case lo >= a && lo >= es.from && hi <= es.to && lo >= es.maxDone:
+			if clone {
+				rec = slices.Clone(rec)
+			}
+			pieces = append(pieces, piece{lo, rec})
+			raw = append(raw, span{lo, hi})
+			es.maxDone = hi
+			if hi > b {
+				es.tail = span{lo, hi}
+			}
+		default:
+			put(rec)
+		}
+	}
+	for i := range snap.files {
+		if err := s.eachRecord(&snap.files[i], a, b, k.periodMs, func(rec []byte) { take(rec, true) }); err != nil {
+			return err
+		}
+	}
+	for _, p := range snap.pending {
+		take(p, false)
+	}
+	for i, r := range snap.runs {
+		if w == nil {
+			w = newWindow(a, b)
+		}
+		w.put(r.lo, snap.samples[i])
+	}
+	if w != nil {
+		// What is left, less what went out whole (a record that went back
+		// in time may repeat some).
+		covered := func(j int64) bool {
+			x := w.a + j
+			i := sort.Search(len(raw), func(i int) bool { return raw[i].hi > x })
+			return i < len(raw) && raw[i].lo <= x
+		}
+		for j := int64(0); j < int64(len(w.vals)); {
+			if !w.has(j) || covered(j) {
+				j++
+				continue
+			}
+			end := j
+			for end < int64(len(w.vals)) && w.has(end) && !covered(end) {
+				end++
+			}
+			for j < end {
+				h := mseed.Header{
+					SeqNo: *records%999999 + 1, Network: net, Station: sta, Location: loc, Channel: k.code,
+					Start: time.UnixMilli((w.a + j) * k.periodMs).UTC(), SampleRate: k.rate, Encoding: k.enc,
+				}
+				buf := make([]byte, recordLen)
+				var n int
+				var err error
+				if k.enc == mseed.Float32 {
+					fl := make([]float32, end-j)
+					for q := range fl {
+						fl[q] = math.Float32frombits(uint32(w.vals[j+int64(q)]))
+					}
+					n, err = mseed.PackFloat32s(buf, h, fl)
+				} else {
+					n, err = mseed.PackInts(buf, h, w.vals[j:end])
+				}
+				if err != nil {
+					return fmt.Errorf("encode export: %w", err)
+				}
+				pieces = append(pieces, piece{w.a + j, buf})
+				j += int64(n)
+			}
+		}
+		slices.SortStableFunc(pieces, func(x, y piece) int { return cmp.Compare(x.lo, y.lo) })
+	}
+	for _, p := range pieces {
+		*records++
+		if err := emit(p.rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
