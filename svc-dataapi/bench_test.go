@@ -10,6 +10,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -216,5 +219,84 @@ func bareHandler(store *metadb.Store) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("ETag", tag)
 		json.NewEncoder(w).Encode(out)
+	})
+}
+
+// BenchmarkDataselectDay streams one day of one station's three 50 Hz
+// channels (BN?) as miniSEED through fdsnws-dataselect — the data API's
+// handler, gRPC Export, a real svc-waveform reading its SDS day files —
+// and reports MB/s and the time to the first byte; the baseline, in the
+// same run, is cat of the same day files (warm in the page cache, as the
+// archive's are).
+//
+//	cd svc-dataapi && go test -run '^$' -bench BenchmarkDataselectDay -benchtime 5x .
+func BenchmarkDataselectDay(b *testing.B) {
+	dataDir := b.TempDir()
+	archiveAddr := freeaddr.TCP(b)
+	archive := startArchive(b, archiveAddr, "-data-dir", dataDir, "-flush-age", "1s")
+	day := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
+	reg := filepath.Join(b.TempDir(), "stations.json")
+	doc := `[{"id":"HUA-01","name":"Hualien","net":"SIM","lat":23.99,"lon":121.61,"code":970,"key_id":1,"key_hex":"000102030405060708090a0b0c0d0e0f"}]`
+	if err := os.WriteFile(reg, []byte(doc), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	began := time.Now()
+	archive.ingest(b, "HUA-01", day.UnixMilli(), day.Add(24*time.Hour).UnixMilli())
+	b.Logf("one day ingested in %v", time.Since(began).Round(time.Second))
+	base := start(b, testConfig(b, "-registry", reg, "-waveform", archiveAddr))
+
+	// The BN? day files, once the archive has written them whole.
+	var files []string
+	var size int64
+	poll.Within(60*time.Second, func() bool {
+		files, _ = filepath.Glob(filepath.Join(dataDir, "*", "*", "*", "*", "BN?.D", "*"))
+		var n int64
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil {
+				n += st.Size()
+			}
+		}
+		stable := n == size && n > 0
+		size = n
+		return stable && len(files) == 3
+	})
+	if len(files) != 3 {
+		b.Fatalf("BN? day files: %v", files)
+	}
+	url := fmt.Sprintf("%s/fdsnws/dataselect/1/query?net=*&sta=*&cha=BN?&start=%s&end=%s", base,
+		day.Format("2006-01-02T15:04:05"), day.Add(24*time.Hour).Format("2006-01-02T15:04:05"))
+	b.Run("dataselect", func(b *testing.B) {
+		var total int64
+		var ttfb time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			resp, err := http.Get(url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, 64<<10)
+			n, err := resp.Body.Read(buf)
+			ttfb += time.Since(t0)
+			rest, err2 := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || (err != nil && err != io.EOF) || err2 != nil {
+				b.Fatalf("dataselect: %d %v %v", resp.StatusCode, err, err2)
+			}
+			total += int64(n) + rest
+		}
+		b.ReportMetric(float64(total)/b.Elapsed().Seconds()/1e6, "MB/s")
+		b.ReportMetric(float64(ttfb.Milliseconds())/float64(b.N), "ttfb-ms")
+		b.ReportMetric(float64(total)/float64(b.N)/1e6, "MB/day")
+	})
+	b.Run("cat", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command("sh", "-c", `cat "$@" > /dev/null`, "cat")
+			cmd.Args = append(cmd.Args, files...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("cat: %v %s", err, out)
+			}
+		}
+		b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e6, "MB/s")
+		b.ReportMetric(float64(size)/1e6, "MB/day")
 	})
 }

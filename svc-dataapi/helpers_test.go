@@ -18,7 +18,7 @@ import (
 
 // testConfig returns a configuration with free ports, the tag defaults,
 // and flags args on top, as the binary would load it.
-func testConfig(t *testing.T, args ...string) Config {
+func testConfig(t testing.TB, args ...string) Config {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Common = service.Common{Site: "TNN-1", GRPCAddr: freeaddr.TCP(t), AdminAddr: freeaddr.TCP(t), LogFormat: "json", LogLevel: "error",
@@ -33,7 +33,7 @@ func testConfig(t *testing.T, args ...string) Config {
 
 // start runs the service with cfg until the test ends and returns its
 // base URL once it answers.
-func start(t *testing.T, cfg Config) string {
+func start(t testing.TB, cfg Config) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -127,7 +127,7 @@ func errorBody(t *testing.T, a answer) string {
 
 // waitStarted waits up to 15 s for ready to succeed, failing t if it never
 // does or if the server's Run ends first (done receives its result).
-func waitStarted(t *testing.T, what string, done <-chan error, ready func() error) {
+func waitStarted(t testing.TB, what string, done <-chan error, ready func() error) {
 	t.Helper()
 	var last, runErr error
 	ended := false

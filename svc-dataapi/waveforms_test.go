@@ -40,12 +40,13 @@ type archiveProcess struct {
 	stop   func()
 }
 
-func startArchive(t *testing.T, grpcAddr string) *archiveProcess {
+func startArchive(t testing.TB, grpcAddr string, extra ...string) *archiveProcess {
 	t.Helper()
 	cfg := waveform.DefaultConfig()
 	noEnv := func(string) (string, bool) { return "", false }
 	args := []string{"-data-dir", t.TempDir(), "-grpc-addr", grpcAddr, "-admin-addr", freeaddr.TCP(t),
 		"-site", "TNN-1", "-log-level", "error", "-shutdown-timeout", "3s", "-seedlink-addr", "127.0.0.1:0"}
+	args = append(args, extra...) // later flags win
 	if err := conf.Load(&cfg, "WAVEFORM", args, conf.Options{Env: noEnv, Name: waveform.Name, Help: io.Discard, Warn: func(string) {}}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func waveCount(axis int, ms int64) int32 {
 // ingest stores frames of station over [start, end) (ms, on the 500 ms
 // grid), with intensity frames for the first two minutes, and waits until
 // the archive has acked them all.
-func (a *archiveProcess) ingest(t *testing.T, station string, start, end int64) {
+func (a *archiveProcess) ingest(t testing.TB, station string, start, end int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
