@@ -143,9 +143,19 @@ func TestProvisioning(t *testing.T) {
 		t.Fatalf("rotate with a huge overlap: %d", code)
 	}
 
-	code, body = call(t, "PUT", base+"/v1/stations/HUA01", adminToken, map[string]any{"name": "Hualien City", "net": "TW", "lat": 23.98, "lon": 121.6, "code": 970})
-	if st, _ := body["station"].(map[string]any); code != 200 || st["name"] != "Hualien City" {
+	code, body = call(t, "PUT", base+"/v1/stations/HUA01", adminToken, map[string]any{"name": "Hualien City", "net": "TW", "lat": 23.98, "lon": 121.6, "code": 970,
+		"elevation_m": 512.5, "scale_gal": 0.0005})
+	if st, _ := body["station"].(map[string]any); code != 200 || st["name"] != "Hualien City" || st["elevation_m"] != 512.5 || st["scale_gal"] != 0.0005 {
 		t.Fatalf("update: %d %v", code, body)
+	}
+	// Without them, the instrument stays; out of range, a 400.
+	code, body = call(t, "PUT", base+"/v1/stations/HUA01", adminToken, map[string]any{"name": "Hualien City", "net": "TW", "lat": 23.98, "lon": 121.6, "code": 970})
+	if st, _ := body["station"].(map[string]any); code != 200 || st["elevation_m"] != 512.5 || st["scale_gal"] != 0.0005 {
+		t.Fatalf("update keeping the instrument: %d %v", code, body)
+	}
+	if code, body = call(t, "PUT", base+"/v1/stations/HUA01", adminToken, map[string]any{"name": "Hualien City", "net": "TW", "lat": 23.98, "lon": 121.6, "code": 970,
+		"scale_gal": 0}); code != 400 {
+		t.Fatalf("update with a zero count size: %d %v", code, body)
 	}
 	code, body = call(t, "DELETE", base+"/v1/stations/HUA01", adminToken, nil)
 	if st, _ := body["station"].(map[string]any); code != 200 || st["active"] != false {

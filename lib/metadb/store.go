@@ -73,6 +73,9 @@ type Update struct {
 	Lat  float64
 	Lon  float64
 	Code uint32
+	// Elevation (m) and ScaleGal (gal per count) change the station's
+	// instrument metadata when set; nil keeps them.
+	Elevation, ScaleGal *float64
 }
 
 // Filter narrows ListStations.
@@ -166,13 +169,24 @@ func (s *Store) UpdateStation(ctx context.Context, id string, u Update) (*regist
 	if err := checkInfo(u.Name, u.Net, u.Lat, u.Lon, u.Code); err != nil {
 		return nil, fmt.Errorf("update station %q: %w", id, err)
 	}
+	elevation, scale := 0.0, measure.DefaultScaleGal // stand-ins for the check alone
+	if u.Elevation != nil {
+		elevation = *u.Elevation
+	}
+	if u.ScaleGal != nil {
+		scale = *u.ScaleGal
+	}
+	if err := checkInstrument(elevation, scale); err != nil {
+		return nil, fmt.Errorf("update station %q: %w", id, err)
+	}
 	var st *registry.Station
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockActive(ctx, tx, id); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE stations SET name = $2, net = $3, lat = $4, lon = $5, code = $6 WHERE id = $1`,
-			id, u.Name, u.Net, u.Lat, u.Lon, int64(u.Code)); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE stations SET name = $2, net = $3, lat = $4, lon = $5, code = $6,
+			    elevation_m = COALESCE($7, elevation_m), scale_gal = COALESCE($8, scale_gal) WHERE id = $1`,
+			id, u.Name, u.Net, u.Lat, u.Lon, int64(u.Code), u.Elevation, u.ScaleGal); err != nil {
 			return err
 		}
 		list, err := readStations(ctx, tx, "s.id = $1", id)

@@ -170,6 +170,29 @@ func TestUpdateStation(t *testing.T) {
 	if _, err := s.UpdateStation(ctx, "A", metadb.Update{Lat: -91}); !errors.Is(err, metadb.ErrInvalid) {
 		t.Fatalf("bad latitude: err = %v, want ErrInvalid", err)
 	}
+	// The instrument: elevation and count size change when given, and are
+	// kept when not (the update above gave neither).
+	elev, scale := 1234.5, 0.002
+	if got.Elevation != 0 || got.Scale() != measure.DefaultScaleGal {
+		t.Fatalf("an update without instrument changed it: %+v", got)
+	}
+	u.Elevation, u.ScaleGal = &elev, &scale
+	if st, err := s.UpdateStation(ctx, "A", u); err != nil || st.Elevation != elev || st.Scale() != scale {
+		t.Fatalf("instrument update: %+v %v", st, err)
+	}
+	u.Elevation, u.ScaleGal = nil, nil
+	if st, err := s.UpdateStation(ctx, "A", u); err != nil || st.Elevation != elev || st.Scale() != scale {
+		t.Fatalf("kept: %+v %v", st, err)
+	}
+	for _, bad := range []metadb.Update{
+		{Name: "x", Net: "SE", Lat: 22, Lon: 121, Code: 950, Elevation: ptr(9001.0)},
+		{Name: "x", Net: "SE", Lat: 22, Lon: 121, Code: 950, ScaleGal: ptr(0.0)},
+		{Name: "x", Net: "SE", Lat: 22, Lon: 121, Code: 950, ScaleGal: ptr(101.0)},
+	} {
+		if _, err := s.UpdateStation(ctx, "A", bad); !errors.Is(err, metadb.ErrInvalid) {
+			t.Errorf("update %+v: err = %v, want ErrInvalid", bad, err)
+		}
+	}
 	if _, err := s.UpdateStation(ctx, "nope", u); !errors.Is(err, metadb.ErrNotFound) {
 		t.Fatalf("unknown station: err = %v, want ErrNotFound", err)
 	}
@@ -619,3 +642,5 @@ func BenchmarkSnapshot1000(b *testing.B) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -142,6 +142,7 @@ func (s *Server) UpdateStation(ctx context.Context, req *datav1.UpdateStationReq
 	}
 	st, err := s.admin.UpdateStation(ctx, req.GetId(), metadb.Update{
 		Name: req.GetName(), Net: req.GetNet(), Lat: req.GetLat(), Lon: req.GetLon(), Code: req.GetCode(),
+		Elevation: req.ElevationM, ScaleGal: req.ScaleGal, // nil: unchanged
 	})
 	if err != nil {
 		return nil, s.fail(ctx, err)

@@ -645,7 +645,12 @@ type UpdateStationRequest struct {
 	// Longitude, degrees east.
 	Lon float64 `protobuf:"fixed64,5,opt,name=lon,proto3" json:"lon,omitempty"`
 	// Township postal code.
-	Code          uint32 `protobuf:"varint,6,opt,name=code,proto3" json:"code,omitempty"`
+	Code uint32 `protobuf:"varint,6,opt,name=code,proto3" json:"code,omitempty"`
+	// Height above sea level, m, −12000 to 9000; absent: unchanged.
+	ElevationM *float64 `protobuf:"fixed64,7,opt,name=elevation_m,json=elevationM,proto3,oneof" json:"elevation_m,omitempty"`
+	// Size of one count of the station's accelerometer, gal, above 0 and at
+	// most 100 (its station metadata's sensitivity); absent: unchanged.
+	ScaleGal      *float64 `protobuf:"fixed64,8,opt,name=scale_gal,json=scaleGal,proto3,oneof" json:"scale_gal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -718,6 +723,20 @@ func (x *UpdateStationRequest) GetLon() float64 {
 func (x *UpdateStationRequest) GetCode() uint32 {
 	if x != nil {
 		return x.Code
+	}
+	return 0
+}
+
+func (x *UpdateStationRequest) GetElevationM() float64 {
+	if x != nil && x.ElevationM != nil {
+		return *x.ElevationM
+	}
+	return 0
+}
+
+func (x *UpdateStationRequest) GetScaleGal() float64 {
+	if x != nil && x.ScaleGal != nil {
+		return *x.ScaleGal
 	}
 	return 0
 }
@@ -3015,14 +3034,20 @@ const file_shindo_data_v1_data_proto_rawDesc = "" +
 	"\tscale_gal\x18\f \x01(\x01R\bscaleGal\"x\n" +
 	"\x15CreateStationResponse\x121\n" +
 	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\x12,\n" +
-	"\x03key\x18\x02 \x01(\v2\x1a.shindo.data.v1.StationKeyR\x03key\"\x84\x01\n" +
+	"\x03key\x18\x02 \x01(\v2\x1a.shindo.data.v1.StationKeyR\x03key\"\xea\x01\n" +
 	"\x14UpdateStationRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
 	"\x03net\x18\x03 \x01(\tR\x03net\x12\x10\n" +
 	"\x03lat\x18\x04 \x01(\x01R\x03lat\x12\x10\n" +
 	"\x03lon\x18\x05 \x01(\x01R\x03lon\x12\x12\n" +
-	"\x04code\x18\x06 \x01(\rR\x04code\"J\n" +
+	"\x04code\x18\x06 \x01(\rR\x04code\x12$\n" +
+	"\velevation_m\x18\a \x01(\x01H\x00R\n" +
+	"elevationM\x88\x01\x01\x12 \n" +
+	"\tscale_gal\x18\b \x01(\x01H\x01R\bscaleGal\x88\x01\x01B\x0e\n" +
+	"\f_elevation_mB\f\n" +
+	"\n" +
+	"_scale_gal\"J\n" +
 	"\x15UpdateStationResponse\x121\n" +
 	"\astation\x18\x01 \x01(\v2\x17.shindo.data.v1.StationR\astation\"&\n" +
 	"\x14RetireStationRequest\x12\x0e\n" +
@@ -3344,6 +3369,7 @@ func file_shindo_data_v1_data_proto_init() {
 	if File_shindo_data_v1_data_proto != nil {
 		return
 	}
+	file_shindo_data_v1_data_proto_msgTypes[8].OneofWrappers = []any{}
 	file_shindo_data_v1_data_proto_msgTypes[18].OneofWrappers = []any{}
 	file_shindo_data_v1_data_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
