@@ -33,7 +33,10 @@ func TestFDSNAvailability(t *testing.T) {
 	archive.ingest(t, "HUA-01", from+90_000, from+120_000)
 	base := start(t, testConfig(t, "-registry", reg, "-waveform", archiveAddr))
 	at := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000000Z") }
-	get := func(path string) answer { t.Helper(); return do(t, "GET", base+"/fdsnws/availability/1/"+path, "", nil) }
+	get := func(path string) answer {
+		t.Helper()
+		return do(t, "GET", base+"/fdsnws/availability/1/"+path, "", nil)
+	}
 
 	// The station's SEED codes, as the archive and the registry name it.
 	var codes string
@@ -104,7 +107,7 @@ func TestFDSNAvailability(t *testing.T) {
 		t.Fatalf("limit=1: %q", a.body)
 	}
 	// POST: one selection line per channel time window.
-	body := fmt.Sprintf("format=request\n%s %s * BNE %s %s\n", net, sta, at(from+30_000)[:19], at(from+100_000)[:19])
+	body := fmt.Sprintf("format=request\n%s %s * BNE %s %s\n", net, sta, at(from + 30_000)[:19], at(from + 100_000)[:19])
 	a = do(t, "POST", base+"/fdsnws/availability/1/query", "", body)
 	if lines := strings.Split(strings.TrimSpace(string(a.body)), "\n"); a.code != 200 || len(lines) != 2 ||
 		!strings.HasSuffix(lines[0], "BNE "+at(from+30_000)+" "+at(from+60_000)) || !strings.HasSuffix(lines[1], "BNE "+at(from+90_000)+" "+at(from+100_000)) {
@@ -113,7 +116,7 @@ func TestFDSNAvailability(t *testing.T) {
 
 	// As seisplotjs's AvailabilityQuery.postQuery writes it (createPostBody
 	// in src/fdsnavailability.ts): parameters, then times without a Z.
-	body = fmt.Sprintf("format=json\n%s %s %s BNE %s %s\n", net, sta, strings.Fields(codes)[2], at(from)[:23], at(from+30_000)[:23])
+	body = fmt.Sprintf("format=json\n%s %s %s BNE %s %s\n", net, sta, strings.Fields(codes)[2], at(from)[:23], at(from + 30_000)[:23])
 	if a = do(t, "POST", base+"/fdsnws/availability/1/query", "", body); a.code != 200 || !strings.Contains(string(a.body), `"timespans":[[`) {
 		t.Fatalf("POST as seisplotjs: %d %s (body %q)", a.code, a.body, body)
 	}

@@ -144,7 +144,6 @@ func (h *Handler) serve(method string) http.HandlerFunc {
 	}
 }
 
-
 func checkMerge(v string) error {
 	if v == "" {
 		return nil

@@ -27,7 +27,9 @@ var t0 = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 // svc-dataapi asks the real one): every station it is asked for holds
 // each channel asked for over [t0, t0+60 s) and [t0+90 s, t0+120 s), cut
 // to the window.
-type index struct{ waveformv1.WaveformServiceClient }
+type index struct {
+	waveformv1.WaveformServiceClient
+}
 
 func (index) Availability(_ context.Context, req *waveformv1.AvailabilityRequest, _ ...grpc.CallOption) (*waveformv1.AvailabilityResponse, error) {
 	resp := &waveformv1.AvailabilityResponse{}

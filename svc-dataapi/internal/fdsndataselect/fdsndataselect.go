@@ -186,7 +186,6 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		slog.Int64("bytes", a.bytes), slog.Duration("took", time.Since(start)))
 }
 
-
 // plan turns the selections into station windows, in the order of the
 // stations' codes, then of time: each selection's window (its start is
 // required, an open end is now) with the channels it matches at each
