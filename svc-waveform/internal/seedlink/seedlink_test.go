@@ -986,3 +986,67 @@ func TestInfoConnections(t *testing.T) {
 		t.Errorf("an untrusted client: %c %s", sub, body)
 	}
 }
+
+// TestResumeAtARestartedCore: a client resuming at a core whose ring does
+// not hold its station yet (svc-waveform just restarted) gets, when the
+// station's first frame comes, what the archive holds from where it asked
+// up to that frame, then the live frames — each once, also a frame the
+// archive had whose delivery was still queued.
+func TestResumeAtARestartedCore(t *testing.T) {
+	t.Parallel()
+	var run Frame
+	for n := uint64(1); n <= 25; n++ {
+		f := sensorFrame(n)
+		if n == 1 {
+			run = Frame{Station: f.Station, Sensor: true, FirstMs: f.FirstMs}
+		}
+		run.UD, run.NS, run.EW = append(run.UD, f.UD...), append(run.NS, f.NS...), append(run.EW, f.EW...)
+	}
+	s := startServer(t, func(o *Options) {
+		o.Archive = func(id string, fromMs, toMs int64) ([]Frame, error) {
+			if id != "S00001" {
+				return nil, fmt.Errorf("archive read of %s", id)
+			}
+			// The run, cut to [fromMs, toMs) as the archive reads.
+			f := run
+			lo, hi := max((fromMs-f.FirstMs)/20, 0), min((toMs-f.FirstMs)/20, int64(len(f.UD)))
+			if lo >= hi {
+				return nil, nil
+			}
+			f.FirstMs += lo * 20
+			f.UD, f.NS, f.EW = f.UD[lo:hi], f.NS[lo:hi], f.EW[lo:hi]
+			return []Frame{f}, nil
+		}
+	})
+	c := dial(t, s.addr)
+	c.cmd("SLPROTO 4.0", "OK")
+	c.cmd("STATION SH_00001", "OK")
+	c.cmd("SELECT 00_B_N_Z", "OK")
+	c.cmd(fmt.Sprintf("DATA %d", seqAt(sensorFrame(5).FirstMs, 0)), "OK")
+	c.send("END")
+	waitStreaming(t, s, 1)
+	// The ring is empty. The station's first frame comes, then one the
+	// archive had (stored before the backfill read it, delivered after),
+	// then the next.
+	s.Publish(sensorFrame(26))
+	s.Publish(sensorFrame(25))
+	s.Publish(sensorFrame(27))
+	var got []int32
+	want := []int32{}
+	for n := uint64(5); n <= 27; n++ {
+		want = append(want, sensorFrame(n).UD...)
+	}
+	next := sensorFrame(5).FirstMs
+	for len(got) < len(want) {
+		_, _, _, _, payload := c.packet4()
+		rec := decode(t, '2', payload)
+		if ms := rec.Start.UnixMilli(); ms != next {
+			t.Fatalf("a record from %+d ms after the previous ended: a gap or a repeat", ms-next)
+		}
+		next += int64(len(rec.Ints)) * 20
+		got = append(got, rec.Ints...)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("samples differ from frames 5 to 27")
+	}
+}

@@ -409,7 +409,12 @@ func (s *session) stream(stop <-chan struct{}) error {
 		return n
 	}
 	var older []Held // stations whose request reaches back before the ring
+	// held are the stations the ring held at the subscription; a station
+	// that comes later (the ring of a svc-waveform that just restarted
+	// starts empty) gets its archive when its first frame arrives.
+	heldAt := map[StationKey]bool{}
 	sub, backlog := s.srv.ring.subscribe(wants, s.srv.opts.ClientBuffer, func(held Held) func(*entry) bool {
+		heldAt[held.Key] = true
 		r := s.request(held.Key)
 		switch {
 		case r.hasSeq:
@@ -459,7 +464,7 @@ func (s *session) stream(stop <-chan struct{}) error {
 		}
 	}()
 
-	if err := s.backfill(older, requestOf, firstSeq); err != nil {
+	if err := s.backfill(older, requestOf, firstSeq, nil); err != nil {
 		return err
 	}
 	for _, d := range backlog {
@@ -509,14 +514,28 @@ func (s *session) stream(stop <-chan struct{}) error {
 	if done() {
 		return s.endWindow()
 	}
+	late := map[StationKey]*sentTo{}
 	for {
 		select {
 		case d := <-sub.c:
 			// This delivery and whatever else is waiting, in one write.
 			for more := true; more; {
 				if r := requestOf(d.key); r != nil {
-					if err := s.send(d, r, first(d.key, r, d.e.last)); err != nil {
-						return err
+					n := first(d.key, r, d.e.last)
+					if !heldAt[d.key] && len(late) < maxBackfillStations {
+						heldAt[d.key] = true
+						b, err := s.lateBackfill(d, r, firstSeq)
+						if err != nil {
+							return err
+						}
+						if b != nil {
+							late[d.key] = b
+						}
+					}
+					if b := late[d.key]; b == nil || !b.covers(d.e) {
+						if err := s.send(d, r, n); err != nil {
+							return err
+						}
 					}
 					note(d, r)
 				}
@@ -552,6 +571,49 @@ func (s *session) endWindow() error {
 	return errWindowEnded
 }
 
+// sentTo is how far a late backfill sent a station's frames: sensor
+// samples up to Sensor (ms, exclusive), intensity windows ending up to
+// Intensity. Live frames below are the archive's, already sent.
+type sentTo struct{ Sensor, Intensity int64 }
+
+func (b *sentTo) note(e *entry) {
+	if e.Sensor {
+		b.Sensor = max(b.Sensor, e.FirstMs+int64(len(e.UD))*sampleMs)
+	} else {
+		b.Intensity = max(b.Intensity, e.FirstMs)
+	}
+}
+
+// covers reports whether a live frame was sent already by the backfill.
+func (b *sentTo) covers(e *entry) bool {
+	if e.Sensor {
+		return e.FirstMs < b.Sensor
+	}
+	return e.FirstMs <= b.Intensity
+}
+
+// lateBackfill sends, before the first frame of a station the ring did
+// not hold at the subscription, what the archive holds between where the
+// station's request starts and that frame, and returns how far it went.
+func (s *session) lateBackfill(d delivery, r *reqStation, firstSeq map[StationKey]uint64) (*sentTo, error) {
+	from := r.start.UnixMilli()
+	if r.hasSeq {
+		from = timeOf(firstSeq[d.key])
+	}
+	if (!r.hasSeq && r.start.IsZero()) || from >= timeOf(d.e.first) {
+		return nil, nil // from now on, or nothing missing before this frame
+	}
+	h := Held{Key: d.key, ID: d.e.Station, Latest: d.e.last, SensorFromMs: math.MaxInt64, IntensityFromMs: math.MaxInt64}
+	if d.e.Sensor {
+		h.SensorFromMs = d.e.FirstMs
+	} else {
+		h.IntensityFromMs = d.e.FirstMs
+	}
+	b := &sentTo{Sensor: math.MinInt64, Intensity: math.MinInt64}
+	err := s.backfill([]Held{h}, func(StationKey) *reqStation { return r }, firstSeq, map[StationKey]*sentTo{d.key: b})
+	return b, err
+}
+
 // Bounds of what the archive adds in front of the ring, for one session.
 const (
 	// maxBackfillStations is the most stations a session gets archive
@@ -567,7 +629,7 @@ const (
 // where their requests start to where the ring's frames begin, oldest
 // first; the ring's and the live records follow. Live frames wait in the
 // subscription meanwhile.
-func (s *session) backfill(held []Held, requestOf func(StationKey) *reqStation, firstSeq map[StationKey]uint64) error {
+func (s *session) backfill(held []Held, requestOf func(StationKey) *reqStation, firstSeq map[StationKey]uint64, sent map[StationKey]*sentTo) error {
 	if s.srv.opts.Archive == nil || len(held) == 0 {
 		return nil
 	}
@@ -626,6 +688,9 @@ func (s *session) backfill(held []Held, requestOf func(StationKey) *reqStation, 
 			for _, e := range es {
 				if err := s.sendRecords(delivery{h.Key, e}, r, trim, trim); err != nil {
 					return err
+				}
+				if b := sent[h.Key]; b != nil {
+					b.note(e)
 				}
 			}
 			s.srv.m.backfills.WithLabelValues("read").Inc()
