@@ -567,8 +567,11 @@ type exportState struct {
 // records that go back in time, and samples not yet in a record are
 // decoded and encoded anew.
 func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *exportState, net, sta, loc string, records *int, emit func([]byte) error) error {
-	var w *window // the samples to encode anew, made when needed
-	var raw []span
+	var w *window  // the samples to encode anew, made when needed
+	var raw []span // handed over whole, ascending; the last hour's tail first
+	if es.tail.hi > a {
+		raw = append(raw, es.tail)
+	}
 	var pieces []piece
 	put := func(rec []byte) {
 		if w == nil {
