@@ -631,14 +631,7 @@ func TestResumeFromTheArchive(t *testing.T) {
 	t.Parallel()
 	// The archive holds frames 1–25 as one contiguous run, as it returns
 	// them; the ring holds 18–30 (it started at 18).
-	var run Frame
-	for n := uint64(1); n <= 25; n++ {
-		f := sensorFrame(n)
-		if n == 1 {
-			run = Frame{Station: f.Station, Sensor: true, FirstMs: f.FirstMs}
-		}
-		run.UD, run.NS, run.EW = append(run.UD, f.UD...), append(run.NS, f.NS...), append(run.EW, f.EW...)
-	}
+	run := archivedRun(25)
 	var reads atomic.Int32
 	s := startServer(t, func(o *Options) {
 		o.Archive = func(id string, fromMs, toMs int64) ([]Frame, error) {
@@ -994,14 +987,7 @@ func TestInfoConnections(t *testing.T) {
 // archive had whose delivery was still queued.
 func TestResumeAtARestartedCore(t *testing.T) {
 	t.Parallel()
-	var run Frame
-	for n := uint64(1); n <= 25; n++ {
-		f := sensorFrame(n)
-		if n == 1 {
-			run = Frame{Station: f.Station, Sensor: true, FirstMs: f.FirstMs}
-		}
-		run.UD, run.NS, run.EW = append(run.UD, f.UD...), append(run.NS, f.NS...), append(run.EW, f.EW...)
-	}
+	run := archivedRun(25)
 	s := startServer(t, func(o *Options) {
 		o.Archive = func(id string, fromMs, toMs int64) ([]Frame, error) {
 			if id != "S00001" {
@@ -1049,4 +1035,18 @@ func TestResumeAtARestartedCore(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatal("samples differ from frames 5 to 27")
 	}
+}
+
+// archivedRun is frames 1 to last of station S00001 as the archive
+// returns them: one contiguous run of samples.
+func archivedRun(last uint64) Frame {
+	var run Frame
+	for n := uint64(1); n <= last; n++ {
+		f := sensorFrame(n)
+		if n == 1 {
+			run = Frame{Station: f.Station, Sensor: true, FirstMs: f.FirstMs}
+		}
+		run.UD, run.NS, run.EW = append(run.UD, f.UD...), append(run.NS, f.NS...), append(run.EW, f.EW...)
+	}
+	return run
 }
