@@ -61,6 +61,7 @@ type Proxy struct {
 	open       prometheus.Gauge
 	turnedAway *prometheus.CounterVec
 	routed     *prometheus.CounterVec
+	redialed   prometheus.Counter
 }
 
 // New returns a proxy; Serve runs it.
@@ -76,12 +77,14 @@ func New(opts Options, log *slog.Logger) (*Proxy, error) {
 			Help: "Connections closed on accept, by reason (limit, address, handshake: a TLS client's failed, no_core: no core accepted it)."}, []string{"reason"}),
 		routed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_edge_tcp_routed_total", ConstLabels: labels,
 			Help: "Connections carried, by core address."}, []string{"core"}),
+		redialed: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_tcp_redialed_total", ConstLabels: labels,
+			Help: "Connections carried to another core because theirs closed before its first byte."}),
 	}, nil
 }
 
 // Collectors are the proxy's metrics.
 func (p *Proxy) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{p.open, p.turnedAway, p.routed}
+	return []prometheus.Collector{p.open, p.turnedAway, p.routed, p.redialed}
 }
 
 // Serve carries the connections ln accepts until ctx ends, then closes
@@ -165,42 +168,163 @@ func (p *Proxy) carry(ctx context.Context, c net.Conn) {
 			return
 		}
 	}
-	var up net.Conn
-	for _, i := range p.opts.Order() {
+	order := p.opts.Order()
+	up, next := p.dial(ctx, order)
+	if up == nil {
+		p.turnedAway.WithLabelValues("no_core").Inc()
+		return
+	}
+	s := &splice{client: c, up: up}
+	defer func() { s.closeUp() }()
+	done := make(chan struct{}, 2)
+	go func() {
+		s.fromClient()
+		done <- struct{}{}
+	}()
+	go func() {
+		// A core that closes right after accepting, before its first
+		// byte, may have been dying when it did (a killed process's
+		// listening socket takes connections for a moment): nothing of it
+		// reached the client, so the next core gets what the client sent
+		// so far, as if it had been the first. A core that closes a
+		// connection later without a word (a silent client's negotiation
+		// timeout) is not replaced.
+		for dialed := time.Now(); s.fromCore() && time.Since(dialed) < p.opts.DialTimeout; dialed = time.Now() {
+			if up, next = p.dial(ctx, order[next:]); up == nil {
+				break
+			}
+			p.redialed.Inc()
+			if !s.replace(up) {
+				break
+			}
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	// Either side's end ends the connection: a core that went away must
+	// not leave its client waiting on a half-open one.
+	_ = c.Close()
+	s.closeUp()
+	<-done
+}
+
+// dial connects to the first of the cores at indexes that accepts and
+// returns how many of them it used.
+func (p *Proxy) dial(ctx context.Context, indexes []int) (net.Conn, int) {
+	for n, i := range indexes {
 		var d interface {
 			DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 		} = &net.Dialer{Timeout: p.opts.DialTimeout}
 		if p.opts.TLS != nil {
 			d = &tls.Dialer{NetDialer: &net.Dialer{Timeout: p.opts.DialTimeout}, Config: p.opts.TLS}
 		}
-		var err error
-		if up, err = d.DialContext(ctx, "tcp", p.opts.Targets[i]); err == nil {
+		up, err := d.DialContext(ctx, "tcp", p.opts.Targets[i])
+		if err == nil {
 			p.routed.WithLabelValues(p.opts.Targets[i]).Inc()
-			break
+			return up, n + 1
 		}
 		p.log.WarnContext(ctx, "core refused a routed connection", slog.String("protocol", p.opts.Name),
 			slog.String("core", p.opts.Targets[i]), slog.Any("error", err))
 	}
-	if up == nil {
-		p.turnedAway.WithLabelValues("no_core").Inc()
-		return
-	}
-	defer func() { _ = up.Close() }()
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		// One side ended: end the other's writing half, then both.
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+	return nil, len(indexes)
+}
+
+// replayLimit bounds what a client may send before its core's first byte
+// and still be carried to another core: SeedLink's commands and a
+// WebSocket upgrade request are far smaller.
+const replayLimit = 16 << 10
+
+// splice copies between a client and its core. Until the core's first
+// byte it keeps what the client sent, for another core should this one
+// close without a word.
+type splice struct {
+	client net.Conn
+
+	mu       sync.Mutex
+	up       net.Conn
+	answered bool   // the core sent a byte: the connection is its for good
+	sent     []byte // the client's bytes before that
+	tooMuch  bool   // more than replayLimit of them: no replay
+	ended    bool   // the client's side ended
+}
+
+// fromClient copies the client's bytes to the core until either ends.
+func (s *splice) fromClient() {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := s.client.Read(buf)
+		if n > 0 {
+			s.mu.Lock()
+			up := s.up
+			if !s.answered && !s.tooMuch {
+				if len(s.sent)+n > replayLimit {
+					s.tooMuch, s.sent = true, nil
+				} else {
+					s.sent = append(s.sent, buf[:n]...)
+				}
+			}
+			answered := s.answered
+			s.mu.Unlock()
+			// A write that fails before the core answered is retried by
+			// the replay, should another core take the connection.
+			if _, werr := up.Write(buf[:n]); werr != nil && answered {
+				break
+			}
 		}
-		done <- struct{}{}
+		if err != nil {
+			break
+		}
 	}
-	go cp(up, c)
-	go cp(c, up)
-	<-done
-	// Either side's end ends the connection: a core that went away must
-	// not leave its client waiting on a half-open one.
-	_ = c.Close()
+	s.mu.Lock()
+	s.ended = true
+	up := s.up
+	s.mu.Unlock()
+	// The client ended: end the core's reading half, then both.
+	if tc, ok := up.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+}
+
+// fromCore copies the core's bytes to the client until either ends; true
+// when the core ended before its first byte and another may take over.
+func (s *splice) fromCore() bool {
+	s.mu.Lock()
+	up := s.up
+	s.mu.Unlock()
+	buf := make([]byte, 32<<10)
+	n, err := up.Read(buf)
+	if n == 0 && err != nil {
+		s.mu.Lock()
+		retry := !s.tooMuch && !s.ended
+		s.mu.Unlock()
+		return retry
+	}
+	s.mu.Lock()
+	s.answered, s.sent = true, nil
+	s.mu.Unlock()
+	if _, werr := s.client.Write(buf[:n]); werr == nil && err == nil {
+		_, _ = io.Copy(s.client, up)
+	}
+	if tc, ok := s.client.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	return false
+}
+
+// replace makes up the core, sending it what the client sent so far;
+// false if it failed at that.
+func (s *splice) replace(up net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.up.Close()
+	s.up = up
+	_, err := up.Write(s.sent)
+	return err == nil
+}
+
+func (s *splice) closeUp() {
+	s.mu.Lock()
+	up := s.up
+	s.mu.Unlock()
 	_ = up.Close()
-	<-done
 }

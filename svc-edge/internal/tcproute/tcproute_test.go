@@ -183,6 +183,73 @@ func TestCoreGoingAwayEndsTheConnection(t *testing.T) {
 	}
 }
 
+// dyingCore accepts connections and, after wait, resets them unanswered,
+// as a killed process's listening socket does in the moment before it
+// goes.
+func dyingCore(t *testing.T, wait time.Duration) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			time.AfterFunc(wait, func() {
+				_ = c.(*net.TCPConn).SetLinger(0)
+				_ = c.Close()
+			})
+		}
+	}()
+	return ln
+}
+
+// TestCoreClosingUnansweredIsPassedOver: a core that closes a connection
+// right after accepting it, before its first byte, is passed over as one
+// that refused: the next core gets what the client sent meanwhile, and the
+// client sees only that core. One that closes later without a word (its
+// negotiation timeout) ends the connection.
+func TestCoreClosingUnansweredIsPassedOver(t *testing.T) {
+	t.Parallel()
+	dying, b := dyingCore(t, 20*time.Millisecond), startCore(t, "TYO-1")
+	p, addr := startProxy(t, []string{dying.Addr().String(), b.ln.Addr().String()}, func() []int { return []int{0, 1} }, 10)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "HELLO\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	for _, want := range []string{"TYO-1", "HELLO"} {
+		line, err := r.ReadString('\n')
+		if got := strings.TrimSpace(line); err != nil || got != want {
+			t.Fatalf("read %q (%v), want %q", got, err, want)
+		}
+	}
+	if n := testutil.ToFloat64(p.redialed); n != 1 {
+		t.Errorf("redialed %v, want 1", n)
+	}
+
+	late := dyingCore(t, 1500*time.Millisecond) // after the proxy's DialTimeout
+	_, addr = startProxy(t, []string{late.Addr().String(), b.ln.Addr().String()}, func() []int { return []int{0, 1} }, 10)
+	c, err = net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %d bytes (%v) from a core that closed late, want the connection ended", n, err)
+	}
+}
+
 // TestNoCore: with every core refusing, the client's connection closes and
 // is counted.
 func TestNoCore(t *testing.T) {
