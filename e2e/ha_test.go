@@ -268,7 +268,11 @@ func (h *haCluster) writesResume(t *testing.T, what string, since time.Time) tim
 // back as a synchronous standby.
 func (h *haCluster) failover(t *testing.T, what string) {
 	t.Helper()
-	old := h.waitLeader(t, what, 30*time.Second, true)
+	// The cluster whole first: after a test that restarted a whole core
+	// (over the emulated WAN, on a busy machine) its member may still be
+	// catching up to become the synchronous standby again. Not what is
+	// measured here.
+	old := h.waitLeader(t, what, 2*time.Minute, true)
 	h.writesFlow(t, what)
 	fault(t, h.d, "kill", old+"-patroni") // returns once Patroni and its PostgreSQL are dead
 	resumed := h.writesResume(t, what+": the primary "+old+" killed", time.Now())

@@ -339,14 +339,14 @@ frontend health
 
 // makeDatabase waits until the replicated database has a primary with a
 // synchronous standby, reached through TNN-1's HAProxy, and makes the dev
-// database afresh.
+// database afresh there.
 func (p *plan) makeDatabase(ctx context.Context, log *slog.Logger) (string, error) {
 	admin := fmt.Sprintf("postgres://postgres@%s/postgres?connect_timeout=2&%s", hostPort(p.host(tnn.name), p.cfg.PortBase+tnn.block+haproxyPort),
 		dbTLSQuery(p.cfg, p.operatorCert, p.operatorKey))
 	deadline := time.Now().Add(p.cfg.ReadyTimeout)
 	var last error
 	for {
-		if last = syncReady(ctx, admin); last == nil {
+		if last = remakeOnPrimary(ctx, admin); last == nil {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -354,24 +354,18 @@ func (p *plan) makeDatabase(ctx context.Context, log *slog.Logger) (string, erro
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName + " WITH (FORCE)", "CREATE DATABASE " + dbName} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return "", fmt.Errorf("metadata database: %s: %w", q, err)
-		}
-	}
 	log.Info("replicated metadata database up", slog.String("via", "HAProxy at each core"))
 	return strings.Replace(admin, "/postgres?", "/"+dbName+"?", 1), nil
 }
 
-// syncReady reports whether admin reaches a primary that has a
-// synchronous standby.
-func syncReady(ctx context.Context, admin string) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+// remakeOnPrimary connects to admin and, if it reached a primary that has
+// a synchronous standby, drops and creates the dev database on that same
+// connection. A new connection could land elsewhere: while the cluster
+// settles its leader can change, and HAProxy takes two failed checks to
+// stop sending sessions to a member that no longer leads (a standby then
+// refuses the DDL as a read-only transaction).
+func remakeOnPrimary(ctx context.Context, admin string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
@@ -388,6 +382,11 @@ func syncReady(ctx context.Context, admin string) error {
 	}
 	if sync == 0 {
 		return errors.New("no synchronous standby yet")
+	}
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName + " WITH (FORCE)", "CREATE DATABASE " + dbName} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
 	}
 	return nil
 }
