@@ -16,6 +16,9 @@ type Event struct {
 	DepthKm     float64 // hypocentre depth
 	Mag         float64 // moment magnitude
 	Origin      time.Time
+	// Motion is the relation the amplitudes follow (the model's own
+	// when empty).
+	Motion Motion
 }
 
 // Position is a station's location, degrees.
@@ -41,6 +44,24 @@ var scenarios = []Event{
 		Description: "Mw 6.4 (ML 6.2) near Hualien city, like 2018-02-06 (24.10N 121.73E, 10 km)",
 		Lat:         24.10, Lon: 121.73, DepthKm: 10, Mag: 6.4,
 		Origin: time.Date(2018, 2, 6, 23, 50, 42, 0, tst),
+	},
+	{
+		Name:        "meinong-m6",
+		Description: "Mw 6.4 (ML 6.6) under Kaohsiung's hills, like Meinong 2016-02-06 (22.92N 120.54E, 14.6 km)",
+		Lat:         22.92, Lon: 120.54, DepthKm: 14.6, Mag: 6.4,
+		Origin: time.Date(2016, 2, 6, 3, 57, 26, 0, tst),
+	},
+	{
+		Name:        "chishang-m7",
+		Description: "Mw 6.9 (ML 6.8) in the Longitudinal Valley, like Chishang 2022-09-18 (23.14N 121.20E, 7.8 km)",
+		Lat:         23.14, Lon: 121.20, DepthKm: 7.8, Mag: 6.9,
+		Origin: time.Date(2022, 9, 18, 14, 44, 15, 0, tst),
+	},
+	{
+		Name:        "taitung-offshore-m5",
+		Description: "M5.5 30 km off the coast of Taitung, outside the network (22.75N 121.45E, 20 km); no particular event",
+		Lat:         22.75, Lon: 121.45, DepthKm: 20, Mag: 5.5,
+		Origin: time.Date(2025, 6, 1, 12, 0, 0, 0, tst),
 	},
 	{
 		Name:        "yilan-m4",

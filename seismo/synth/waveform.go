@@ -111,7 +111,8 @@ func (m Model) render(ev Event, pos Position, seed uint64, rate, siteGain float6
 	specS := m.newSpectrum(waveS, ev.Mag, hyp)
 	specP := m.newSpectrum(waveP, ev.Mag, hyp)
 	df := rate / float64(n)
-	scale := siteGain / dt // continuous spectrum → DFT lines
+	// continuous spectrum → DFT lines, at the size ev.Motion gives
+	scale := siteGain / dt * m.motionScale(ev, hyp, rate/2, seed)
 	for k := 0; k <= n/2; k++ {
 		f := float64(k) * df
 		aS := specS.at(f) * scale

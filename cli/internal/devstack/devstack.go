@@ -43,6 +43,7 @@ import (
 	"shindo.dev/devkit/pgserver"
 	"shindo.dev/lib/conf"
 	"shindo.dev/lib/service"
+	"shindo.dev/seismo/synth"
 )
 
 // Config is the configuration of `shindo dev` (env prefix SHINDO_DEV_).
@@ -56,8 +57,9 @@ type Config struct {
 	ReadyTimeout time.Duration `conf:"ready-timeout" default:"60s" help:"how long each process may take to become ready"`
 	StopTimeout  time.Duration `conf:"stop-timeout" default:"10s" help:"how long processes get to stop before they are killed"`
 	LogLevel     string        `conf:"log-level" default:"info" help:"log level of the services"`
-	Scenario     string        `conf:"scenario" help:"built-in earthquake for the fleet to play (hualien, hualien-m6, yilan-m4); empty for a quiet network"`
+	Scenario     string        `conf:"scenario" help:"built-in earthquake for the fleet to play (hualien, hualien-m6, meinong-m6, chishang-m7, taitung-offshore-m5, yilan-m4); empty for a quiet network"`
 	ScenarioIn   time.Duration `conf:"scenario-in" default:"20s" help:"origin time of the scenario after the fleet starts"`
+	Motion       string        `conf:"motion" default:"stochastic" help:"how the scenario's amplitudes fall off: stochastic (the synthetic model's own, which the detector's magnitude table is fitted to) or lin2009 (Lin (2009)'s PGA relation for Taiwan, with its scatter)"`
 	HA           bool          `conf:"ha" help:"replicated metadata database: a PostgreSQL member at each core under Patroni (synchronous mode, etcd quorum) behind HAProxy; needs Debian's patroni and haproxy"`
 	Links        string        `conf:"links" help:"network profile every link (the stations' uplinks, the link between the cores; with -wan every link) is under from the start: clear, wan, lossy, typhoon or cut (see shindo fault links); default clear, or wan with -wan"`
 	WAN          bool          `conf:"wan" help:"run each site and the stations in a network namespace of its own, joined by links with the one-way delay, jitter and loss of -links (default wan); needs root (see docs/ARCHITECTURE.md)"`
@@ -83,6 +85,14 @@ func (c *Config) Validate() error {
 	}
 	if c.ReadyTimeout <= 0 || c.StopTimeout <= 0 {
 		errs = append(errs, errors.New("ready-timeout and stop-timeout must be positive"))
+	}
+	if c.Scenario != "" {
+		if _, err := synth.Scenario(c.Scenario); err != nil {
+			errs = append(errs, fmt.Errorf("scenario: %w", err))
+		}
+	}
+	if _, err := synth.ParseMotion(c.Motion); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := netprofile.Lookup(c.linksProfile()); err != nil {
 		errs = append(errs, fmt.Errorf("links: %w", err))

@@ -442,7 +442,7 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 			fleet.args = append(fleet.args, "-ca-file", p.caFile)
 		}
 		if cfg.Scenario != "" {
-			fleet.args = append(fleet.args, "-scenario", cfg.Scenario, "-scenario-in", cfg.ScenarioIn.String())
+			fleet.args = append(fleet.args, "-scenario", cfg.Scenario, "-scenario-in", cfg.ScenarioIn.String(), "-motion", cfg.Motion)
 		}
 		p.groups = append(p.groups, []*process{fleet})
 	}

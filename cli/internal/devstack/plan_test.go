@@ -176,9 +176,10 @@ func TestValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	c.Stations, c.PortBase, c.Host, c.Links = 0, 65000, "::zz", "monsoon"
+	c.Stations, c.PortBase, c.Host, c.Links, c.Scenario, c.Motion = 0, 65000, "::zz", "monsoon", "atlantis", "nga"
 	err := c.Validate()
-	for _, want := range []string{"stations", "port-base", "not an IP", "links: unknown profile \"monsoon\": profiles are clear, wan"} {
+	for _, want := range []string{"stations", "port-base", "not an IP", "links: unknown profile \"monsoon\": profiles are clear, wan",
+		"scenario: unknown scenario \"atlantis\"", "unknown ground-motion model \"nga\""} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
 		}

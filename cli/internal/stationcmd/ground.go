@@ -10,12 +10,16 @@ import (
 
 // groundConfig chooses the simulated ground motion.
 type groundConfig struct {
-	Scenario   string        `conf:"scenario" help:"built-in earthquake to play (hualien, hualien-m6, yilan-m4); empty for a quiet network"`
+	Scenario   string        `conf:"scenario" help:"built-in earthquake to play (hualien, hualien-m6, meinong-m6, chishang-m7, taitung-offshore-m5, yilan-m4); empty for a quiet network"`
 	ScenarioIn time.Duration `conf:"scenario-in" default:"20s" help:"origin time of the scenario, after the start"`
+	Motion     string        `conf:"motion" default:"stochastic" help:"how the scenario's amplitudes fall off: stochastic (the synthetic model's own, which the detector's magnitude table is fitted to) or lin2009 (Lin (2009)'s PGA relation for Taiwan, with its scatter)"`
 	Seed       uint64        `conf:"seed" default:"1" help:"seed of the simulated noise and motion"`
 }
 
 func (c *groundConfig) validate() error {
+	if _, err := synth.ParseMotion(c.Motion); err != nil {
+		return err
+	}
 	if c.Scenario == "" {
 		return nil
 	}
@@ -44,6 +48,9 @@ func (c groundConfig) grounds(startedAt time.Time) (func(fleet.Station, time.Tim
 			return nil, err
 		}
 		ev.Origin = startedAt.Add(c.ScenarioIn)
+		if ev.Motion, err = synth.ParseMotion(c.Motion); err != nil {
+			return nil, err
+		}
 		event = &ev
 	}
 	return func(st fleet.Station, start time.Time) fleet.Ground {
