@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -751,7 +752,9 @@ func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
 // it, wss://) with its public certificate and carries it to a core over
 // mutual TLS: the core's HELLO comes back through both. A core's SeedLink
 // port is an internal hop: plain text, TLS without a certificate and an
-// ingest's certificate get no byte of SeedLink; the operator's does.
+// ingest's certificate get no byte of SeedLink; the operator's does. A
+// TLS client whose core's svc-waveform is killed from outside loses its
+// connection at once and reconnects through the same entrance.
 func testSeedLinkTLS(t *testing.T, d *dev, caFile string) {
 	pool, err := certfile.LoadPool(caFile)
 	if err != nil {
@@ -862,6 +865,65 @@ func testSeedLinkTLS(t *testing.T, d *dev, caFile string) {
 	if doc := infoConnections(t, c); !strings.Contains(doc, "UNAUTHORIZED") {
 		t.Errorf("INFO CONNECTIONS through TPE-1: %s, want UNAUTHORIZED", doc)
 	}
+
+	// The svc-waveform a TLS client reached through TPE-1 is killed from
+	// outside: the client's connection ends at once, a reconnection
+	// through the same entrance gets the other core, and the killed
+	// process comes back by itself.
+	var control string
+	if err := json.Unmarshal(d.endpoints["dev"]["control"], &control); err != nil {
+		t.Fatal(err)
+	}
+	tlsAddr := d.endpoints.get(t, "TPE-1", "edge", "seedlink_tls")
+	dialTLS := func() *tls.Conn {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tlsAddr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatalf("TPE-1 SeedLink over TLS: %v", err)
+		}
+		return c
+	}
+	// servedBy says HELLO and returns the core that answered.
+	servedBy := func(c net.Conn, r *bufio.Reader) string {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("HELLO\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		var lines [2]string
+		for i := range lines {
+			if lines[i], err = r.ReadString('\n'); err != nil {
+				t.Fatalf("HELLO through TPE-1's TLS entrance: %q %v", lines, err)
+			}
+		}
+		for _, core := range []string{"TNN-1", "TYO-1"} {
+			if strings.Contains(lines[1], "shindo "+core) {
+				return core
+			}
+		}
+		t.Fatalf("HELLO through TPE-1's TLS entrance names no core: %q", lines)
+		return ""
+	}
+	held := dialTLS()
+	defer held.Close()
+	heldR := bufio.NewReader(held)
+	site := servedBy(held, heldR)
+	target := site + "-waveform"
+	old := processes(t, control)[target].PID
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %s (%d): %v", target, old, err)
+	}
+	_ = held.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := heldR.Read(make([]byte, 1)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the TLS client's connection to the killed %s: read %d bytes (%v), want it ended at once", target, n, err)
+	}
+	// At once: the other core, unless the supervisor's restart (after
+	// 250 ms) was quicker than this client.
+	again := dialTLS()
+	defer again.Close()
+	t.Logf("killed %s, which served a TLS client through TPE-1; its reconnection reached %s", target, servedBy(again, bufio.NewReader(again)))
+	poll.Until(t, 45*time.Second, target+" back", func() bool {
+		p := processes(t, control)[target]
+		return p.State == "running" && p.PID != old && p.PID != 0 && reachable(d.endpoints.get(t, site, "waveform", "seedlink"))
+	})
 }
 
 // infoConnections asks INFO CONNECTIONS in SeedLink 4 over c and returns
