@@ -118,13 +118,8 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		ModuleURI: fdsn.Scheme(r) + "://" + r.Host + r.URL.RequestURI(), Created: xmlTime(h.now()), Networks: nets}
 	w.Header().Set("Content-Type", "application/xml")
 	bw := bufio.NewWriterSize(w, 64<<10)
-	_, _ = bw.WriteString(xml.Header) // a write error sticks: Encode and Flush report it
-	enc := xml.NewEncoder(bw)
-	enc.Indent("", " ")
-	if err := enc.Encode(doc); err != nil {
-		h.log.WarnContext(r.Context(), "stationxml not written", slog.Any("error", err))
-		return
-	}
+	_, _ = bw.WriteString(xml.Header) // a write error sticks: Flush reports it
+	_ = writeXML(bw, &doc)
 	_ = bw.WriteByte('\n')
 	if err := bw.Flush(); err != nil {
 		h.log.DebugContext(r.Context(), "stationxml cut short", slog.Any("error", err)) // the client went away
