@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -63,6 +64,7 @@ func intensityRecord(station string, end int64) *ingestv1.Record {
 
 // testServer is svc-waveform's transport over a real archive, in-process.
 type testServer struct {
+	reg    *prometheus.Registry
 	store  *archive.Store
 	srv    *wavegrpc.Server
 	client waveformv1.WaveformServiceClient
@@ -77,7 +79,8 @@ func startServer(t *testing.T) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- store.Run(ctx) }()
-	srv := wavegrpc.New(store, ctx.Done(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	reg := prometheus.NewRegistry()
+	srv := wavegrpc.New(store, ctx.Done(), reg, slog.New(slog.DiscardHandler))
 	gs := grpc.NewServer()
 	waveformv1.RegisterWaveformServiceServer(gs, srv)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,7 +101,7 @@ func startServer(t *testing.T) *testServer {
 			t.Errorf("archive close: %v", err)
 		}
 	})
-	return &testServer{store: store, srv: srv, client: waveformv1.NewWaveformServiceClient(conn)}
+	return &testServer{reg: reg, store: store, srv: srv, client: waveformv1.NewWaveformServiceClient(conn)}
 }
 
 // ingest sends batches on one stream and waits for the last ack.
@@ -166,6 +169,22 @@ func TestIngestToLive(t *testing.T) {
 	r, err := live.Recv()
 	if err != nil || r.GetChunk().GetFirstSampleMs() != now-2000 {
 		t.Fatalf("after the resend: %v %v", r, err)
+	}
+	// The five frames that brought new data were timed from their
+	// receipt; the duplicates were not.
+	if n := testutil.CollectAndCount(ts.reg, "shindo_waveform_store_delay_seconds"); n != 1 {
+		t.Fatalf("store delay histogram: %d series", n)
+	}
+	mfs, err := ts.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "shindo_waveform_store_delay_seconds" {
+			if c := mf.GetMetric()[0].GetHistogram().GetSampleCount(); c != 5 {
+				t.Errorf("store delay observed %d frames, want 5", c)
+			}
+		}
 	}
 }
 

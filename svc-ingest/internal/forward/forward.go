@@ -96,12 +96,14 @@ type Forwarder struct {
 	log    *slog.Logger
 
 	batches, records, sessions, resends, replays prometheus.Counter
+	delay                                        prometheus.Observer
 	lag                                          prometheus.GaugeFunc
 }
 
 // Metrics are the forwarding series, shared by all targets.
 type Metrics struct {
 	batches, records, sessions, resends, replays *prometheus.CounterVec
+	delay                                        *prometheus.HistogramVec
 	reg                                          prometheus.Registerer
 }
 
@@ -113,9 +115,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_sessions_total", Help: "Stream sessions opened, by target."}, []string{"target"}),
 		resends:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_resumed_total", Help: "Sessions that resumed with records sent before but not acked, by target."}, []string{"target"}),
 		replays:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shindo_ingest_forward_replays_total", Help: "Sessions whose receiver asked for the records of the last minutes again (a restarted svc-rts), by target."}, []string{"target"}),
-		reg:      reg,
+		delay: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shindo_ingest_forward_delay_seconds",
+			Help:    "From a record's receipt to its batch handed to the stream, by target (records sent again after a reconnection or a replay included).",
+			Buckets: []float64{.001, .002, .005, .01, .02, .03, .05, .075, .1, .15, .25, .5, 1, 10}}, []string{"target"}),
+		reg: reg,
 	}
-	reg.MustRegister(m.batches, m.records, m.sessions, m.resends, m.replays)
+	reg.MustRegister(m.batches, m.records, m.sessions, m.resends, m.replays, m.delay)
 	return m
 }
 
@@ -125,7 +130,7 @@ func New(target string, open Opener, j Journal, opts Options, m *Metrics, log *s
 		target: target, open: open, j: j, opts: opts, log: log.With(slog.String("target", target)),
 		batches: m.batches.WithLabelValues(target), records: m.records.WithLabelValues(target),
 		sessions: m.sessions.WithLabelValues(target), resends: m.resends.WithLabelValues(target),
-		replays: m.replays.WithLabelValues(target),
+		replays: m.replays.WithLabelValues(target), delay: m.delay.WithLabelValues(target),
 	}
 	f.lag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shindo_ingest_forward_lag_records", Help: "Journal records not yet acked by the target.",
@@ -308,6 +313,10 @@ func (f *Forwarder) session(ctx context.Context) error {
 		}
 		f.batches.Inc()
 		f.records.Add(float64(len(recs)))
+		now := time.Now().UnixMilli()
+		for _, r := range recs {
+			f.delay.Observe(max(0, float64(now-r.GetRecvAtMs())/1000))
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -208,6 +209,15 @@ func TestDeliversEverythingInOrder(t *testing.T) {
 	}
 	if r.batches >= n {
 		t.Fatalf("no batching: %d batches for %d records", r.batches, n)
+	}
+	// Every record sent is timed from its receipt (the test's are long
+	// ago: all in the top bucket).
+	var m dto.Metric
+	if err := f.delay.(prometheus.Histogram).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if h := m.GetHistogram(); h.GetSampleCount() != n || h.GetSampleSum() < float64(time.Now().Unix()-n)*n/2 {
+		t.Errorf("forward delay: %d records observed, sum %.0f s; want %d, each from its receipt", h.GetSampleCount(), h.GetSampleSum(), n)
 	}
 }
 

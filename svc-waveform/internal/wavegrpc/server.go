@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -44,6 +45,9 @@ type Server struct {
 	stored func(*ingestv1.Record)
 
 	chunks *prometheus.CounterVec
+	// delay is receipt at an ingest → stored here (and handed to
+	// SeedLink), for the frames that brought new data.
+	delay prometheus.Histogram
 }
 
 // New returns a server over store. Streams end when stopping closes.
@@ -56,8 +60,13 @@ func New(store *archive.Store, stopping <-chan struct{}, reg prometheus.Register
 		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_waveform_chunks_total", Help: "Sensor chunks received, by result (accepted, duplicate, expired, malformed).",
 		}, []string{"result"}),
+		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shindo_waveform_store_delay_seconds",
+			Help:    "From a frame's receipt at an ingest to its storing here and its hand-over to SeedLink, for the frames that brought new data (those filled in from the peer core later included).",
+			Buckets: []float64{.002, .005, .01, .02, .03, .05, .075, .1, .15, .25, .5, 1, 2.5, 10},
+		}),
 	}
-	reg.MustRegister(s.chunks, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(s.chunks, s.delay, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shindo_waveform_live_subscribers", Help: "Live stream subscribers.",
 	}, func() float64 { n, _ := s.live.Stats(); return float64(n) }))
 	return s
@@ -154,6 +163,7 @@ func (s *Server) ingest(stream waveformv1.WaveformService_IngestServer) error {
 // subscribers, in the order of the batch; outcomes follow the frames that
 // toFrame kept.
 func (s *Server) publish(recs []*ingestv1.Record, out []archive.Outcome) {
+	now := time.Now()
 	i := 0
 	for _, rec := range recs {
 		p := rec.GetPacket()
@@ -162,8 +172,11 @@ func (s *Server) publish(recs []*ingestv1.Record, out []archive.Outcome) {
 		}
 		o := out[i]
 		i++
-		if o == archive.Stored && s.stored != nil {
-			s.stored(rec)
+		if o == archive.Stored {
+			s.delay.Observe(max(0, float64(now.UnixMilli()-rec.GetRecvAtMs())/1000))
+			if s.stored != nil {
+				s.stored(rec)
+			}
 		}
 		f := p.GetSensor()
 		if f == nil {
