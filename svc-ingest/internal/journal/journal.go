@@ -6,10 +6,12 @@
 // left off after any restart.
 //
 // Appends from concurrent callers are group-committed: one writer takes
-// everything queued, writes it and fsyncs once, so the cost of a sync is
-// shared by a whole burst of packets (JetStream's fsync per message would
-// cap a core at a few thousand packets a second; its default 2-minute
-// sync interval would lose acknowledged data).
+// everything queued and writes it, and a syncer fsyncs everything written
+// so far once and releases those appends, so the cost of a sync is shared
+// by a whole burst of packets (JetStream's fsync per message would cap a
+// core at a few thousand packets a second; its default 2-minute sync
+// interval would lose acknowledged data). Readers see a record once it is
+// written, before its sync; cursors are saved only up to the synced end.
 //
 // On disk the journal is a directory of segment files named after the
 // index of their first record; each record is framed as
@@ -20,6 +22,7 @@ package journal
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -89,6 +92,7 @@ type Journal struct {
 	active  *os.File
 	writer  *bufio.Writer
 	next    uint64  // index the next record gets
+	synced  uint64  // records below this index are fsynced
 	cache   []Entry // ring of the newest records
 	cursors map[string]uint64
 	dirty   bool
@@ -96,6 +100,7 @@ type Journal struct {
 	// rotateFailures counts segments that could not be started.
 	rotateFailures uint64
 	grew           chan struct{} // closed and replaced on every commit
+	syncs          chan syncJob  // commitLoop → syncLoop
 
 	queue    chan *appendReq
 	quit     chan struct{}
@@ -105,6 +110,9 @@ type Journal struct {
 
 	spareMu sync.Mutex
 	spares  []*os.File // see open
+
+	// syncFile syncs a commit's segment: (*os.File).Sync, held up in tests.
+	syncFile func(*os.File) error
 }
 
 // spareDescriptors is how many descriptors the journal holds only to give
@@ -170,6 +178,7 @@ func Open(dir string, opts Options) (*Journal, error) {
 	j := &Journal{
 		dir: dir, opts: opts, cursors: map[string]uint64{}, grew: make(chan struct{}),
 		queue: make(chan *appendReq, 1024), quit: make(chan struct{}), stopped: make(chan struct{}), readSegs: map[string]*os.File{},
+		syncFile: (*os.File).Sync, syncs: make(chan syncJob, 64),
 	}
 	d, err := os.Open(dir)
 	if err != nil {
@@ -210,6 +219,7 @@ func (j *Journal) load() error {
 	if n := len(j.segs); n > 0 {
 		last := j.segs[n-1]
 		j.next = last.first + last.count
+		j.synced = j.next
 	}
 	if b, err := os.ReadFile(filepath.Join(j.dir, "cursors.json")); err == nil {
 		if err := json.Unmarshal(b, &j.cursors); err != nil {
@@ -298,20 +308,20 @@ func (j *Journal) openSegment(s *segment) (*os.File, error) {
 	return f, nil
 }
 
-// rotate starts a new segment after a commit filled the active one. The
-// full segment stays active until the new one is open, so a failure costs
-// only a longer segment (the records written are durable already), and the
-// next commit tries again.
-func (j *Journal) rotate() {
+// rotate starts a new segment after a commit filled the active one, and
+// reports whether it did: the full one is then the caller's to close once
+// synced. The full segment stays active until the new one is open, so a
+// failure costs only a longer segment, and the next commit tries again.
+func (j *Journal) rotate() bool {
 	s := j.newSegment()
 	f, err := j.openSegment(s)
 	if err != nil {
 		j.rotateFailures++
-		return
+		return false
 	}
-	j.active.Close()
 	j.segs = append(j.segs, s)
 	j.active, j.writer = f, bufio.NewWriterSize(f, 1<<20)
+	return true
 }
 
 // RotateFailures returns how many times a new segment could not be opened
@@ -372,10 +382,20 @@ func (p *Pending) Wait() (uint64, error) {
 	}
 }
 
-// commitLoop is the single writer: it takes every queued append, writes
-// them, fsyncs once and releases them together.
+// commitLoop is the single writer: it takes every queued append and
+// writes them, then hands them to syncLoop and takes the next ones while
+// their fsync runs.
 func (j *Journal) commitLoop() {
-	defer close(j.stopped)
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		j.syncLoop()
+	}()
+	defer func() {
+		close(j.syncs)
+		<-synced
+		close(j.stopped)
+	}()
 	for {
 		var first *appendReq
 		select {
@@ -401,18 +421,74 @@ func (j *Journal) commitLoop() {
 				break more
 			}
 		}
-		err := j.commit(batch)
-		for _, r := range batch {
-			r.done <- err
+		j.syncs <- j.write(batch)
+	}
+}
+
+// syncJob is a written commit waiting for its fsync, or a segment that
+// rotation retired, to close once synced.
+type syncJob struct {
+	batch   []*appendReq
+	file    *os.File // to sync
+	written uint64   // the journal's end after this commit
+	err     error    // the write failed: nothing to sync
+	retire  bool     // close file after its last sync
+}
+
+// syncLoop fsyncs what commitLoop wrote, in order, everything waiting in
+// one fsync per file, and releases the appends.
+func (j *Journal) syncLoop() {
+	for job := range j.syncs {
+		jobs := []syncJob{job}
+	more:
+		for {
+			select {
+			case next, ok := <-j.syncs:
+				if !ok {
+					break more
+				}
+				jobs = append(jobs, next)
+			default:
+				break more
+			}
+		}
+		var files []*os.File
+		var written uint64
+		for _, jb := range jobs {
+			if jb.file != nil && !slices.Contains(files, jb.file) {
+				files = append(files, jb.file)
+			}
+			written = max(written, jb.written)
+		}
+		var err error
+		for _, f := range files {
+			if e := j.syncFile(f); e != nil && err == nil {
+				err = fmt.Errorf("journal: sync: %w", e)
+			}
+		}
+		if err == nil {
+			j.mu.Lock()
+			j.synced = max(j.synced, written)
+			j.mu.Unlock()
+		}
+		for _, jb := range jobs {
+			for _, r := range jb.batch {
+				r.done <- cmp.Or(jb.err, err)
+			}
+			if jb.retire {
+				jb.file.Close()
+			}
 		}
 	}
 }
 
-func (j *Journal) commit(batch []*appendReq) error {
+// write writes a commit's records and makes them visible to readers; the
+// returned job fsyncs them.
+func (j *Journal) write(batch []*appendReq) syncJob {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
-		return ErrClosed
+		return syncJob{batch: batch, err: ErrClosed}
 	}
 	seg := j.segs[len(j.segs)-1]
 	var hdr [8]byte
@@ -432,11 +508,16 @@ func (j *Journal) commit(batch []*appendReq) error {
 		}
 	}
 	if err := j.writer.Flush(); err != nil {
-		return fmt.Errorf("journal: write: %w", err)
+		return syncJob{batch: batch, err: fmt.Errorf("journal: write: %w", err)}
 	}
-	if err := j.active.Sync(); err != nil {
-		return fmt.Errorf("journal: sync: %w", err)
-	}
+	// Written, not yet synced: readers see the records now. A record in
+	// the page cache outlives a crash of the process; the machine's crash
+	// may lose it, but then its append had not returned, so it was never
+	// acked, and no cursor is saved past the synced end (SaveCursors), so
+	// no consumer skips what takes its index after a restart. Neither the
+	// forwarders nor the next commit wait for this one's fsync: under a
+	// burst of packets that wait was most of a record's way to
+	// svc-waveform and SeedLink.
 	seg.count += uint64(len(added))
 	j.next += uint64(len(added))
 	j.cache = append(j.cache, added...)
@@ -445,10 +526,11 @@ func (j *Journal) commit(batch []*appendReq) error {
 	}
 	close(j.grew)
 	j.grew = make(chan struct{})
-	if seg.size >= j.opts.SegmentBytes {
-		j.rotate()
-	}
-	return nil
+	job := syncJob{batch: batch, file: j.active, written: j.next}
+	// The full segment is closed by syncLoop once this commit, its last,
+	// is synced.
+	job.retire = seg.size >= j.opts.SegmentBytes && j.rotate()
+	return job
 }
 
 // Next returns the index the next appended record will get.
@@ -642,8 +724,16 @@ func (j *Journal) SaveCursors() error {
 		j.mu.Unlock()
 		return nil
 	}
-	b, err := json.Marshal(j.cursors)
+	// Never past what is synced: a machine's crash may lose the rest,
+	// and the indexes it held then go to other records.
+	// One held back is saved again next time.
+	saved := make(map[string]uint64, len(j.cursors))
 	j.dirty = false
+	for name, c := range j.cursors {
+		saved[name] = min(c, j.synced)
+		j.dirty = j.dirty || c > j.synced
+	}
+	b, err := json.Marshal(saved)
 	j.mu.Unlock()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -284,4 +285,86 @@ func BenchmarkRestoreScan(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*records)/b.Elapsed().Seconds(), "records/s")
 	})
+}
+
+// TestReadersSeeRecordsBeforeTheirSync: a commit's records reach readers
+// once written, while its fsync runs (the forwarders do not wait for the
+// disk), and the next commit is written meanwhile; the appends return only
+// after their fsync; a cursor set past the synced end is saved at that
+// end, and in full once the sync is done.
+func TestReadersSeeRecordsBeforeTheirSync(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j := open(t, dir, Options{})
+	if _, err := j.Append(context.Background(), []byte("synced")); err != nil {
+		t.Fatal(err)
+	}
+	hold, syncing := make(chan struct{}), make(chan struct{}, 2)
+	j.syncFile = func(f *os.File) error {
+		syncing <- struct{}{}
+		<-hold
+		return f.Sync()
+	}
+	appended := make(chan error, 1)
+	go func() {
+		_, err := j.Append(context.Background(), []byte("written"))
+		appended <- err
+	}()
+	<-syncing
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := j.Wait(ctx, 1); err != nil {
+		t.Fatalf("Wait for the record being synced: %v", err)
+	}
+	if es := readAll(t, j, 1); len(es) != 1 || string(es[0].Payload) != "written" {
+		t.Fatalf("read %v while its sync runs", es)
+	}
+	select {
+	case err := <-appended:
+		t.Fatalf("Append returned (%v) before its sync", err)
+	default:
+	}
+	// The next commit is written while that sync still runs.
+	go func() {
+		_, err := j.Append(context.Background(), []byte("next"))
+		appended <- err
+	}()
+	if err := j.Wait(ctx, 2); err != nil {
+		t.Fatalf("Wait for a record written during another's sync: %v", err)
+	}
+	j.SetCursor("waveform", 2) // a consumer acked the unsynced record
+	if err := j.SaveCursors(); err != nil {
+		t.Fatal(err)
+	}
+	if got := savedCursors(t, dir)["waveform"]; got != 1 {
+		t.Errorf("cursor saved at %d while record 1 is unsynced, want 1", got)
+	}
+	close(hold)
+	for range 2 {
+		if err := <-appended; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.SaveCursors(); err != nil {
+		t.Fatal(err)
+	}
+	if got := savedCursors(t, dir)["waveform"]; got != 2 {
+		t.Errorf("cursor saved at %d after the sync, want 2", got)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func savedCursors(t *testing.T, dir string) map[string]uint64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cursors.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]uint64
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
