@@ -249,21 +249,30 @@ type splice struct {
 }
 
 // fromClient copies the client's bytes to the core until either ends.
+// Until the core answers it reads through a small buffer of its own, to
+// keep a copy; then it hands over to io.Copy, which moves TCP to TCP in
+// the kernel and holds no buffer per connection.
 func (s *splice) fromClient() {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 4<<10)
 	for {
+		s.mu.Lock()
+		up, answered := s.up, s.answered
+		s.mu.Unlock()
+		if answered {
+			_, _ = io.Copy(up, s.client)
+			break
+		}
 		n, err := s.client.Read(buf)
 		if n > 0 {
 			s.mu.Lock()
-			up := s.up
-			if !s.answered && !s.tooMuch {
+			up, answered = s.up, s.answered
+			if !answered && !s.tooMuch {
 				if len(s.sent)+n > replayLimit {
 					s.tooMuch, s.sent = true, nil
 				} else {
 					s.sent = append(s.sent, buf[:n]...)
 				}
 			}
-			answered := s.answered
 			s.mu.Unlock()
 			// A write that fails before the core answered is retried by
 			// the replay, should another core take the connection.
@@ -291,7 +300,7 @@ func (s *splice) fromCore() bool {
 	s.mu.Lock()
 	up := s.up
 	s.mu.Unlock()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 4<<10) // the core's first answer; io.Copy takes the rest
 	n, err := up.Read(buf)
 	if n == 0 && err != nil {
 		s.mu.Lock()

@@ -30,10 +30,7 @@ type core struct {
 
 func startCore(t *testing.T, name string) *core {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listenLocal(t)
 	c := &core{ln: ln, name: name}
 	go func() {
 		for {
@@ -48,7 +45,6 @@ func startCore(t *testing.T, name string) *core {
 			}()
 		}
 	}()
-	t.Cleanup(func() { ln.Close() })
 	return c
 }
 
@@ -183,16 +179,23 @@ func TestCoreGoingAwayEndsTheConnection(t *testing.T) {
 	}
 }
 
-// dyingCore accepts connections and, after wait, resets them unanswered,
-// as a killed process's listening socket does in the moment before it
-// goes.
-func dyingCore(t *testing.T, wait time.Duration) net.Listener {
+// listenLocal listens on a free loopback port until the test ends.
+func listenLocal(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// dyingCore accepts connections and, after wait, resets them unanswered,
+// as a killed process's listening socket does in the moment before it
+// goes.
+func dyingCore(t *testing.T, wait time.Duration) net.Listener {
+	t.Helper()
+	ln := listenLocal(t)
 	go func() {
 		for {
 			c, err := ln.Accept()
