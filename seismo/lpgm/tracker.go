@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"shindo.dev/seismo/internal/iir"
 )
 
 // ErrHighPass is returned for a high-pass corner that is not a finite
@@ -53,8 +55,8 @@ type Tracker struct {
 	st     *[NumPeriods]step
 	halfDt float64
 	useHP  bool
-	hp0    highPass // as built, to restart from
-	hp     [2]highPass
+	hp0    iir.HighPass // as built, to restart from
+	hp     [2]iir.HighPass
 	base   [2]float64 // the first sample, subtracted when there is no high-pass
 	last   [2]float64 // the last good sample, held over bad ones
 	banks  [2]bank
@@ -88,7 +90,7 @@ func NewTracker(rateHz float64, cfg Config) (*Tracker, error) {
 	case hz < 0 && !math.IsInf(hz, -1):
 	case hz > 0 && hz < 0.1*rateHz:
 		t.useHP = true
-		t.hp0 = newHighPass(hz, rateHz)
+		t.hp0 = iir.NewHighPass(hz, rateHz)
 	default: // NaN, infinite, or no longer a corner far below the band
 		return nil, fmt.Errorf("%w: %g Hz at %g Hz", ErrHighPass, hz, rateHz)
 	}
@@ -126,7 +128,7 @@ func (t *Tracker) Add(ns, ew float64) float64 {
 	var p float64
 	for c, a := range [2]float64{ns, ew} {
 		if t.useHP {
-			a = t.hp[c].step(a)
+			a = t.hp[c].Step(a)
 		} else {
 			a -= t.base[c]
 		}
@@ -156,7 +158,7 @@ func (t *Tracker) prime(ns, ew float64) {
 	t.base = [2]float64{ns, ew}
 	for c, a := range t.base {
 		t.hp[c] = t.hp0
-		t.hp[c].prime(a)
+		t.hp[c].Prime(a)
 	}
 	t.primed = true
 }
@@ -164,8 +166,7 @@ func (t *Tracker) prime(ns, ew float64) {
 // stateFinite reports whether the filters and oscillators hold only
 // finite numbers.
 func (t *Tracker) stateFinite() bool {
-	s := t.hp[0].y1 + t.hp[0].y2 + t.hp[1].y1 + t.hp[1].y2
-	return !math.IsNaN(s) && !math.IsInf(s, 0) && t.banks[0].finite() && t.banks[1].finite()
+	return t.hp[0].Finite() && t.hp[1].Finite() && t.banks[0].finite() && t.banks[1].finite()
 }
 
 // poisoned restarts a tracker whose state is no longer finite and drops
