@@ -25,9 +25,10 @@
 //   - SvaCms is the peak absolute velocity response of the frame's samples
 //     (h = 5 %, T = 1.6–7.8 s, NS and EW), from an lpgm.Tracker run
 //     continuously over the stream; its running maximum is the station's
-//     long-period Sva and lpgm.Class of it the long-period class. The
-//     station protocol has no field for it yet, so the agent cannot send
-//     it until shindo.station.v1.IntensityFrame gains one.
+//     long-period Sva and lpgm.Class of it the long-period class.
+//   - P is the pick and first-seconds measurement (Pd, τc) of a
+//     pwave.Meter run continuously over the vertical component, as of the
+//     end of the frame; it stays for a minute after the pick.
 //
 // A Pipeline reuses its buffers and allocates nothing per sample or frame;
 // one update (25 samples and a frame) costs a few tens of microseconds. It is

@@ -7,6 +7,7 @@ import (
 
 	"shindo.dev/seismo/jma"
 	"shindo.dev/seismo/lpgm"
+	"shindo.dev/seismo/pwave"
 )
 
 const (
@@ -46,6 +47,10 @@ type IntensityFrame struct {
 	// running maximum over an event gives the long-period ground-motion
 	// class (lpgm.Class).
 	SvaCms float32
+	// P is the P wave the station picked in the last minute and what the
+	// first seconds of it showed, as of the end of this frame (zero: no
+	// pick).
+	P pwave.Measurement
 }
 
 // SensorFrame mirrors shindo.station.v1.SensorFrame.
@@ -71,6 +76,7 @@ type Pipeline struct {
 	rt      *jma.Realtime
 	vel     [3]jma.VelocityFilter
 	lp      *lpgm.Tracker
+	pw      *pwave.Meter
 
 	n     int   // samples in the current frame
 	frame int64 // index of the current frame
@@ -102,7 +108,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("long-period ground motion: %w", err)
 	}
-	p := &Pipeline{startMs: cfg.StartMs, scale: scale, rt: rt, lp: lp}
+	p := &Pipeline{startMs: cfg.StartMs, scale: scale, rt: rt, lp: lp, pw: pwave.New(RateHz, cfg.StartMs)}
 	for i := range p.vel {
 		p.vel[i] = jma.NewVelocityFilter(RateHz)
 	}
@@ -124,6 +130,7 @@ func (p *Pipeline) Add(ns, ew, ud float64) bool {
 	vx, vy, vz := p.vel[0].Step(g[0]), p.vel[1].Step(g[1]), p.vel[2].Step(g[2])
 	p.pgv2 = max(p.pgv2, vx*vx+vy*vy+vz*vz)
 	p.lp.Add(g[0], g[1])
+	p.pw.Add(g[2])
 	p.n++
 	if p.n < FrameSamples {
 		return false
@@ -135,6 +142,7 @@ func (p *Pipeline) Add(ns, ew, ud float64) bool {
 		PGAGal:      float32(math.Sqrt(p.pga2)),
 		PGVCms:      float32(math.Sqrt(p.pgv2)),
 		SvaCms:      float32(p.lp.TakePeak()),
+		P:           p.pw.Measurement(),
 	}
 	p.sensor = SensorFrame{
 		FirstSampleMs: first,

@@ -9,6 +9,7 @@ import (
 	"shindo.dev/seismo/internal/jmatest"
 	"shindo.dev/seismo/jma"
 	"shindo.dev/seismo/lpgm"
+	"shindo.dev/seismo/pwave"
 	"shindo.dev/seismo/resample"
 	"shindo.dev/seismo/synth"
 )
@@ -243,11 +244,19 @@ func TestPipelineOnSyntheticStation(t *testing.T) {
 	var all [3][]float64
 	ns, ew, ud := make([]float64, FrameSamples), make([]float64, FrameSamples), make([]float64, FrameSamples)
 	var maxI float64
-	for range 2 * 90 { // 90 s
+	var pick pwave.Measurement // the P wave as the last frame carried it
+	for range 2 * 90 {         // 90 s
 		gen.Read(ns, ew, ud)
 		for i := range ns {
 			if p.Add(ns[i], ew[i], ud[i]) {
-				maxI = math.Max(maxI, float64(p.Intensity().Intensity))
+				f := p.Intensity()
+				maxI = math.Max(maxI, float64(f.Intensity))
+				if pick.Picked() && f.P.Picked() && f.P.OnsetMs != pick.OnsetMs {
+					t.Fatalf("frame ending %d: pick %+v after %+v", f.WindowEndMs, f.P, pick)
+				}
+				if f.P.Picked() {
+					pick = f.P
+				}
 			}
 		}
 		all[0], all[1], all[2] = append(all[0], ns...), append(all[1], ew...), append(all[2], ud...)
@@ -258,6 +267,15 @@ func TestPipelineOnSyntheticStation(t *testing.T) {
 	}
 	if d := maxI - official.I; math.Abs(d) > 0.05 {
 		t.Errorf("max frame intensity %.3f, official %.3f of the same samples", maxI, official.I)
+	}
+	// The frames carry the station's P pick, at the P arrival, and the
+	// first 3 s of it.
+	arrival := ev.Origin.Add(time.Duration(ev.HypocentralKm(synth.Position{Lat: 23.98, Lon: 121.60}) / synth.DefaultModel().AlphaKmS * float64(time.Second)))
+	if d := pick.OnsetMs - arrival.UnixMilli(); d < -200 || d > 1000 {
+		t.Errorf("P picked %+d ms from its arrival (%+v)", d, pick)
+	}
+	if pick.WindowMs != pwave.WindowMs || !(pick.TauCS > 0) || !(pick.PdCm > 0) {
+		t.Errorf("P measurement %+v, want a 3 s window with Pd and τc", pick)
 	}
 	if official.Class() < jma.Class5Lower {
 		t.Errorf("Hualien city in the M7.4 scenario: intensity %.2f, want 5- or more", official.I)

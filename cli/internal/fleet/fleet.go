@@ -27,6 +27,7 @@ import (
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/sdk/uplink"
 	"shindo.dev/seismo/measure"
+	"shindo.dev/seismo/pwave"
 )
 
 // Station is one station's identity.
@@ -224,6 +225,7 @@ func (m *member) prepare(opts Options) {
 	sendAt := in.WindowEndMs
 	m.seal(opts, sendAt, &stationv1.Packet{Body: &stationv1.Packet_Intensity{Intensity: &stationv1.IntensityFrame{
 		WindowEndMs: in.WindowEndMs, Intensity: in.Intensity, PgaGal: in.PGAGal, PgvCms: in.PGVCms, SvaCms: in.SvaCms,
+		PWave: pWave(in.P),
 	}}})
 	m.sensor = len(m.outbox)
 	m.seal(opts, sendAt, &stationv1.Packet{Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{
@@ -265,4 +267,13 @@ func transmit(members []*member, batches map[*uplink.Uplink]*uplink.Batch) {
 	for _, b := range batches {
 		b.Flush()
 	}
+}
+
+// pWave is the wire form of a P-wave measurement; nil when there is no
+// pick.
+func pWave(m pwave.Measurement) *stationv1.PWave {
+	if !m.Picked() {
+		return nil
+	}
+	return &stationv1.PWave{OnsetMs: m.OnsetMs, WindowMs: uint32(m.WindowMs), PdCm: float32(m.PdCm), TaucS: float32(m.TauCS)}
 }

@@ -11,14 +11,18 @@ import (
 // Bounds on a frame's values: beyond them no ground motion, and no honest
 // station, could be.
 const (
-	minIntensity = -12  // a silent record's is −11.06 (seismo/jma.MinIntensity)
-	maxIntensity = 10   // JMA's scale ends at 7
-	maxPGAGal    = 1e4  // about 10 g; the largest ever recorded is near 4,000 gal
-	maxPGVCms    = 1e3  //
-	maxSvaCms    = 1e3  // ten times the bottom of JMA's top long-period class
-	maxRateHz    = 1000 // stations sample at 50 Hz
-	maxScaleGal  = 100  // a count of more than 100 gal would be no sensor
-	maxSamples   = 1000 // per axis and frame; a datagram holds far fewer
+	minIntensity = -12    // a silent record's is −11.06 (seismo/jma.MinIntensity)
+	maxIntensity = 10     // JMA's scale ends at 7
+	maxPGAGal    = 1e4    // about 10 g; the largest ever recorded is near 4,000 gal
+	maxPGVCms    = 1e3    //
+	maxSvaCms    = 1e3    // ten times the bottom of JMA's top long-period class
+	maxPdCm      = 1e3    // 10 m of displacement in the first 3 s of P
+	maxTauCS     = 100    // τc of the largest earthquakes is near 10 s
+	maxPWindowMs = 3000   // P is measured over 3 s at most
+	maxPAgeMs    = 61_000 // a pick is reported for a minute (seismo/pwave)
+	maxRateHz    = 1000   // stations sample at 50 Hz
+	maxScaleGal  = 100    // a count of more than 100 gal would be no sensor
+	maxSamples   = 1000   // per axis and frame; a datagram holds far fewer
 )
 
 // Bounded reports whether a signed packet's content is plausible: the
@@ -40,7 +44,7 @@ func Bounded(p *stationv1.Packet, freshness time.Duration) bool {
 	case p.GetIntensity() != nil:
 		f := p.GetIntensity()
 		return near(f.GetWindowEndMs()) && within(f.GetIntensity(), minIntensity, maxIntensity) &&
-			within(f.GetPgaGal(), 0, maxPGAGal) && within(f.GetPgvCms(), 0, maxPGVCms) && within(f.GetSvaCms(), 0, maxSvaCms)
+			within(f.GetPgaGal(), 0, maxPGAGal) && within(f.GetPgvCms(), 0, maxPGVCms) && within(f.GetSvaCms(), 0, maxSvaCms) && pBounded(f.GetPWave(), f.GetWindowEndMs(), within)
 	case p.GetSensor() != nil:
 		f := p.GetSensor()
 		n := len(f.GetNs())
@@ -49,6 +53,17 @@ func Bounded(p *stationv1.Packet, freshness time.Duration) bool {
 			n <= maxSamples && len(f.GetEw()) == n && len(f.GetUd()) == n
 	}
 	return true // a probe carries nothing
+}
+
+// pBounded checks a frame's P-wave measurement: picked within the minute
+// before the frame's end, over at most 3 s, with values within reason.
+func pBounded(w *stationv1.PWave, endMs int64, within func(float32, float64, float64) bool) bool {
+	if w == nil {
+		return true
+	}
+	age := endMs - w.GetOnsetMs()
+	return age >= 0 && age <= maxPAgeMs && w.GetWindowMs() <= maxPWindowMs &&
+		within(w.GetPdCm(), 0, maxPdCm) && within(w.GetTaucS(), 0, maxTauCS)
 }
 
 // buckets are the stations' token buckets.

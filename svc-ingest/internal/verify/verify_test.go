@@ -131,10 +131,18 @@ func FuzzCheck(f *testing.F) {
 	f.Add(seal(f, key, 1, packet("S1", 5, epoch)))
 	f.Add(seal(f, key, 1, &stationv1.Packet{StationId: "S1"}))
 	f.Add([]byte{0x0a, 0x00, 0x12, 0x20})
+	picked := packet("S1", 6, epoch)
+	picked.GetIntensity().PWave = &stationv1.PWave{OnsetMs: picked.GetIntensity().GetWindowEndMs() - 1500, WindowMs: 1500, PdCm: 0.3, TaucS: 1.1}
+	f.Add(seal(f, key, 1, picked))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out := check(g, b, true)
 		if out.Result == Accepted && out.Packet.GetStationId() != "S1" {
 			t.Fatalf("accepted a packet of %q", out.Packet.GetStationId())
+		}
+		if w := out.Packet.GetIntensity().GetPWave(); out.Result == Accepted && w != nil && !pBounded(w, out.Packet.GetIntensity().GetWindowEndMs(), func(v float32, lo, hi float64) bool {
+			return float64(v) >= lo && float64(v) <= hi
+		}) {
+			t.Fatalf("accepted a P-wave measurement out of bounds: %v", w)
 		}
 	})
 }
@@ -182,6 +190,12 @@ func TestSignedContentBounded(t *testing.T) {
 		mod(f)
 		return &stationv1.Packet{StationId: "S1", Seq: 203, SentAtMs: epoch.UnixMilli(), Body: &stationv1.Packet_Sensor{Sensor: f}}
 	}
+	withP := func(seq uint64, w *stationv1.PWave) *stationv1.Packet {
+		p := packet("S1", seq, epoch)
+		w.OnsetMs += p.GetIntensity().GetWindowEndMs()
+		p.GetIntensity().PWave = w
+		return p
+	}
 	jump := packet("S1", math.MaxInt64, epoch)
 	for _, tc := range []struct {
 		name string
@@ -194,6 +208,11 @@ func TestSignedContentBounded(t *testing.T) {
 		{"a sample rate of 0", sensor(func(f *stationv1.SensorFrame) { f.RateHz = 0 })},
 		{"a negative scale", sensor(func(f *stationv1.SensorFrame) { f.ScaleGal = -1 })},
 		{"axes of different lengths", sensor(func(f *stationv1.SensorFrame) { f.Ud = f.Ud[:3] })},
+		{"a P pick after its frame", withP(204, &stationv1.PWave{OnsetMs: 20})},
+		{"a P pick from an hour ago", withP(205, &stationv1.PWave{OnsetMs: -3600_000})},
+		{"a P window of a minute", withP(206, &stationv1.PWave{OnsetMs: -60_000, WindowMs: 60_000})},
+		{"a Pd of a kilometre", withP(207, &stationv1.PWave{OnsetMs: -1000, WindowMs: 1000, PdCm: 1e5})},
+		{"a NaN τc", withP(208, &stationv1.PWave{OnsetMs: -1000, WindowMs: 1000, TaucS: float32(math.NaN())})},
 		{"seq 2^63−1", jump},
 	} {
 		if o := check(g, seal(t, key, 1, tc.p), true); o.Result != OutOfBounds || o.Ack != nil {
@@ -205,6 +224,10 @@ func TestSignedContentBounded(t *testing.T) {
 	}
 	if o := check(g, seal(t, key, 1, sensor(func(*stationv1.SensorFrame) {})), true); o.Result != Accepted {
 		t.Errorf("an honest sensor frame: %v", o.Result)
+	}
+	seq++
+	if o := check(g, seal(t, key, 1, withP(seq, &stationv1.PWave{OnsetMs: -2500, WindowMs: 2520, PdCm: 0.8, TaucS: 1.9})), true); o.Result != Accepted {
+		t.Errorf("an honest P-wave measurement: %v", o.Result)
 	}
 	// A station on silent ground (or before its first samples) reports
 	// the intensity of a0 at its floor, -11.06.

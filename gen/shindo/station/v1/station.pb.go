@@ -249,7 +249,10 @@ type IntensityFrame struct {
 	// oscillators of JMA's long-period ground-motion class (damping 5 %,
 	// natural periods 1.6–7.8 s, both horizontal components), cm/s. Older
 	// firmware omits it (0: no long-period motion).
-	SvaCms        float32 `protobuf:"fixed32,5,opt,name=sva_cms,json=svaCms,proto3" json:"sva_cms,omitempty"`
+	SvaCms float32 `protobuf:"fixed32,5,opt,name=sva_cms,json=svaCms,proto3" json:"sva_cms,omitempty"`
+	// The P wave the station picked in the last minute and what its first
+	// seconds showed; absent while it has none. Older firmware omits it.
+	PWave         *PWave `protobuf:"bytes,6,opt,name=p_wave,json=pWave,proto3" json:"p_wave,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +322,92 @@ func (x *IntensityFrame) GetSvaCms() float32 {
 	return 0
 }
 
+func (x *IntensityFrame) GetPWave() *PWave {
+	if x != nil {
+		return x.PWave
+	}
+	return nil
+}
+
+// PWave is a station's measurement of the first seconds of a wave it
+// picked (package seismo/pwave): the peak displacement Pd and the
+// characteristic period τc of the vertical component, over a window that
+// grows from the pick to 3 s. The station cannot tell a P wave from an S
+// wave; the core, which locates the event, uses picks it explains as P.
+type PWave struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Time of the pick, Unix ms.
+	OnsetMs int64 `protobuf:"varint,1,opt,name=onset_ms,json=onsetMs,proto3" json:"onset_ms,omitempty"`
+	// Length of the window measured so far, ms (up to 3000).
+	WindowMs uint32 `protobuf:"varint,2,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	// Peak absolute vertical displacement in the window, high-passed at
+	// 0.075 Hz, cm.
+	PdCm float32 `protobuf:"fixed32,3,opt,name=pd_cm,json=pdCm,proto3" json:"pd_cm,omitempty"`
+	// Characteristic period τc over the window, s; 0 when the displacement
+	// is too close to the noise to tell.
+	TaucS         float32 `protobuf:"fixed32,4,opt,name=tauc_s,json=taucS,proto3" json:"tauc_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PWave) Reset() {
+	*x = PWave{}
+	mi := &file_shindo_station_v1_station_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PWave) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PWave) ProtoMessage() {}
+
+func (x *PWave) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_station_v1_station_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PWave.ProtoReflect.Descriptor instead.
+func (*PWave) Descriptor() ([]byte, []int) {
+	return file_shindo_station_v1_station_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PWave) GetOnsetMs() int64 {
+	if x != nil {
+		return x.OnsetMs
+	}
+	return 0
+}
+
+func (x *PWave) GetWindowMs() uint32 {
+	if x != nil {
+		return x.WindowMs
+	}
+	return 0
+}
+
+func (x *PWave) GetPdCm() float32 {
+	if x != nil {
+		return x.PdCm
+	}
+	return 0
+}
+
+func (x *PWave) GetTaucS() float32 {
+	if x != nil {
+		return x.TaucS
+	}
+	return 0
+}
+
 // SensorFrame holds the samples of one interval, three axes.
 type SensorFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -340,7 +429,7 @@ type SensorFrame struct {
 
 func (x *SensorFrame) Reset() {
 	*x = SensorFrame{}
-	mi := &file_shindo_station_v1_station_proto_msgTypes[3]
+	mi := &file_shindo_station_v1_station_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +441,7 @@ func (x *SensorFrame) String() string {
 func (*SensorFrame) ProtoMessage() {}
 
 func (x *SensorFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_station_v1_station_proto_msgTypes[3]
+	mi := &file_shindo_station_v1_station_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +454,7 @@ func (x *SensorFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SensorFrame.ProtoReflect.Descriptor instead.
 func (*SensorFrame) Descriptor() ([]byte, []int) {
-	return file_shindo_station_v1_station_proto_rawDescGZIP(), []int{3}
+	return file_shindo_station_v1_station_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SensorFrame) GetFirstSampleMs() int64 {
@@ -419,7 +508,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_shindo_station_v1_station_proto_msgTypes[4]
+	mi := &file_shindo_station_v1_station_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +520,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_station_v1_station_proto_msgTypes[4]
+	mi := &file_shindo_station_v1_station_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +533,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_shindo_station_v1_station_proto_rawDescGZIP(), []int{4}
+	return file_shindo_station_v1_station_proto_rawDescGZIP(), []int{5}
 }
 
 // Ack confirms a Packet; it travels inside a Datagram signed with the
@@ -465,7 +554,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_shindo_station_v1_station_proto_msgTypes[5]
+	mi := &file_shindo_station_v1_station_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +566,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_station_v1_station_proto_msgTypes[5]
+	mi := &file_shindo_station_v1_station_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +579,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_shindo_station_v1_station_proto_rawDescGZIP(), []int{5}
+	return file_shindo_station_v1_station_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Ack) GetStationId() string {
@@ -541,13 +630,19 @@ const file_shindo_station_v1_station_proto_rawDesc = "" +
 	" \x01(\v2!.shindo.station.v1.IntensityFrameH\x00R\tintensity\x128\n" +
 	"\x06sensor\x18\v \x01(\v2\x1e.shindo.station.v1.SensorFrameH\x00R\x06sensor\x120\n" +
 	"\x05probe\x18\f \x01(\v2\x18.shindo.station.v1.ProbeH\x00R\x05probeB\x06\n" +
-	"\x04body\"\x9d\x01\n" +
+	"\x04body\"\xce\x01\n" +
 	"\x0eIntensityFrame\x12\"\n" +
 	"\rwindow_end_ms\x18\x01 \x01(\x03R\vwindowEndMs\x12\x1c\n" +
 	"\tintensity\x18\x02 \x01(\x02R\tintensity\x12\x17\n" +
 	"\apga_gal\x18\x03 \x01(\x02R\x06pgaGal\x12\x17\n" +
 	"\apgv_cms\x18\x04 \x01(\x02R\x06pgvCms\x12\x17\n" +
-	"\asva_cms\x18\x05 \x01(\x02R\x06svaCms\"\x9b\x01\n" +
+	"\asva_cms\x18\x05 \x01(\x02R\x06svaCms\x12/\n" +
+	"\x06p_wave\x18\x06 \x01(\v2\x18.shindo.station.v1.PWaveR\x05pWave\"k\n" +
+	"\x05PWave\x12\x19\n" +
+	"\bonset_ms\x18\x01 \x01(\x03R\aonsetMs\x12\x1b\n" +
+	"\twindow_ms\x18\x02 \x01(\rR\bwindowMs\x12\x13\n" +
+	"\x05pd_cm\x18\x03 \x01(\x02R\x04pdCm\x12\x15\n" +
+	"\x06tauc_s\x18\x04 \x01(\x02R\x05taucS\"\x9b\x01\n" +
 	"\vSensorFrame\x12&\n" +
 	"\x0ffirst_sample_ms\x18\x01 \x01(\x03R\rfirstSampleMs\x12\x17\n" +
 	"\arate_hz\x18\x02 \x01(\rR\x06rateHz\x12\x1b\n" +
@@ -576,24 +671,26 @@ func file_shindo_station_v1_station_proto_rawDescGZIP() []byte {
 	return file_shindo_station_v1_station_proto_rawDescData
 }
 
-var file_shindo_station_v1_station_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_shindo_station_v1_station_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_shindo_station_v1_station_proto_goTypes = []any{
 	(*Datagram)(nil),       // 0: shindo.station.v1.Datagram
 	(*Packet)(nil),         // 1: shindo.station.v1.Packet
 	(*IntensityFrame)(nil), // 2: shindo.station.v1.IntensityFrame
-	(*SensorFrame)(nil),    // 3: shindo.station.v1.SensorFrame
-	(*Probe)(nil),          // 4: shindo.station.v1.Probe
-	(*Ack)(nil),            // 5: shindo.station.v1.Ack
+	(*PWave)(nil),          // 3: shindo.station.v1.PWave
+	(*SensorFrame)(nil),    // 4: shindo.station.v1.SensorFrame
+	(*Probe)(nil),          // 5: shindo.station.v1.Probe
+	(*Ack)(nil),            // 6: shindo.station.v1.Ack
 }
 var file_shindo_station_v1_station_proto_depIdxs = []int32{
 	2, // 0: shindo.station.v1.Packet.intensity:type_name -> shindo.station.v1.IntensityFrame
-	3, // 1: shindo.station.v1.Packet.sensor:type_name -> shindo.station.v1.SensorFrame
-	4, // 2: shindo.station.v1.Packet.probe:type_name -> shindo.station.v1.Probe
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 1: shindo.station.v1.Packet.sensor:type_name -> shindo.station.v1.SensorFrame
+	5, // 2: shindo.station.v1.Packet.probe:type_name -> shindo.station.v1.Probe
+	3, // 3: shindo.station.v1.IntensityFrame.p_wave:type_name -> shindo.station.v1.PWave
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_shindo_station_v1_station_proto_init() }
@@ -612,7 +709,7 @@ func file_shindo_station_v1_station_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_station_v1_station_proto_rawDesc), len(file_shindo_station_v1_station_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
