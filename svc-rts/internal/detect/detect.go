@@ -77,6 +77,7 @@ import (
 
 	"shindo.dev/seismo/jma"
 	"shindo.dev/seismo/lpgm"
+	"shindo.dev/seismo/pwave"
 )
 
 // Defaults of Config.
@@ -169,7 +170,21 @@ type Trigger struct {
 	InBox     bool
 	Code      uint32  // township postal code, 0 if unknown
 	Intensity float32 // real-time intensity of its latest frame
+	P         PWave   // the P-wave measurement of that frame, zero for none
 }
+
+// PWave is a station's own measurement of the first seconds of a wave it
+// picked (station.v1.PWave, seismo/pwave).
+type PWave struct {
+	OnsetMs  int64 // time of the pick, Unix ms; 0 for none
+	WindowMs int32 // length measured, up to pwave.WindowMs
+	PdCm     float32
+	TauCS    float32 // 0 when the station could not tell
+}
+
+// complete reports whether w covers the whole window the magnitude
+// relations are fitted to.
+func (w PWave) complete() bool { return w.OnsetMs != 0 && w.WindowMs >= pwave.WindowMs }
 
 // LongPeriod is a station whose latest frame at a tick shows long-period
 // ground motion of class 1 or more.
@@ -235,6 +250,7 @@ type member struct {
 	code     uint32
 	onset    int64
 	peak     float32 // highest intensity since it joined
+	p        PWave   // its first pick since it joined, with the longest window seen
 }
 
 type event struct {
@@ -331,6 +347,10 @@ func (s *State) Step(t int64, trig []Trigger, lp []LongPeriod) {
 				}
 				m.peak = tr.Intensity
 				ev.members[tr.Station] = m
+			}
+			if m.takeP(tr.P) {
+				ev.members[tr.Station] = m
+				ev.stale = true
 			}
 		}
 	}
@@ -550,9 +570,30 @@ func (s *State) join(t int64, ev *event, tr *Trigger, p pick) {
 		m = member{lat: tr.Lat, lon: tr.Lon, code: tr.Code, onset: p.onset}
 	}
 	m.peak = max(m.peak, tr.Intensity)
+	m.takeP(tr.P)
 	ev.members[tr.Station] = m
 	ev.lastTriggered = t
 	ev.stale = true
+}
+
+// takeP keeps a member's first pick and the growing window of that pick,
+// and reports whether the estimate must be made again: when the pick
+// arrives (its time places the event) and when its window completes (its
+// τc counts for the magnitude). A later pick of the same station (its S
+// wave, a second event) never replaces the first.
+func (m *member) takeP(w PWave) bool {
+	switch {
+	case w.OnsetMs == 0:
+		return false
+	case m.p.OnsetMs == 0:
+		m.p = w
+		return true
+	case w.OnsetMs != m.p.OnsetMs || w.WindowMs <= m.p.WindowMs:
+		return false
+	}
+	done := m.p.complete()
+	m.p = w
+	return w.complete() && !done
 }
 
 // found declares new detections among the candidates and reports whether
@@ -657,6 +698,9 @@ func (s *State) lifecycle(t int64) {
 			next.Final = true
 			ev.finalAt = t
 			s.consume(ev.pub.ID)
+			// The final magnitude is the intensities' alone (estimate.go).
+			s.estimate(ev, &next)
+			ev.stale = false
 		} else if ev.stale {
 			s.estimate(ev, &next)
 			ev.stale = false
@@ -710,7 +754,7 @@ func (s *State) estimate(ev *event, d *Detection) {
 	obs := make([]observation, 0, len(ev.members))
 	var maxLevel uint32
 	for id, m := range ev.members {
-		obs = append(obs, observation{id: id, lat: m.lat, lon: m.lon, onset: m.onset, peak: jma.Reported(float64(m.peak))})
+		obs = append(obs, observation{id: id, lat: m.lat, lon: m.lon, onset: m.onset, pick: m.p.OnsetMs, peak: jma.Reported(float64(m.peak))})
 		maxLevel = max(maxLevel, uint32(jma.ClassOf(float64(m.peak)).Level()))
 	}
 	e := locate(obs, s.cfg.DepthKm)
@@ -719,7 +763,11 @@ func (s *State) estimate(ev *event, d *Detection) {
 	d.OriginMs = int64(math.Round(float64(e.originMs)/100)) * 100
 	d.Lat = math.Round(e.lat*100) / 100
 	d.Lon = math.Round(e.lon*100) / 100
-	d.Mag = math.Round(e.mag*10) / 10
+	mag := e.mag
+	if mp, ok := pMagnitude(ev, e, s.cfg.DepthKm); ok && !d.Final {
+		mag = max(mag, mp)
+	}
+	d.Mag = math.Round(mag*10) / 10
 	d.Loc, d.LocCode = place(d.Lat, d.Lon)
 }
 

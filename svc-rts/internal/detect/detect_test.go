@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"shindo.dev/seismo/jma"
+	"shindo.dev/seismo/pwave"
 	"shindo.dev/seismo/synth"
 )
 
@@ -529,5 +530,112 @@ func TestReachGrowsWithMagnitude(t *testing.T) {
 	r6, r74 := reachKm(6, 0.5), reachKm(7.4, 0.5)
 	if !(r74 > r6 && r74 >= 500 && PredictIntensity(7.4, r74) >= 0.5) {
 		t.Errorf("M6 reaches %.0f km, M7.4 %.0f km (%.2f there)", r6, r74, PredictIntensity(7.4, r74))
+	}
+}
+
+// pLayout is six stations around origin that pick the P wave of an event
+// under it (at t0+1 s, DefaultDepthKm deep) and trigger, at intensity 2,
+// once their 3 s of P are measured; withTauC of them give a τc of an M7
+// (Wu et al. 2007), the others none.
+func pLayout(withTauC int) func(int) []Trigger {
+	tauc := float32(math.Pow(10, 0.296*7-1.716))
+	originMs := t0 + 1000
+	var ts []timed
+	for i, xy := range [][2]float64{{5, 0}, {-8, 3}, {0, -10}, {12, 9}, {-4, -14}, {15, -5}} {
+		r := math.Hypot(math.Hypot(xy[0], xy[1]), DefaultDepthKm)
+		tr := at("P"+strconv.Itoa(i), xy[0], xy[1], 2)
+		tr.P = PWave{OnsetMs: originMs + int64(r/velocities[0]*1000), WindowMs: pwave.WindowMs, PdCm: 1}
+		if i < withTauC {
+			tr.P.TauCS = tauc
+		}
+		start := int((tr.P.OnsetMs+pwave.WindowMs-t0)/500) + 1
+		ts = append(ts, timed{tr, start, start + 20})
+	}
+	return schedule(ts...)
+}
+
+// TestPMagnitude: while a detection is open its magnitude is at least the
+// median τc magnitude of its P picks, when at least three and half of them
+// have a τc; the final magnitude is the intensities' alone, and so is the
+// magnitude of a detection whose P picks mostly have none.
+func TestPMagnitude(t *testing.T) {
+	t.Parallel()
+	maxOpen := func(out [][]Detection) (open, final float64) {
+		for _, ds := range out {
+			for _, d := range ds {
+				if d.Final {
+					final = d.Mag
+				} else {
+					open = max(open, d.Mag)
+				}
+			}
+		}
+		return open, final
+	}
+	intOpen, intFinal := maxOpen(run(Config{}, 80, pLayout(0)))
+	if intOpen >= 6 || intFinal == 0 {
+		t.Fatalf("setup: intensity 2 gives M%.1f open, M%.1f final", intOpen, intFinal)
+	}
+	open, final := maxOpen(run(Config{}, 80, pLayout(6)))
+	if math.Abs(open-7) > 0.05 {
+		t.Errorf("open magnitude %.1f with six τc of an M7, want 7.0", open)
+	}
+	if final != intFinal {
+		t.Errorf("final magnitude %.1f, want the intensities' %.1f", final, intFinal)
+	}
+	if open, _ := maxOpen(run(Config{}, 80, pLayout(2))); open != intOpen {
+		t.Errorf("two τc of six P picks: open magnitude %.1f, want the intensities' %.1f", open, intOpen)
+	}
+	if open, _ := maxOpen(run(Config{}, 80, pLayout(3))); math.Abs(open-7) > 0.05 {
+		t.Errorf("three τc of six P picks: open magnitude %.1f, want 7.0", open)
+	}
+}
+
+// TestLocateWithPicks: stations that trigger on S, seen at the tick after,
+// but picked the P wave themselves give the origin time to a tenth of a
+// second, where the ticks alone leave it a quarter of a second late or so.
+func TestLocateWithPicks(t *testing.T) {
+	t.Parallel()
+	m := synth.DefaultModel()
+	ev := synth.Event{Lat: 23.77, Lon: 121.67, DepthKm: DefaultDepthKm, Mag: 6.3}
+	var obs []observation
+	for i, p := range [][2]float64{{23.99, 121.6}, {23.86, 121.5}, {23.74, 121.45}, {24.13, 121.64}, {23.5, 121.38}, {23.34, 121.31}, {24.3, 121.7}, {23.96, 121.2}} {
+		pos := synth.Position{Lat: p[0], Lon: p[1]}
+		r := ev.HypocentralKm(pos)
+		onset := t0 + int64(math.Ceil((0.3+r/m.BetaKmS+triggerLatencyS)/0.5))*500 // the tick after
+		pick := t0 + 300 + int64(math.Round(r/m.AlphaKmS*1000))
+		obs = append(obs, observation{id: strconv.Itoa(i), lat: p[0], lon: p[1], onset: onset, pick: pick, peak: jma.Reported(PredictIntensity(ev.Mag, r))})
+	}
+	e := locate(obs, DefaultDepthKm)
+	if d := distKm(e.lat, e.lon, ev.Lat, ev.Lon); d > 2 {
+		t.Errorf("epicentre %.3f %.3f is %.1f km off", e.lat, e.lon, d)
+	}
+	if d := e.originMs - (t0 + 300); math.Abs(float64(d)) > 100 {
+		t.Errorf("origin %+d ms off", d)
+	}
+}
+
+// TestTakeP: a member keeps its first pick and lets its window grow; a
+// later pick does not replace it, and the estimate is made again only when
+// the pick arrives and when its window completes.
+func TestTakeP(t *testing.T) {
+	t.Parallel()
+	var m member
+	steps := []struct {
+		w     PWave
+		stale bool
+		keep  PWave
+	}{
+		{PWave{}, false, PWave{}},
+		{PWave{OnsetMs: 100, WindowMs: 500}, true, PWave{OnsetMs: 100, WindowMs: 500}},
+		{PWave{OnsetMs: 100, WindowMs: 1000, TauCS: 0.5}, false, PWave{OnsetMs: 100, WindowMs: 1000, TauCS: 0.5}},
+		{PWave{OnsetMs: 100, WindowMs: 500}, false, PWave{OnsetMs: 100, WindowMs: 1000, TauCS: 0.5}},
+		{PWave{OnsetMs: 100, WindowMs: 3000, TauCS: 1}, true, PWave{OnsetMs: 100, WindowMs: 3000, TauCS: 1}},
+		{PWave{OnsetMs: 9000, WindowMs: 3000, TauCS: 2}, false, PWave{OnsetMs: 100, WindowMs: 3000, TauCS: 1}},
+	}
+	for i, s := range steps {
+		if got := m.takeP(s.w); got != s.stale || m.p != s.keep {
+			t.Errorf("step %d: takeP(%+v) = %t, kept %+v; want %t, %+v", i, s.w, got, m.p, s.stale, s.keep)
+		}
 	}
 }

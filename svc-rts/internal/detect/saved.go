@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"shindo.dev/seismo/pwave"
 )
 
 // Saved is a State in plain values, to move it to another core: a core
@@ -41,6 +43,7 @@ type SavedMember struct {
 	Code     uint32
 	OnsetMs  int64
 	Peak     float32
+	P        PWave // zero for none
 }
 
 // StationSva is a station's highest long-period response.
@@ -60,7 +63,7 @@ func (s *State) Save() Saved {
 		e := SavedEvent{Pub: ev.pub, LastTriggeredMs: ev.lastTriggered, FinalAtMs: ev.finalAt, Stale: ev.stale,
 			Members: make([]SavedMember, 0, len(ev.members)), LongPeriod: make([]StationSva, 0, len(ev.longPeriod))}
 		for id, m := range ev.members {
-			e.Members = append(e.Members, SavedMember{Station: id, Lat: m.lat, Lon: m.lon, Code: m.code, OnsetMs: m.onset, Peak: m.peak})
+			e.Members = append(e.Members, SavedMember{Station: id, Lat: m.lat, Lon: m.lon, Code: m.code, OnsetMs: m.onset, Peak: m.peak, P: m.p})
 		}
 		slices.SortFunc(e.Members, func(a, b SavedMember) int { return cmp.Compare(a.Station, b.Station) })
 		for id, sva := range ev.longPeriod {
@@ -106,7 +109,7 @@ func Restore(cfg Config, v Saved) (*State, error) {
 		ev := &event{pub: e.Pub, lastTriggered: e.LastTriggeredMs, finalAt: e.FinalAtMs, stale: e.Stale,
 			members: make(map[string]member, len(e.Members))}
 		for _, m := range e.Members {
-			ev.members[m.Station] = member{lat: m.Lat, lon: m.Lon, code: m.Code, onset: m.OnsetMs, peak: m.Peak}
+			ev.members[m.Station] = member{lat: m.Lat, lon: m.Lon, code: m.Code, onset: m.OnsetMs, peak: m.Peak, p: m.P}
 		}
 		if len(e.LongPeriod) > 0 {
 			ev.longPeriod = make(map[string]float32, len(e.LongPeriod))
@@ -154,7 +157,7 @@ func checkSavedEvent(e SavedEvent) error {
 		return fmt.Errorf("%s: flash of %d areas, %d stations", d.ID, len(f.Areas), len(f.LPGM))
 	}
 	for i, m := range e.Members {
-		if !validID(m.Station) || !finite(m.Lat, m.Lon, float64(m.Peak)) || math.Abs(m.Lat) > 90 || math.Abs(m.Lon) > 180 {
+		if !validID(m.Station) || !finite(m.Lat, m.Lon, float64(m.Peak)) || math.Abs(m.Lat) > 90 || math.Abs(m.Lon) > 180 || !m.P.valid() {
 			return fmt.Errorf("%s: member %.80q out of range", d.ID, m.Station)
 		}
 		if i > 0 && e.Members[i-1].Station >= m.Station {
@@ -170,6 +173,16 @@ func checkSavedEvent(e SavedEvent) error {
 		}
 	}
 	return nil
+}
+
+// valid reports whether w is none or a measurement with finite,
+// non-negative values over at most the relations' window.
+func (w PWave) valid() bool {
+	if w == (PWave{}) {
+		return true
+	}
+	return w.OnsetMs > 0 && w.WindowMs >= 0 && w.WindowMs <= pwave.WindowMs &&
+		finite(float64(w.PdCm), float64(w.TauCS)) && w.PdCm >= 0 && w.TauCS >= 0
 }
 
 func validID(id string) bool { return id != "" && len(id) <= maxSavedIDLen }

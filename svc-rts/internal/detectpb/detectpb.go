@@ -4,7 +4,10 @@
 package detectpb
 
 import (
+	"math"
+
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
+	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/svc-rts/internal/detect"
 )
 
@@ -74,7 +77,7 @@ func State(v detect.Saved) *rtsv1.DetectorState {
 			LongPeriod: make([]*rtsv1.DetectorStationSva, len(e.LongPeriod)),
 		}
 		for j, m := range e.Members {
-			pe.Members[j] = &rtsv1.DetectorMember{StationId: m.Station, Lat: m.Lat, Lon: m.Lon, Code: m.Code, OnsetMs: m.OnsetMs, Peak: m.Peak}
+			pe.Members[j] = &rtsv1.DetectorMember{StationId: m.Station, Lat: m.Lat, Lon: m.Lon, Code: m.Code, OnsetMs: m.OnsetMs, Peak: m.Peak, PWave: PWave(m.P)}
 		}
 		for j, l := range e.LongPeriod {
 			pe.LongPeriod[j] = &rtsv1.DetectorStationSva{StationId: l.Station, SvaCms: l.SvaCms}
@@ -97,7 +100,7 @@ func FromState(pb *rtsv1.DetectorState) detect.Saved {
 			LongPeriod: make([]detect.StationSva, len(pe.GetLongPeriod())),
 		}
 		for j, m := range pe.GetMembers() {
-			e.Members[j] = detect.SavedMember{Station: m.GetStationId(), Lat: m.GetLat(), Lon: m.GetLon(), Code: m.GetCode(), OnsetMs: m.GetOnsetMs(), Peak: m.GetPeak()}
+			e.Members[j] = detect.SavedMember{Station: m.GetStationId(), Lat: m.GetLat(), Lon: m.GetLon(), Code: m.GetCode(), OnsetMs: m.GetOnsetMs(), Peak: m.GetPeak(), P: FromPWave(m.GetPWave())}
 		}
 		for j, l := range pe.GetLongPeriod() {
 			e.LongPeriod[j] = detect.StationSva{Station: l.GetStationId(), SvaCms: l.GetSvaCms()}
@@ -105,4 +108,21 @@ func FromState(pb *rtsv1.DetectorState) detect.Saved {
 		v.Events[i] = e
 	}
 	return v
+}
+
+// PWave is a station's P-wave measurement as a message; nil for none.
+func PWave(w detect.PWave) *stationv1.PWave {
+	if w.OnsetMs == 0 {
+		return nil
+	}
+	return &stationv1.PWave{OnsetMs: w.OnsetMs, WindowMs: uint32(max(w.WindowMs, 0)), PdCm: w.PdCm, TaucS: w.TauCS}
+}
+
+// FromPWave is the inverse of PWave; a window too long to be one reads as
+// none of the relations' (detect.Restore refuses it).
+func FromPWave(pb *stationv1.PWave) detect.PWave {
+	if pb == nil {
+		return detect.PWave{}
+	}
+	return detect.PWave{OnsetMs: pb.GetOnsetMs(), WindowMs: int32(min(pb.GetWindowMs(), math.MaxInt32)), PdCm: pb.GetPdCm(), TauCS: pb.GetTaucS()}
 }

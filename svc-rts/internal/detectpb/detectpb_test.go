@@ -18,7 +18,8 @@ func saved(tb testing.TB) detect.Saved {
 	tb.Helper()
 	s := detect.New(detect.Config{})
 	near := []detect.Trigger{
-		{Station: "A", Lat: 23.99, Lon: 121.61, Box: 18, InBox: true, Code: 970, Intensity: 4.1},
+		{Station: "A", Lat: 23.99, Lon: 121.61, Box: 18, InBox: true, Code: 970, Intensity: 4.1,
+			P: detect.PWave{OnsetMs: t0 + 23*500 - 160, WindowMs: 3000, PdCm: 0.84, TauCS: 1.7}},
 		{Station: "B", Lat: 23.96, Lon: 121.57, Box: 18, InBox: true, Code: 973, Intensity: 3.2},
 		{Station: "C", Lat: 23.86, Lon: 121.51, Box: 18, InBox: true, Code: 974, Intensity: 2.7},
 	}
@@ -32,7 +33,7 @@ func saved(tb testing.TB) detect.Saved {
 	}
 	s.Step(t0+25*500, near, []detect.LongPeriod{{Station: "A", Lat: 23.99, Lon: 121.61, SvaCms: 17.3}})
 	v := s.Save()
-	if len(v.Events) != 2 || !v.Events[0].Pub.Final || v.Events[1].Pub.Flash == nil {
+	if len(v.Events) != 2 || !v.Events[0].Pub.Final || v.Events[1].Pub.Flash == nil || v.Events[1].Members[0].P.OnsetMs == 0 {
 		tb.Fatalf("setup: %+v", v)
 	}
 	return v

@@ -386,6 +386,7 @@ func (s *Server) apply(rec *ingestv1.Record) (string, int64) {
 		PGA:         f.GetPgaGal(),
 		PGV:         f.GetPgvCms(),
 		SvaCms:      f.GetSvaCms(),
+		P:           detectpb.FromPWave(f.GetPWave()),
 	})
 	if !ok {
 		return "rejected", 0

@@ -64,7 +64,7 @@ func newRecording(stations []simnet.Station, opts simnet.Options) *recording {
 	}
 	for _, fs := range simnet.Record(stations, opts) {
 		for _, f := range fs {
-			r.frames = append(r.frames, stationFrame{stations[f.Station].ID, Frame{WindowEndMs: f.WindowEndMs, Intensity: f.Intensity, PGA: f.PGA, PGV: f.PGV, SvaCms: f.SvaCms}})
+			r.frames = append(r.frames, stationFrame{stations[f.Station].ID, Frame{WindowEndMs: f.WindowEndMs, Intensity: f.Intensity, PGA: f.PGA, PGV: f.PGV, SvaCms: f.SvaCms, P: f.P}})
 		}
 	}
 	slices.SortFunc(r.frames, func(a, b stationFrame) int {

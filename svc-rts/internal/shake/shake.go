@@ -63,6 +63,7 @@ import (
 
 	"shindo.dev/seismo/jma"
 	"shindo.dev/seismo/lpgm"
+	"shindo.dev/seismo/pwave"
 	"shindo.dev/svc-rts/internal/area"
 	"shindo.dev/svc-rts/internal/detect"
 )
@@ -94,6 +95,7 @@ type Frame struct {
 	PGA         float32
 	PGV         float32
 	SvaCms      float32 // long-period absolute velocity response, 0 if not measured
+	P           detect.PWave
 }
 
 // MaxSvaCms bounds a frame's long-period response: ten times the bottom
@@ -260,6 +262,7 @@ func (e *Engine) Apply(id string, f Frame) bool {
 	// A station's claim is bounded before it is trusted: no ground moves
 	// at more than MaxSvaCms, and firmware without the measurement sends 0.
 	f.SvaCms = min(max(f.SvaCms, 0), MaxSvaCms)
+	f.P = boundP(f.P, f.WindowEndMs)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.stations[id]
@@ -675,13 +678,33 @@ func (e *Engine) triggersAt(u int64) ([]detect.Trigger, []detect.LongPeriod) {
 			continue
 		}
 		if triggered {
-			trig = append(trig, detect.Trigger{Station: id, Lat: place.Lat, Lon: place.Lon, Box: box, InBox: inBox, Code: place.Code, Intensity: f.Intensity})
+			trig = append(trig, detect.Trigger{Station: id, Lat: place.Lat, Lon: place.Lon, Box: box, InBox: inBox, Code: place.Code, Intensity: f.Intensity, P: f.P})
 		}
 		if longPeriod(f) {
 			long = append(long, detect.LongPeriod{Station: id, Lat: place.Lat, Lon: place.Lon, SvaCms: f.SvaCms})
 		}
 	}
 	return trig, long
+}
+
+// Bounds of a frame's P-wave measurement (ingest refuses a packet beyond
+// them; the engine does not rely on it).
+const (
+	maxPAgeMs = 61_000 // seismo/pwave reports a pick for a minute
+	MaxPdCm   = 1000
+	MaxTauCS  = 100
+)
+
+// boundP drops a P-wave measurement that no station could have made: a
+// pick after its frame or more than a minute before it, a window longer
+// than the relations', values beyond reason or not finite.
+func boundP(w detect.PWave, endMs int64) detect.PWave {
+	age := endMs - w.OnsetMs
+	if w.OnsetMs == 0 || age < 0 || age > maxPAgeMs || w.WindowMs < 0 || w.WindowMs > pwave.WindowMs ||
+		!finite(w.PdCm, w.TauCS) || w.PdCm < 0 || w.PdCm > MaxPdCm || w.TauCS < 0 || w.TauCS > MaxTauCS {
+		return detect.PWave{}
+	}
+	return w
 }
 
 // longPeriod reports whether a frame shows long-period ground motion of

@@ -117,6 +117,31 @@ func TestRejectsBadFrames(t *testing.T) {
 	}
 }
 
+// TestBoundP: a frame's P-wave measurement that no station could have
+// made is dropped (the frame itself is kept); an honest one is kept whole.
+func TestBoundP(t *testing.T) {
+	t.Parallel()
+	end := t0 + 500
+	good := detect.PWave{OnsetMs: end - 2000, WindowMs: 2000, PdCm: 0.6, TauCS: 1.4}
+	if got := boundP(good, end); got != good {
+		t.Errorf("honest %+v became %+v", good, got)
+	}
+	for _, w := range []detect.PWave{
+		{OnsetMs: end + 20, WindowMs: 20},
+		{OnsetMs: end - 3_600_000, WindowMs: 3000},
+		{OnsetMs: end - 1000, WindowMs: 60_000},
+		{OnsetMs: end - 1000, WindowMs: -1},
+		{OnsetMs: end - 1000, WindowMs: 1000, PdCm: 1e6},
+		{OnsetMs: end - 1000, WindowMs: 1000, PdCm: -1},
+		{OnsetMs: end - 1000, WindowMs: 1000, TauCS: float32(math.NaN())},
+		{OnsetMs: end - 1000, WindowMs: 1000, TauCS: float32(math.Inf(1))},
+	} {
+		if got := boundP(w, end); got != (detect.PWave{}) {
+			t.Errorf("%+v kept as %+v", w, got)
+		}
+	}
+}
+
 // TestOrderIndependent: the same frames in any order, with duplicates,
 // give identical snapshots — what lets two cores agree.
 func TestOrderIndependent(t *testing.T) {

@@ -16,7 +16,9 @@ import (
 
 	"shindo.dev/lib/township"
 	"shindo.dev/seismo/measure"
+	"shindo.dev/seismo/pwave"
 	"shindo.dev/seismo/synth"
+	"shindo.dev/svc-rts/internal/detect"
 )
 
 // Station is one simulated station.
@@ -33,6 +35,7 @@ type Frame struct {
 	Intensity   float32
 	PGA, PGV    float32
 	SvaCms      float32 // long-period absolute velocity response
+	P           detect.PWave
 }
 
 // taiwan is a coarse outline of the island (lon, lat), enough to keep
@@ -157,9 +160,14 @@ func record(idx int, st Station, start time.Time, frames int, opts Options) []Fr
 		for k := range ns {
 			if p.Add(ns[k], ew[k], ud[k]) {
 				f := p.Intensity()
-				out = append(out, Frame{Station: idx, WindowEndMs: f.WindowEndMs, Intensity: f.Intensity, PGA: f.PGAGal, PGV: f.PGVCms, SvaCms: f.SvaCms})
+				out = append(out, Frame{Station: idx, WindowEndMs: f.WindowEndMs, Intensity: f.Intensity, PGA: f.PGAGal, PGV: f.PGVCms, SvaCms: f.SvaCms, P: pWave(f.P)})
 			}
 		}
 	}
 	return out
+}
+
+// pWave is what a station's frame carries of its P-wave measurement.
+func pWave(m pwave.Measurement) detect.PWave {
+	return detect.PWave{OnsetMs: m.OnsetMs, WindowMs: m.WindowMs, PdCm: float32(m.PdCm), TauCS: float32(m.TauCS)}
 }

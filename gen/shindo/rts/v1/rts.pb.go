@@ -14,6 +14,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	v1 "shindo.dev/gen/shindo/ingest/v1"
+	v11 "shindo.dev/gen/shindo/station/v1"
 	sync "sync"
 	unsafe "unsafe"
 )
@@ -1160,7 +1161,10 @@ type DetectorMember struct {
 	// Its onset, Unix ms.
 	OnsetMs int64 `protobuf:"varint,5,opt,name=onset_ms,json=onsetMs,proto3" json:"onset_ms,omitempty"`
 	// Highest real-time intensity since it joined.
-	Peak          float32 `protobuf:"fixed32,6,opt,name=peak,proto3" json:"peak,omitempty"`
+	Peak float32 `protobuf:"fixed32,6,opt,name=peak,proto3" json:"peak,omitempty"`
+	// Its P-wave measurement, the longest window seen since it joined;
+	// absent for none.
+	PWave         *v11.PWave `protobuf:"bytes,7,opt,name=p_wave,json=pWave,proto3" json:"p_wave,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1237,6 +1241,13 @@ func (x *DetectorMember) GetPeak() float32 {
 	return 0
 }
 
+func (x *DetectorMember) GetPWave() *v11.PWave {
+	if x != nil {
+		return x.PWave
+	}
+	return nil
+}
+
 // DetectorStationSva is a station's highest long-period response.
 type DetectorStationSva struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1296,7 +1307,7 @@ var File_shindo_rts_v1_rts_proto protoreflect.FileDescriptor
 
 const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\n" +
-	"\x17shindo/rts/v1/rts.proto\x12\rshindo.rts.v1\x1a\x1dshindo/ingest/v1/ingest.proto\"{\n" +
+	"\x17shindo/rts/v1/rts.proto\x12\rshindo.rts.v1\x1a\x1dshindo/ingest/v1/ingest.proto\x1a\x1fshindo/station/v1/station.proto\"{\n" +
 	"\rIngestRequest\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\x04R\abatchId\x122\n" +
 	"\arecords\x18\x02 \x03(\v2\x18.shindo.ingest.v1.RecordR\arecords\x12\x1b\n" +
@@ -1384,7 +1395,7 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"longPeriod\x12*\n" +
 	"\x11last_triggered_ms\x18\x04 \x01(\x03R\x0flastTriggeredMs\x12\x1e\n" +
 	"\vfinal_at_ms\x18\x05 \x01(\x03R\tfinalAtMs\x12\x14\n" +
-	"\x05stale\x18\x06 \x01(\bR\x05stale\"\x96\x01\n" +
+	"\x05stale\x18\x06 \x01(\bR\x05stale\"\xc7\x01\n" +
 	"\x0eDetectorMember\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x10\n" +
@@ -1392,7 +1403,8 @@ const file_shindo_rts_v1_rts_proto_rawDesc = "" +
 	"\x03lon\x18\x03 \x01(\x01R\x03lon\x12\x12\n" +
 	"\x04code\x18\x04 \x01(\rR\x04code\x12\x19\n" +
 	"\bonset_ms\x18\x05 \x01(\x03R\aonsetMs\x12\x12\n" +
-	"\x04peak\x18\x06 \x01(\x02R\x04peak\"L\n" +
+	"\x04peak\x18\x06 \x01(\x02R\x04peak\x12/\n" +
+	"\x06p_wave\x18\a \x01(\v2\x18.shindo.station.v1.PWaveR\x05pWave\"L\n" +
 	"\x12DetectorStationSva\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x17\n" +
@@ -1436,6 +1448,7 @@ var file_shindo_rts_v1_rts_proto_goTypes = []any{
 	(*DetectorStationSva)(nil),  // 16: shindo.rts.v1.DetectorStationSva
 	nil,                         // 17: shindo.rts.v1.SubscribeResponse.TraceContextEntry
 	(*v1.Record)(nil),           // 18: shindo.ingest.v1.Record
+	(*v11.PWave)(nil),           // 19: shindo.station.v1.PWave
 }
 var file_shindo_rts_v1_rts_proto_depIdxs = []int32{
 	18, // 0: shindo.rts.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
@@ -1453,17 +1466,18 @@ var file_shindo_rts_v1_rts_proto_depIdxs = []int32{
 	10, // 12: shindo.rts.v1.DetectorEvent.published:type_name -> shindo.rts.v1.Detection
 	15, // 13: shindo.rts.v1.DetectorEvent.members:type_name -> shindo.rts.v1.DetectorMember
 	16, // 14: shindo.rts.v1.DetectorEvent.long_period:type_name -> shindo.rts.v1.DetectorStationSva
-	0,  // 15: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
-	2,  // 16: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
-	4,  // 17: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
-	1,  // 18: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
-	3,  // 19: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
-	5,  // 20: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	19, // 15: shindo.rts.v1.DetectorMember.p_wave:type_name -> shindo.station.v1.PWave
+	0,  // 16: shindo.rts.v1.RTSService.Ingest:input_type -> shindo.rts.v1.IngestRequest
+	2,  // 17: shindo.rts.v1.RTSService.Subscribe:input_type -> shindo.rts.v1.SubscribeRequest
+	4,  // 18: shindo.rts.v1.RTSService.GetSnapshot:input_type -> shindo.rts.v1.GetSnapshotRequest
+	1,  // 19: shindo.rts.v1.RTSService.Ingest:output_type -> shindo.rts.v1.IngestResponse
+	3,  // 20: shindo.rts.v1.RTSService.Subscribe:output_type -> shindo.rts.v1.SubscribeResponse
+	5,  // 21: shindo.rts.v1.RTSService.GetSnapshot:output_type -> shindo.rts.v1.GetSnapshotResponse
+	19, // [19:22] is the sub-list for method output_type
+	16, // [16:19] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_shindo_rts_v1_rts_proto_init() }
