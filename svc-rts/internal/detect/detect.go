@@ -303,6 +303,24 @@ func (s *State) Near(id string, lat, lon, km float64) bool {
 	return false
 }
 
+// Earliest is the member of listed detection id that sorts first by onset
+// and then station ID, the order in which a founding names its detection.
+func (s *State) Earliest(id string) (string, bool) {
+	for _, ev := range s.events {
+		if ev.pub.ID != id {
+			continue
+		}
+		first, onset := "", int64(math.MaxInt64)
+		for sid, m := range ev.members {
+			if m.onset < onset || (m.onset == onset && sid < first) {
+				first, onset = sid, m.onset
+			}
+		}
+		return first, first != ""
+	}
+	return "", false
+}
+
 // Detections returns the listed detections, by first trigger then ID.
 func (s *State) Detections() []Detection {
 	out := make([]Detection, len(s.events))

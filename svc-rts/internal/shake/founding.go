@@ -16,12 +16,17 @@ import "shindo.dev/svc-rts/internal/detect"
 // missing a frame since its onset: one within the trigger radius of one of
 // its stations, heard from within foundingExpectMs, lacking the frame of a
 // tick from the onset up to the tick before this one. This tick's own
-// stragglers do not hold it — most ticks close on their quorum without a
-// few, whose frames come within the next one, and a detection founded
-// from this tick's onsets would otherwise wait a tick nearly every time.
+// stragglers hold it only where one could tie: when the detection's
+// earliest onset is this very tick, a straggler whose station ID sorts
+// before its earliest member's (ties go to the lower ID) and whose last
+// frame was within tieMargin of the alert intensity may have triggered at
+// the same tick and would name it. Holding for every straggler would cost
+// most detections founded from this tick's onsets a tick, as most ticks
+// close on their quorum without a few frames that come within the next.
 const (
 	maxFoundingHold  = 2
 	foundingExpectMs = 10_000
+	tieMargin        = 1.0
 )
 
 // holdFounding returns the detections of live tick t that may be
@@ -56,10 +61,15 @@ func (e *Engine) holdFounding(t int64, ds []detect.Detection) []detect.Detection
 }
 
 // foundingIncomplete reports whether a station that could have founded d
-// lacks a frame of a tick from d's onset to the one before t.
+// lacks a frame of a tick from d's onset to the one before t, or could tie
+// with its earliest station at tick t and lacks that tick's frame.
 func (e *Engine) foundingIncomplete(t int64, d detect.Detection) bool {
 	from := max(d.FirstTriggerMs-d.FirstTriggerMs%TickMs, t-(historyLen-1)*TickMs)
 	radius := e.cfg.Detect.RadiusKm
+	first, tie := "", d.FirstTriggerMs == t
+	if tie {
+		first, tie = e.det.Earliest(d.ID)
+	}
 	for _, st := range e.stations {
 		if st.newest <= t-foundingExpectMs {
 			// Gone for longer than a late frame: nothing to wait for.
@@ -71,6 +81,11 @@ func (e *Engine) foundingIncomplete(t int64, d detect.Detection) bool {
 		}
 		for u := from; u < t; u += TickMs {
 			if st.frames[(u/TickMs)%historyLen].WindowEndMs != u {
+				return true
+			}
+		}
+		if tie && st.id < first && st.frames[(t/TickMs)%historyLen].WindowEndMs != t {
+			if f := st.latest(t); f != nil && float64(f.Intensity) >= e.cfg.AlertIntensity-tieMargin {
 				return true
 			}
 		}

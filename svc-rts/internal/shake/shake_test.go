@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -746,6 +747,73 @@ func TestLateFoundingFrameHeld(t *testing.T) {
 			}
 			if firstB != c.wantFirst {
 				t.Fatalf("B first listed the detection at tick %d, want %d", firstB, c.wantFirst)
+			}
+		})
+	}
+}
+
+// TestFoundingTieHeld: three stations trigger at the same tick as ABC,
+// whose ID sorts first and which names the detection at A (box 13); ABC's
+// frame of that tick is late at B. B holds the detection a tick rather
+// than name it after HUA's box (18), because ABC's last frame was rising
+// towards the alert intensity; a straggler whose last frame was quiet, or
+// whose ID sorts after the earliest member's, does not hold it.
+func TestFoundingTieHeld(t *testing.T) {
+	t.Parallel()
+	at := map[string]Place{
+		"ABC": {Lat: 24.05, Lon: 121.60, Code: 971}, // box 13
+		"HUA": {Lat: 23.99, Lon: 121.61, Code: 970}, // box 18, as the rest
+		"JIA": {Lat: 23.96, Lon: 121.57, Code: 973},
+		"KAN": {Lat: 23.90, Lon: 121.55, Code: 973},
+	}
+	ids := []string{"ABC", "HUA", "JIA", "KAN"}
+	const onset = 4
+	for _, c := range []struct {
+		name      string
+		rising    float32 // ABC's intensity the tick before its onset
+		wantFirst int64
+		wantBox   string
+	}{
+		{"rising straggler", 1.0, onset + 1, "-13"},
+		{"quiet straggler", 0.3, onset, "-18"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			frame := func(id string, k int64) Frame {
+				f := Frame{WindowEndMs: t0 + k*TickMs, Intensity: 0.3, PGA: 1}
+				switch {
+				case k >= onset:
+					f.Intensity, f.PGA = 2.5, 40
+				case k == onset-1 && id == "ABC":
+					f.Intensity = c.rising
+				}
+				return f
+			}
+			engine := func() *Engine {
+				return New(Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.2,
+					Locate: func(id string) (Place, bool) { p, ok := at[id]; return p, ok }})
+			}
+			a, b := engine(), engine()
+			firstB, firstID := int64(-1), ""
+			for k := range int64(10) {
+				for _, id := range ids {
+					a.Apply(id, frame(id, k))
+					if id != "ABC" || k != onset {
+						b.Apply(id, frame(id, k))
+					}
+				}
+				if k == onset+1 {
+					b.Apply("ABC", frame("ABC", onset))
+				}
+				sa, sb := a.Snapshot(t0+k*TickMs), b.Snapshot(t0+k*TickMs)
+				if k == onset && (len(sa.Detections) != 1 || !strings.HasSuffix(sa.Detections[0].ID, "-13")) {
+					t.Fatalf("A at the onset: %+v, want the detection named after ABC's box", sa.Detections)
+				}
+				if len(sb.Detections) > 0 && firstB < 0 {
+					firstB, firstID = k, sb.Detections[0].ID
+				}
+			}
+			if firstB != c.wantFirst || !strings.HasSuffix(firstID, c.wantBox) {
+				t.Fatalf("B first listed %s at tick %d, want …%s at %d", firstID, firstB, c.wantBox, c.wantFirst)
 			}
 		})
 	}
