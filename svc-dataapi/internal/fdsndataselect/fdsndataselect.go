@@ -280,12 +280,7 @@ func (a *answer) write(wins []window) error {
 			}
 			keep = segs.keeps
 		}
-		err := a.export(win, func(rec []byte, hdr mseed.Header) error {
-			if keep != nil && !keep(hdr) {
-				return nil
-			}
-			return a.send(rec, win)
-		})
+		err := a.export(win, func(part []byte) error { return a.sendPart(part, keep, win) })
 		if err != nil {
 			return err
 		}
@@ -293,10 +288,38 @@ func (a *answer) write(wins []window) error {
 	return nil
 }
 
+// sendPart writes the records of a part that keep allows (all of them
+// when it is nil), each run of consecutive ones in one write: a day is
+// about 37,000 records of 512 bytes, and a write per record cost a
+// deadline, a counter and a trip through the response's buffer each.
+func (a *answer) sendPart(part []byte, keep func(mseed.Header) bool, win window) error {
+	run, at := 0, 0 // the run of kept records not yet written: part[run:at]
+	err := eachRecord(part, func(rec []byte, hdr mseed.Header) error {
+		if keep == nil || keep(hdr) {
+			a.records++
+			at += len(rec)
+			return nil
+		}
+		err := a.send(part[run:at], win)
+		at += len(rec)
+		run = at
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return a.send(part[run:at], win)
+}
+
+// exportRecords is export handing over each record with its header.
+func (a *answer) exportRecords(win window, fn func(rec []byte, hdr mseed.Header) error) error {
+	return a.export(win, func(part []byte) error { return eachRecord(part, fn) })
+}
+
 // export reads a window's records from the archive, a day at a time,
-// handing each with its header to fn. A station the archive never saw
-// has no records.
-func (a *answer) export(win window, fn func(rec []byte, hdr mseed.Header) error) error {
+// handing over each part of the stream, whole records that eachRecord
+// splits. A station the archive never saw has no records.
+func (a *answer) export(win window, fn func(part []byte) error) error {
 	ctx, cancel := context.WithCancel(a.r.Context())
 	defer cancel()
 	for t := win.start.UnixMilli(); t < win.end.UnixMilli(); t += dayMs {
@@ -308,7 +331,7 @@ func (a *answer) export(win window, fn func(rec []byte, hdr mseed.Header) error)
 			if part, err = stream.Recv(); err != nil {
 				break
 			}
-			err = eachRecord(part.GetData(), fn)
+			err = fn(part.GetData())
 		}
 		switch {
 		case errors.Is(err, io.EOF):
@@ -342,8 +365,11 @@ func eachRecord(data []byte, fn func(rec []byte, hdr mseed.Header) error) error 
 	return nil
 }
 
-// send writes one record, the status and headers before the first.
-func (a *answer) send(rec []byte, win window) error {
+// send writes records, the status and headers before the first.
+func (a *answer) send(recs []byte, win window) error {
+	if len(recs) == 0 {
+		return nil
+	}
 	if !a.started {
 		a.w.Header().Set("Content-Type", MediaType)
 		name := "shindo." + win.start.UTC().Format("20060102T150405") + ".mseed"
@@ -352,12 +378,12 @@ func (a *answer) send(rec []byte, win window) error {
 		a.started = true
 	}
 	// A client that stops reading holds a slot and an archive stream: it
-	// has WriteStall for each record.
+	// has WriteStall for each write (at most one part of the archive's
+	// stream).
 	_ = a.rc.SetWriteDeadline(time.Now().Add(a.h.limits.WriteStall))
-	n, err := a.w.Write(rec)
+	n, err := a.w.Write(recs)
 	a.bytes += int64(n)
 	a.h.bytes.Add(float64(n))
-	a.records++
 	return err
 }
 

@@ -44,7 +44,7 @@ func (a *answer) segments(win window) (segmentSet, error) {
 		kept[ch] = append(kept[ch], s)
 		return nil
 	}
-	err := a.export(win, func(_ []byte, hdr mseed.Header) error {
+	err := a.exportRecords(win, func(_ []byte, hdr mseed.Header) error {
 		start, end := hdr.Start.UnixNano(), hdr.End().UnixNano()
 		s := open[hdr.Channel]
 		if s != nil && abs(start-s.end) <= int64(hdr.SamplePeriod())/2 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"shindo.dev/devkit/poll"
 	"shindo.dev/seismo/mseed"
 )
 
@@ -27,6 +28,17 @@ func TestExportPassesRecordsThrough(t *testing.T) {
 		frames = append(frames, sensorFrame(1, base+500*i))
 	}
 	s.apply(frames...)
+	// The commit loop writes the day file after the frames are durable in
+	// the log, which is what apply waited for: it may take a moment, and
+	// until then the samples are only in memory.
+	var files []string
+	poll.Within(10*time.Second, func() bool {
+		files, _ = filepath.Glob(filepath.Join(dir, "sds", "*", "*", "*", "BNZ.D", "*"))
+		return len(files) == 1
+	})
+	if len(files) != 1 {
+		t.Fatalf("day files %v", files)
+	}
 	// A window whose ends fall inside records, reaching the samples still
 	// in memory (the last record's worth: at most one record per channel
 	// waits unwritten).
@@ -59,10 +71,6 @@ func TestExportPassesRecordsThrough(t *testing.T) {
 		t.Errorf("the export ends at %d, want %d", next, to)
 	}
 	// The records inside the window are the day file's own.
-	files, _ := filepath.Glob(filepath.Join(dir, "sds", "*", "*", "*", "BNZ.D", "*"))
-	if len(files) != 1 {
-		t.Fatalf("day files %v", files)
-	}
 	disk, err := os.ReadFile(files[0])
 	if err != nil {
 		t.Fatal(err)

@@ -236,12 +236,14 @@ func (s *Store) fill(snap *chanSnap, a, b int64) (*window, error) {
 
 // readFile puts the records of a day file that overlap [a, b) into w.
 func (s *Store) readFile(fsnap *fileSnap, w *window, a, b, period int64) error {
-	return s.eachRecord(fsnap, a, b, period, func(rec []byte) { w.putRecord(rec, period) })
+	return s.eachRecord(fsnap, a, b, period, false, func(rec []byte) { w.putRecord(rec, period) })
 }
 
 // eachRecord calls fn with each record of a day file that may overlap
-// [a, b) (fn checks), in file order; rec is valid during the call only.
-func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, fn func(rec []byte)) error {
+// [a, b) (fn checks), in file order; rec is valid during the call only,
+// unless keep: then each read has a buffer of its own, and fn may keep
+// the records it is given (one allocation per 32 records, not one each).
+func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, keep bool, fn func(rec []byte)) error {
 	f, err := os.Open(filepath.Join(s.sds, fsnap.path))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // expired meanwhile
@@ -269,7 +271,10 @@ func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, fn func(rec []by
 		lo, _, ok := sampleRange(hdr, period)
 		return lo, ok
 	}
-	buf := make([]byte, 32*recordLen)
+	var buf []byte
+	if !keep {
+		buf = make([]byte, 32*recordLen)
+	}
 	for _, st := range idx.stretches {
 		if st.lo >= b || st.hi <= a {
 			continue
@@ -283,6 +288,9 @@ func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, fn func(rec []by
 		}))
 		k = max(k-1, 0)
 		for off := st.first + k*recordLen; off <= st.last; {
+			if keep {
+				buf = make([]byte, 32*recordLen) // the last read's records are fn's
+			}
 			n := min(int64(len(buf)), st.last+recordLen-off)
 			if _, err := f.ReadAt(buf[:n], off); err != nil && !errors.Is(err, io.EOF) {
 				return fmt.Errorf("read day file: %w", err)
@@ -579,16 +587,15 @@ func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *expor
 		}
 		w.putRecord(rec, k.periodMs)
 	}
-	take := func(rec []byte, clone bool) {
+	// take sorts a record into the pieces handed over whole or the
+	// samples encoded anew; it keeps rec.
+	take := func(rec []byte) {
 		lo, hi, ok := sampleRange(rec, k.periodMs)
 		switch {
 		case !ok || hi <= a || lo >= b:
 		case lo < a && es.tail == (span{lo, hi}):
 			// Handed over whole by the hour it starts in.
 		case lo >= a && lo >= es.from && hi <= es.to && lo >= es.maxDone:
-			if clone {
-				rec = slices.Clone(rec)
-			}
 			pieces = append(pieces, piece{lo, rec})
 			raw = append(raw, span{lo, hi})
 			es.maxDone = hi
@@ -600,12 +607,12 @@ func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *expor
 		}
 	}
 	for i := range snap.files {
-		if err := s.eachRecord(&snap.files[i], a, b, k.periodMs, func(rec []byte) { take(rec, true) }); err != nil {
+		if err := s.eachRecord(&snap.files[i], a, b, k.periodMs, true, take); err != nil {
 			return err
 		}
 	}
 	for _, p := range snap.pending {
-		take(p, false)
+		take(p)
 	}
 	for i, r := range snap.runs {
 		if w == nil {
