@@ -697,6 +697,8 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		}
 	})
 
+	t.Run("the report's station amplitudes in QuakeML", func(t *testing.T) { checkReportAmplitudes(t, tpe, report["id"].(string)) })
+
 	t.Run("stations", func(t *testing.T) {
 		code, body := httpGet(t, tnn+"/api/v1/trem/station")
 		var list map[string]map[string]any

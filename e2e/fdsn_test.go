@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,7 +315,10 @@ func checkSeisplotjsDataselect(t *testing.T, d *dev, dir, edge string) {
 // through an edge with seisplotjs's fdsnws-event client and QuakeML
 // parser, run by node, and checks it parsed every report the data API
 // lists for that hour — ID, origin, depth, magnitude with its type, place
-// — and nothing else.
+// — and nothing else; no amplitudes for a posted report, and, where the
+// scenario's earthquake already has its report (it may take two minutes
+// more, which the run does not wait for: TestAppsDuringAnEarthquake
+// checks a report's amplitudes every time), its stations' amplitudes.
 func checkSeisplotjsEvents(t *testing.T, d *dev, dir, edge, adminToken string) {
 	t.Helper()
 	base := d.endpoints.get(t, edge, "edge", "http")
@@ -353,6 +358,10 @@ func checkSeisplotjsEvents(t *testing.T, d *dev, dir, edge, adminToken string) {
 			Latitude, Longitude, DepthKm float64
 			Magnitude                    float64
 			MagnitudeType, Description   string
+			Amplitudes                   []struct {
+				Type, Unit, Codes string
+				Value             float64
+			}
 		}
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
@@ -380,7 +389,25 @@ func checkSeisplotjsEvents(t *testing.T, d *dev, dir, edge, adminToken string) {
 			q.Magnitude != r.Magnitude || q.MagnitudeType != magType || q.Description != r.Location {
 			t.Errorf("report %s read as %+v; the data API lists %+v", r.ID, q, r)
 		}
+		stations := map[string]int{}
+		for _, a := range q.Amplitudes {
+			if a.Codes == "" || !(a.Value >= 0) || a.Unit == "" {
+				t.Errorf("report %s: seisplotjs read amplitude %+v", r.ID, a)
+			}
+			stations[a.Codes]++
+		}
+		switch {
+		case r.Detection == "" && len(q.Amplitudes) > 0:
+			t.Errorf("posted report %s has %d amplitudes", r.ID, len(q.Amplitudes))
+		case r.Detection != "" && len(stations) < 3:
+			t.Errorf("report %s of detection %s: seisplotjs read amplitudes of %d stations", r.ID, r.Detection, len(stations))
+		case r.Detection != "":
+			t.Logf("report %s: seisplotjs read %d amplitudes of %d stations", r.ID, len(q.Amplitudes), len(stations))
+		}
 		delete(read, strings.ReplaceAll(r.ID, ":", "~"))
+	}
+	if !slices.ContainsFunc(want.Reports, func(r listed) bool { return r.Detection != "" }) {
+		t.Logf("no report of the scenario's detection yet: seisplotjs read no station amplitudes")
 	}
 	if len(read) != 0 {
 		t.Errorf("seisplotjs read events the data API does not list: %v", slices.Sorted(maps.Keys(read)))
@@ -462,4 +489,61 @@ func checkSeisplotjsAvailability(t *testing.T, d *dev, dir, edge string) {
 		t.Errorf("%s: no stretch reaching the last seconds before %s: %v", bnz, iso(end), got.Query)
 	}
 	t.Logf("seisplotjs availability through %s: %d stretches of BN?, %d extents of MX?", edge, len(got.Query), len(got.Extent))
+}
+
+// checkReportAmplitudes reads a report made of the scenario's detection
+// from fdsnws-event through an edge with includearrivals=true: valid
+// QuakeML, with the PGA, PGV and JMA intensity of every station that felt
+// it, each named by a registered station's SEED codes.
+func checkReportAmplitudes(t *testing.T, base, id string) {
+	t.Helper()
+	code, body := httpGet(t, base+"/fdsnws/event/1/query?includearrivals=true&eventid="+url.QueryEscape(id))
+	if code != 200 {
+		t.Fatalf("fdsnws-event: %d %.300s", code, body)
+	}
+	cmd := exec.Command("xmllint", "--noout", "--schema", "../svc-dataapi/internal/fdsnevent/testdata/QuakeML-1.2.xsd", "-")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("the document does not validate: %v\n%s", err, out)
+	}
+	var doc struct {
+		Amplitudes []struct {
+			Value    float64 `xml:"genericAmplitude>value"`
+			Type     string  `xml:"type"`
+			Unit     string  `xml:"unit"`
+			Waveform struct {
+				Net string `xml:"networkCode,attr"`
+				Sta string `xml:"stationCode,attr"`
+				Loc string `xml:"locationCode,attr"`
+			} `xml:"waveformID"`
+		} `xml:"eventParameters>event>amplitude"`
+	}
+	if err := xml.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("not XML: %v", err)
+	}
+	registered := map[string]bool{}
+	for _, c := range stationCodes(t, base) {
+		registered[c.Net+"."+c.Sta+"."+c.Loc] = true
+	}
+	units := map[string]string{"PGA": "m/(s*s)", "PGV": "m/s", "JMA intensity": "dimensionless"}
+	kinds := map[string]map[string]float64{}
+	for _, a := range doc.Amplitudes {
+		codes := a.Waveform.Net + "." + a.Waveform.Sta + "." + a.Waveform.Loc
+		if !registered[codes] || units[a.Type] != a.Unit || !(a.Value >= 0) {
+			t.Errorf("amplitude %s %s %v %s", codes, a.Type, a.Value, a.Unit)
+		}
+		if kinds[codes] == nil {
+			kinds[codes] = map[string]float64{}
+		}
+		kinds[codes][a.Type] = a.Value
+	}
+	for codes, k := range kinds {
+		if len(k) != 3 || k["JMA intensity"] < 0.5 || k["PGA"] <= 0 {
+			t.Errorf("station %s: %v (felt: intensity 0.5 or more, and a PGA)", codes, k)
+		}
+	}
+	if len(kinds) < 3 {
+		t.Fatalf("amplitudes of %d stations; the detection had at least 3: %.500s", len(kinds), body)
+	}
+	t.Logf("report %s: amplitudes of %d stations", id, len(kinds))
 }

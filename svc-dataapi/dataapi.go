@@ -229,6 +229,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 		admin       stations.Admin
 		keys        auth.Keys
 		reportStore reports.Store
+		eventStore  fdsnevent.Store
 		clientStore clients.Store
 		compatStore compat.Store
 		versions    func(context.Context) (httpapi.Versions, error)
@@ -245,7 +246,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 			svc.OnShutdown("local database member", func(context.Context) error { local.Close(); return nil })
 			store = metadb.NewReplicatedStore(reg.Pool, local)
 		}
-		admin, keys, reportStore, clientStore, compatStore = store, store, store, store, store
+		admin, keys, reportStore, eventStore, clientStore, compatStore = store, store, store, store, store, store
 		versions = func(ctx context.Context) (httpapi.Versions, error) {
 			ctx, cancel := context.WithTimeout(ctx, cfg.DBTimeout)
 			defer cancel()
@@ -330,7 +331,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	mux.Handle("/", httpapi.NoQuery(queried, gw))
 	compat.New(compatStore, reg.Source.Current, cfg.DBTimeout, log).Register(mux)
 	fdsnstation.New(reg.Source.Current, log).Register(mux)
-	fdsnevent.New(reportStore, cfg.DBTimeout, log).Register(mux)
+	fdsnevent.New(eventStore, cfg.DBTimeout, log).Register(mux)
 	if cfg.Waveform != "" {
 		// The archive's REST routes, served here from its gRPC service.
 		// Connected lazily: svc-waveform may start after us, and a request

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -37,6 +39,16 @@ type quakeML struct {
 			Mag  float64 `xml:"mag>value"`
 			Type string  `xml:"type"`
 		} `xml:"magnitude"`
+		Amplitudes []struct {
+			Value    float64 `xml:"genericAmplitude>value"`
+			Type     string  `xml:"type"`
+			Unit     string  `xml:"unit"`
+			Waveform struct {
+				Network  string `xml:"networkCode,attr"`
+				Station  string `xml:"stationCode,attr"`
+				Location string `xml:"locationCode,attr"`
+			} `xml:"waveformID"`
+		} `xml:"amplitude"`
 	} `xml:"eventParameters>event"`
 }
 
@@ -64,12 +76,27 @@ func TestFDSNEvent(t *testing.T) {
 			t.Fatalf("report: %d %s", a.code, a.body)
 		}
 	}
-	if _, _, err := metadb.NewStore(pool).MergeDetectionReport(ctx, metadb.Report{
+	// The detection's report carries its stations' peaks, as each core's
+	// data API merges them: one registered station (its SEED codes name
+	// the amplitudes), one that is not.
+	store := metadb.NewStore(pool)
+	if _, err := store.CreateStation(ctx, metadb.NewStation{ID: "HUA-01", Name: "Hualien", Net: "MS-Net", Lat: 23.99, Lon: 121.61, Code: 970}); err != nil {
+		t.Fatal(err)
+	}
+	detected := metadb.Report{
 		ID: "113000-2024-0405-120000-18", TimeMs: 1712289598000, Lat: 24.12, Lon: 121.55, DepthKm: 10, Magnitude: 5.4,
 		Location: "花蓮縣秀林鄉", MaxLevel: 5, Areas: []metadb.AreaLevel{{Code: 972, Level: 5}},
 		SourceDetectionID: "1712289600000-18", TremMs: 1712289600000,
-	}); err != nil {
+		Stations: []metadb.StationPeak{{StationID: "HUA-01", PGAGal: 80, PGVCms: 4, Intensity: 4.2}, {StationID: "unregistered", PGAGal: 3, PGVCms: 0.2, Intensity: 1.1}},
+	}
+	if _, _, err := store.MergeDetectionReport(ctx, detected); err != nil {
 		t.Fatal(err)
+	}
+	// The other core saw a higher PGA and intensity, a lower PGV.
+	other := detected
+	other.Stations = []metadb.StationPeak{{StationID: "HUA-01", PGAGal: 96.5, PGVCms: 3.5, Intensity: 4.3}}
+	if _, changed, err := store.MergeDetectionReport(ctx, other); err != nil || changed {
+		t.Fatalf("the other core's merge: changed %t, %v (station peaks are not the report's content)", changed, err)
 	}
 	const (
 		idBig    = "113000-2024-0403-075809"
@@ -122,6 +149,33 @@ func TestFDSNEvent(t *testing.T) {
 	if b.Magnitude.Type != "M" || b.Magnitude.Mag != 7.2 || b.Origin.Mode != "manual" || b.Origin.Depth != 15_500 ||
 		b.Origin.Lat != 23.77 || b.Origin.Lon != 121.67 || b.Origin.Time != "2024-04-02T23:58:09.000000Z" || b.Preferred != b.Origin.PublicID {
 		t.Errorf("the posted event: %+v", b)
+	}
+
+	// With includearrivals=true, the stations' peaks as amplitudes: each
+	// at the higher of the two cores' values, in SI units, named by the
+	// registered station's SEED codes; still valid QuakeML.
+	withAmps := q("eventid=" + idDetect + "&includearrivals=true")
+	cmd = exec.Command(xmllint, "--noout", "--schema", "internal/fdsnevent/testdata/QuakeML-1.2.xsd", "-")
+	cmd.Stdin = bytes.NewReader(withAmps.body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("the document with amplitudes does not validate: %v\n%s\n%s", err, out, withAmps.body)
+	}
+	var amps quakeML
+	if err := xml.Unmarshal(withAmps.body, &amps); err != nil || len(amps.Events) != 1 {
+		t.Fatalf("includearrivals: %v %s", err, withAmps.body)
+	}
+	got := map[string]float64{}
+	for _, a := range amps.Events[0].Amplitudes {
+		w := a.Waveform
+		got[w.Network+"."+w.Station+"."+w.Location+" "+a.Type+" "+a.Unit] = a.Value
+	}
+	seed := "SH." + seedStation(t, store, "HUA-01") + ".00 "
+	want := map[string]float64{seed + "PGA m/(s*s)": 0.965, seed + "PGV m/s": 0.04, seed + "JMA intensity dimensionless": 4.3}
+	if !maps.EqualFunc(got, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-6 }) {
+		t.Errorf("amplitudes %v, want %v", got, want)
+	}
+	if len(doc.Events[0].Amplitudes) != 0 {
+		t.Errorf("amplitudes without includearrivals: %+v", doc.Events[0].Amplitudes)
 	}
 
 	// The text format.
@@ -204,4 +258,14 @@ func TestFDSNEvent(t *testing.T) {
 			t.Errorf("wadl lacks %s", p)
 		}
 	}
+}
+
+// seedStation is the SEED station code the registry gave station id.
+func seedStation(t *testing.T, store *metadb.Store, id string) string {
+	t.Helper()
+	st, err := store.GetStation(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.SEED.Station
 }

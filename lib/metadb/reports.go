@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -28,6 +29,8 @@ const (
 	MaxTimeMs = 253402300799999
 	// MaxLevel is the highest intensity level (JMA 7).
 	MaxLevel = 9
+	// MaxReportStations bounds a report's station peaks.
+	MaxReportStations = 20_000
 )
 
 // reportID is the alphabet of report IDs: they appear in URLs and in the
@@ -51,6 +54,11 @@ type Report struct {
 	// Unix ms, or 0.
 	SourceDetectionID string
 	TremMs            int64
+	// Stations are the peaks of the stations that felt the event, by
+	// station ID: written with a report and merged like its areas, but
+	// not part of its content (ContentHash) and not read back with it
+	// (ReportStations reads them).
+	Stations []StationPeak
 	// MD5 is ContentHash, set by the store.
 	MD5       string
 	CreatedAt time.Time
@@ -63,6 +71,24 @@ type AreaLevel struct {
 	Code  uint32
 	Level int
 }
+
+// StationPeak is the highest motion one station sent during a report's
+// detection.
+type StationPeak struct {
+	StationID string
+	PGAGal    float32 // peak ground acceleration, gal
+	PGVCms    float32 // peak ground velocity, cm/s
+	Intensity float32 // real-time JMA intensity
+	// The station's SEED codes, from the registry when ReportStations
+	// reads it (empty for a station no longer registered).
+	Network, Station, Location string
+}
+
+// Bounds of a station peak, the same as the schema's CHECK constraints.
+const (
+	maxPeakPGAGal = 10_000
+	maxPeakPGVCms = 1_000
+)
 
 // ContentHash returns the hex MD5 of the report's content: every field
 // but the hash itself and the bookkeeping times, in a fixed text form
@@ -158,6 +184,31 @@ func (r *Report) normalize() error {
 		}
 	}
 	r.Areas = areas
+	return r.normalizeStations()
+}
+
+// normalizeStations checks the station peaks and puts them in order.
+func (r *Report) normalizeStations() error {
+	if len(r.Stations) > MaxReportStations {
+		return fmt.Errorf("%w: more than %d station peaks", ErrInvalid, MaxReportStations)
+	}
+	peaks := slices.Clone(r.Stations)
+	slices.SortFunc(peaks, func(a, b StationPeak) int { return strings.Compare(a.StationID, b.StationID) })
+	for i, p := range peaks {
+		switch {
+		case p.StationID == "" || len(p.StationID) > maxIDBytes:
+			return fmt.Errorf("%w: station peak of station id %.80q", ErrInvalid, p.StationID)
+		case !(p.PGAGal >= 0 && p.PGAGal <= maxPeakPGAGal) || !(p.PGVCms >= 0 && p.PGVCms <= maxPeakPGVCms) ||
+			!(p.Intensity >= -12 && p.Intensity <= 10):
+			return fmt.Errorf("%w: station %s peak out of range", ErrInvalid, p.StationID)
+		case i > 0 && peaks[i-1].StationID == p.StationID:
+			return fmt.Errorf("%w: station %s peak given twice", ErrInvalid, p.StationID)
+		}
+		if err := checkText("station id", p.StationID); err != nil {
+			return err
+		}
+	}
+	r.Stations = peaks
 	return nil
 }
 
@@ -226,6 +277,9 @@ func (s *Store) MergeDetectionReport(ctx context.Context, r Report) (stored *Rep
 		if existing.SourceDetectionID != r.SourceDetectionID {
 			return fmt.Errorf("%w: report %q comes from another source", ErrConflict, r.ID)
 		}
+		if err := writeStations(ctx, tx, r.ID, r.Stations); err != nil {
+			return err
+		}
 		merged := *existing
 		merged.Areas = mergeAreas(existing.Areas, r.Areas)
 		merged.MD5 = merged.ContentHash()
@@ -289,7 +343,60 @@ func insertReport(ctx context.Context, tx pgx.Tx, r *Report) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return true, writeAreas(ctx, tx, r.ID, r.Areas, nil)
+	if err := writeAreas(ctx, tx, r.ID, r.Areas, nil); err != nil {
+		return false, err
+	}
+	return true, writeStations(ctx, tx, r.ID, r.Stations)
+}
+
+// writeStations merges peaks into a report's stored station peaks, each
+// value at the higher of the two.
+func writeStations(ctx context.Context, tx pgx.Tx, id string, peaks []StationPeak) error {
+	if len(peaks) == 0 {
+		return nil
+	}
+	ids := make([]string, len(peaks))
+	pga, pgv, in := make([]float32, len(peaks)), make([]float32, len(peaks)), make([]float32, len(peaks))
+	for i, p := range peaks {
+		ids[i], pga[i], pgv[i], in[i] = p.StationID, p.PGAGal, p.PGVCms, p.Intensity
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO report_stations (report_id, station_id, pga_gal, pgv_cms, intensity)
+		SELECT $1, s, a, v, i FROM unnest($2::text[], $3::real[], $4::real[], $5::real[]) AS t (s, a, v, i)
+		ON CONFLICT (report_id, station_id) DO UPDATE SET
+			pga_gal = greatest(report_stations.pga_gal, EXCLUDED.pga_gal),
+			pgv_cms = greatest(report_stations.pgv_cms, EXCLUDED.pgv_cms),
+			intensity = greatest(report_stations.intensity, EXCLUDED.intensity)`, id, ids, pga, pgv, in)
+	return err
+}
+
+// ReportStations returns the station peaks of reports ids (at most
+// MaxPage+1 of them), each report's by station ID, with the stations' SEED
+// codes from the registry.
+func (s *Store) ReportStations(ctx context.Context, ids []string) (map[string][]StationPeak, error) {
+	if len(ids) > MaxPage+1 {
+		return nil, fmt.Errorf("report stations: %w: %d reports, at most %d", ErrInvalid, len(ids), MaxPage+1)
+	}
+	rows, err := s.reader().Query(ctx, `
+		SELECT r.report_id, r.station_id, r.pga_gal, r.pgv_cms, r.intensity,
+		       coalesce(s.seed_net, ''), coalesce(s.seed_sta, ''), coalesce(s.seed_loc, '')
+		FROM report_stations r LEFT JOIN stations s ON s.id = r.station_id
+		WHERE r.report_id = ANY($1::text[])
+		ORDER BY r.report_id, r.station_id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("report stations: %w", translate(err))
+	}
+	out := map[string][]StationPeak{}
+	var report string
+	var p StationPeak
+	_, err = pgx.ForEachRow(rows, []any{&report, &p.StationID, &p.PGAGal, &p.PGVCms, &p.Intensity, &p.Network, &p.Station, &p.Location}, func() error {
+		out[report] = append(out[report], p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("report stations: %w", translate(err))
+	}
+	return out, nil
 }
 
 // writeAreas brings a report's stored areas from old to areas.

@@ -135,6 +135,55 @@ func TestMergeDetectionReportConverges(t *testing.T) {
 	}
 }
 
+// TestReportStations: the two cores' station peaks of one report merge
+// value by value to the higher; they do not change the report's content;
+// bad peaks are refused; stations are read with their registry codes.
+func TestReportStations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t)
+	if _, err := s.CreateStation(ctx, metadb.NewStation{ID: "HUA-01", Name: "Hualien", Net: "MS-Net", Lat: 23.99, Lon: 121.61}); err != nil {
+		t.Fatal(err)
+	}
+	base := hualienReport("113000-2024-0403-075809-18")
+	base.SourceDetectionID = "1712102289000-18"
+	tnn, tyo := base, base
+	tnn.Stations = []metadb.StationPeak{{StationID: "HUA-01", PGAGal: 400, PGVCms: 30, Intensity: 5.6}, {StationID: "X", PGAGal: 2, PGVCms: 0.1, Intensity: 0.7}}
+	tyo.Stations = []metadb.StationPeak{{StationID: "HUA-01", PGAGal: 380, PGVCms: 33, Intensity: 5.7}}
+	first, _, err := s.MergeDetectionReport(ctx, tnn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, changed, err := s.MergeDetectionReport(ctx, tyo); err != nil || changed || second.MD5 != first.MD5 {
+		t.Fatalf("second core: changed %t, %v", changed, err)
+	}
+	got, err := s.ReportStations(ctx, []string{base.ID, "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hua, _ := s.GetStation(ctx, "HUA-01")
+	want := []metadb.StationPeak{
+		{StationID: "HUA-01", PGAGal: 400, PGVCms: 33, Intensity: 5.7, Network: hua.SEED.Network, Station: hua.SEED.Station, Location: hua.SEED.Location},
+		{StationID: "X", PGAGal: 2, PGVCms: 0.1, Intensity: 0.7},
+	}
+	if len(got) != 1 || fmt.Sprint(got[base.ID]) != fmt.Sprint(want) {
+		t.Fatalf("peaks %+v, want %+v", got, want)
+	}
+	for _, bad := range [][]metadb.StationPeak{
+		{{StationID: "", PGAGal: 1}},
+		{{StationID: "A", PGAGal: -1}},
+		{{StationID: "A", Intensity: float32(math.NaN())}},
+		{{StationID: "A", PGVCms: 1e6}},
+		{{StationID: "A"}, {StationID: "A"}},
+	} {
+		r := base
+		r.ID, r.SourceDetectionID, r.Stations = "R-bad", "bad", bad
+		if _, _, err := s.MergeDetectionReport(ctx, r); !errors.Is(err, metadb.ErrInvalid) {
+			t.Errorf("peaks %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
 func TestListReportsFiltersAndPages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 // Reads earthquake reports from a live fdsnws-event with seisplotjs's
-// EventQuery and QuakeML parser, and prints what it parsed as JSON for
-// e2e/fdsn_test.go to compare with the data API's reports.
+// EventQuery (with includearrivals=true, so a triggered report's station
+// amplitudes too) and QuakeML parser, and prints what it parsed as JSON
+// for e2e/fdsn_test.go to compare with the data API's reports.
 //
 // Usage: node event.mjs BASE_URL START END
 //
@@ -23,7 +24,8 @@ const query = new fdsnevent.EventQuery()
   .host(url.hostname)
   .port(Number(url.port))
   .startTime(util.isoToDateTime(startISO))
-  .endTime(util.isoToDateTime(endISO));
+  .endTime(util.isoToDateTime(endISO))
+  .includeArrivals(true);
 
 const version = await query.queryVersion();
 const quakes = await query.query();
@@ -38,6 +40,12 @@ const out = {
     magnitude: q.magnitude.mag,
     magnitudeType: q.magnitude.type,
     description: q.description,
+    amplitudes: q.amplitudeList.map((a) => ({
+      type: a.type,
+      unit: a.unit,
+      value: a.genericAmplitude.value,
+      codes: a.waveformID ? `${a.waveformID.networkCode}.${a.waveformID.stationCode}.${a.waveformID.locationCode}` : "",
+    })),
   })),
 };
 window.close();

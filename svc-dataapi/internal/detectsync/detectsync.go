@@ -13,7 +13,9 @@
 // A detection does not carry per-area intensities; the reports get them
 // from the core's snapshots (natsbus.Snapshots, plain NATS): the
 // highest level of each township over the detection's span, from its first
-// trigger to its end. Snapshots are not stored, so a data API that was
+// trigger to its end. The same snapshots give each report its stations'
+// peaks (PGA, PGV, intensity of every station at level 1 or more), kept
+// per peakBucketMs, so a report's span is widened to whole buckets. Snapshots are not stored, so a data API that was
 // down during an event contributes no areas; the other core's data API
 // does, and merging keeps the union. Areas lit by another event at the
 // same time are included.
@@ -24,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -70,6 +73,7 @@ type Syncer struct {
 	tracer  trace.Tracer
 
 	areas areaLog
+	peaks peakLog
 	// snaps are the snapshots received and not yet recorded. The
 	// connection's reader puts each in as it comes, in the server's
 	// order, so a final detection, which it hands over after the
@@ -269,6 +273,7 @@ func (s *Syncer) apply(ctx context.Context, d metadb.Detection) (string, error) 
 	// when the detection was (a crash in between), and merging is
 	// idempotent.
 	r := ReportOf(d, s.areas.max(d.FirstTriggerMs, d.UpdatedMs))
+	r.Stations = s.peaks.max(d.FirstTriggerMs, d.UpdatedMs)
 	if _, changed, err := s.store.MergeDetectionReport(ctx, r); err != nil {
 		return "", err
 	} else if changed {
@@ -289,7 +294,7 @@ func (s *Syncer) drainSnapshots() {
 	}
 }
 
-// snapshot records a snapshot's areas. One that does not decode is lost
+// snapshot records a snapshot's areas and station peaks. One that does not decode is lost
 // as a snapshot the server dropped would be: the next is half a second
 // away.
 func (s *Syncer) snapshot(m *nats.Msg) {
@@ -298,6 +303,7 @@ func (s *Syncer) snapshot(m *nats.Msg) {
 		return
 	}
 	snap := pub.GetSnapshot()
+	s.peaks.add(snap.GetTimeMs(), snap.GetStations())
 	if len(snap.GetAreas()) == 0 {
 		return
 	}
@@ -421,5 +427,94 @@ func (l *areaLog) max(from, to int64) []metadb.AreaLevel {
 		out = append(out, metadb.AreaLevel{Code: code, Level: level})
 	}
 	slices.SortFunc(out, func(a, b metadb.AreaLevel) int { return int(a.Code) - int(b.Code) })
+	return out
+}
+
+// Station peaks are kept per peakBucketMs of snapshot time: a big event
+// lights a thousand stations for minutes, and a per-tick log of them
+// would hold millions of values.
+const (
+	peakBucketMs = 5000
+	// feltIntensity is JMA level 1: the stations a report lists.
+	feltIntensity = 0.5
+)
+
+// peakLog keeps recent snapshots' station peaks, per bucket.
+type peakLog struct {
+	mu      sync.Mutex
+	buckets map[int64]map[string]metadb.StationPeak // by bucket start, then station
+	latest  int64
+}
+
+// add records the stations of a snapshot made at timeMs that felt
+// something, with their values bounded as the database bounds them.
+func (l *peakLog) add(timeMs int64, states []*rtsv1.StationState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buckets == nil {
+		l.buckets = map[int64]map[string]metadb.StationPeak{}
+	}
+	if timeMs > l.latest {
+		l.latest = timeMs
+		cut := timeMs - areaHistory.Milliseconds()
+		for start := range l.buckets {
+			if start+peakBucketMs <= cut {
+				delete(l.buckets, start)
+			}
+		}
+	}
+	start := timeMs - timeMs%peakBucketMs
+	if start+peakBucketMs <= l.latest-areaHistory.Milliseconds() {
+		return
+	}
+	for _, st := range states {
+		in := st.GetIntensity()
+		if !(in >= feltIntensity) || st.GetStationId() == "" || len(st.GetStationId()) > 64 {
+			continue
+		}
+		b := l.buckets[start]
+		if b == nil {
+			b = map[string]metadb.StationPeak{}
+			l.buckets[start] = b
+		}
+		p := b[st.GetStationId()]
+		p.StationID = st.GetStationId()
+		p.Intensity = max(p.Intensity, min(in, 10))
+		p.PGAGal = max(p.PGAGal, bounded(st.GetPga(), 10_000))
+		p.PGVCms = max(p.PGVCms, bounded(st.GetPgv(), 1_000))
+		b[p.StationID] = p
+	}
+}
+
+// bounded is v within [0, hi], 0 when it is not a number.
+func bounded(v, hi float32) float32 {
+	if !(v >= 0) {
+		return 0
+	}
+	return min(v, hi)
+}
+
+// max returns each station's highest values over the buckets that
+// overlap [from, to], by station ID.
+func (l *peakLog) max(from, to int64) []metadb.StationPeak {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	peaks := map[string]metadb.StationPeak{}
+	for start, b := range l.buckets {
+		if start+peakBucketMs <= from || start > to {
+			continue
+		}
+		for id, p := range b {
+			q, ok := peaks[id]
+			if !ok {
+				peaks[id] = p
+				continue
+			}
+			q.PGAGal, q.PGVCms, q.Intensity = max(q.PGAGal, p.PGAGal), max(q.PGVCms, p.PGVCms), max(q.Intensity, p.Intensity)
+			peaks[id] = q
+		}
+	}
+	out := slices.Collect(maps.Values(peaks))
+	slices.SortFunc(out, func(a, b metadb.StationPeak) int { return strings.Compare(a.StationID, b.StationID) })
 	return out
 }

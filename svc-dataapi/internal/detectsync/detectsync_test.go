@@ -2,9 +2,12 @@ package detectsync
 
 import (
 	"fmt"
+	"math"
 	"regexp"
+	"slices"
 	"testing"
 
+	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/metadb"
 )
 
@@ -57,5 +60,31 @@ func TestReportOfAndAreas(t *testing.T) {
 	l.add(9000+areaHistory.Milliseconds(), nil)
 	if len(l.entries) != 2 {
 		t.Fatalf("%d entries kept past the history", len(l.entries))
+	}
+}
+
+// TestPeakLog: the stations that felt something (level 1 or more) at each
+// snapshot, each at its highest over the buckets the span touches, values
+// bounded as the database bounds them; older buckets are forgotten.
+func TestPeakLog(t *testing.T) {
+	t.Parallel()
+	st := func(id string, pga, pgv, in float32) *rtsv1.StationState {
+		return &rtsv1.StationState{StationId: id, Pga: pga, Pgv: pgv, Intensity: in}
+	}
+	var l peakLog
+	l.add(10_000, []*rtsv1.StationState{st("A", 20, 1, 2.1), st("quiet", 0.5, 0.01, 0.2), st("", 9, 9, 9)})
+	l.add(10_500, []*rtsv1.StationState{st("A", 35, 0.8, 2.4), st("B", float32(math.NaN()), 2e6, 40)})
+	l.add(30_000, []*rtsv1.StationState{st("A", 500, 30, 5.5)}) // another event, later
+	got := l.max(10_000, 12_000)
+	want := []metadb.StationPeak{{StationID: "A", PGAGal: 35, PGVCms: 1, Intensity: 2.4}, {StationID: "B", PGAGal: 0, PGVCms: 1000, Intensity: 10}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("peaks %+v, want %+v", got, want)
+	}
+	if got := l.max(29_000, 31_000); len(got) != 1 || got[0].PGAGal != 500 {
+		t.Fatalf("the later span: %+v", got)
+	}
+	l.add(30_000+areaHistory.Milliseconds(), nil)
+	if got := l.max(0, 20_000); len(got) != 0 {
+		t.Fatalf("%+v kept past the history", got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,7 +91,12 @@ var spec = &fdsn.Spec{Params: []fdsn.Param{
 type Store interface {
 	ListReports(ctx context.Context, f metadb.ReportFilter) ([]metadb.Report, error)
 	GetReport(ctx context.Context, id string) (*metadb.Report, error)
+	ReportStations(ctx context.Context, ids []string) (map[string][]metadb.StationPeak, error)
 }
+
+// MaxPeaks bounds the station peaks one answer with includearrivals=true
+// carries (three amplitudes each).
+const MaxPeaks = 100_000
 
 // Handler serves the service.
 type Handler struct {
@@ -155,15 +161,54 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		writeText(w, events)
 		return
 	}
+	var peaks map[string][]metadb.StationPeak
+	if q.Bool("includearrivals") {
+		if peaks, err = h.peaks(ctx, events); err != nil {
+			if fdsn.StatusOf(err) == http.StatusInternalServerError {
+				h.log.WarnContext(r.Context(), "fdsnws-event: reading the station peaks failed", slog.Any("error", err))
+				w.Header().Set("Retry-After", "5")
+				h.fail(w, r, http.StatusServiceUnavailable, "the metadata database did not answer in time")
+				return
+			}
+			h.fail(w, r, fdsn.StatusOf(err), err.Error())
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/xml")
 	bw := bufio.NewWriterSize(w, 64<<10)
-	if err := writeQuakeML(bw, h.now(), events); err != nil {
+	if err := writeQuakeML(bw, h.now(), events, peaks); err != nil {
 		h.log.DebugContext(r.Context(), "quakeml cut short", slog.Any("error", err)) // the client went away
 		return
 	}
 	if err := bw.Flush(); err != nil {
 		h.log.DebugContext(r.Context(), "quakeml cut short", slog.Any("error", err))
 	}
+}
+
+// peaks reads the station peaks of events, a page of reports at a time,
+// up to MaxPeaks in all.
+func (h *Handler) peaks(ctx context.Context, events []metadb.Report) (map[string][]metadb.StationPeak, error) {
+	out := map[string][]metadb.StationPeak{}
+	n := 0
+	for page := range slices.Chunk(events, metadb.MaxPage) {
+		ids := make([]string, len(page))
+		for i := range page {
+			ids[i] = page[i].ID
+		}
+		got, err := h.store.ReportStations(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for id, p := range got {
+			out[id] = p
+			n += len(p)
+		}
+		if n > MaxPeaks {
+			return nil, &fdsn.Error{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf(
+				"includearrivals=true: the events selected have more than %d station amplitudes; narrow the query or ask without them", MaxPeaks)}
+		}
+	}
+	return out, nil
 }
 
 // collect reads the reports the request selects, in its order, after its
@@ -326,6 +371,7 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 %scatalogs, %scontributors, %sversion, %sapplication.wadl
 
 Magnitude types: %s (the network trigger's, from station intensities), %s (a posted report's).
+includearrivals=true adds the stations' amplitudes of a triggered report: PGA, PGV, JMA intensity.
 Times are UTC, YYYY-MM-DDThh:mm:ss[.ssssss]; offset counts from 1; nodata=204 (default) or 404.
 An answer holds at most %d events: page with limit and offset.
 `, Version, base, base, base, base, base, base, MagTypeIntensity, MagTypeUnknown, MaxEvents)

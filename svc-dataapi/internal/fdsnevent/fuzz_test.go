@@ -38,6 +38,21 @@ func (p pages) GetReport(_ context.Context, id string) (*metadb.Report, error) {
 	return nil, metadb.ErrNotFound
 }
 
+// ReportStations gives the first report two stations' peaks, one of a
+// station no longer registered (no codes).
+func (p pages) ReportStations(_ context.Context, ids []string) (map[string][]metadb.StationPeak, error) {
+	out := map[string][]metadb.StationPeak{}
+	for _, id := range ids {
+		if len(p) > 0 && id == p[0].ID {
+			out[id] = []metadb.StationPeak{
+				{StationID: "HUA-01", PGAGal: 412.5, PGVCms: 38.25, Intensity: 5.71, Network: "SH", Station: "HUA01", Location: "00"},
+				{StationID: "gone", PGAGal: 1, PGVCms: 0.1, Intensity: 0.6},
+			}
+		}
+	}
+	return out, nil
+}
+
 // fuzzReports are reports with what a QuakeML or text writer must escape:
 // markup and separators in the place name, a report posted by hand and
 // one of the trigger, at the antimeridian and the poles.
@@ -60,7 +75,8 @@ func FuzzQuery(f *testing.F) {
 	for _, s := range []string{"", "format=text", "minmag=4&orderby=magnitude", "eventid=posted-1",
 		"lat=23.7&lon=121.6&maxradius=1", "minlon=170&maxlon=-170", "starttime=2024-04-01&endtime=2024-04-03T00:00:00",
 		"limit=1&offset=2", "updatedafter=2024-04-02T23:59:00", "magtype=Mi&format=text", "nodata=404&minmag=11",
-		"catalog=other", "orderby=bogus", "limit=0", "starttime=%00", "mindepth=-10&maxdepth=1000"} {
+		"catalog=other", "orderby=bogus", "limit=0", "starttime=%00", "mindepth=-10&maxdepth=1000", "includearrivals=true",
+		"eventid=113000-2024-0403-075809-18&includearrivals=1"} {
 		f.Add(s)
 	}
 	h := New(fuzzReports(), time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -3,6 +3,8 @@ package fdsnevent
 import (
 	"encoding/xml"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"shindo.dev/lib/metadb"
@@ -32,6 +34,67 @@ type event struct {
 	Creation             creation    `xml:"creationInfo"`
 	Origin               origin      `xml:"origin"`
 	Magnitude            magnitude   `xml:"magnitude"`
+	Amplitudes           []amplitude `xml:"amplitude"`
+}
+
+// amplitude is one station's peak of one kind during the event.
+type amplitude struct {
+	PublicID       string     `xml:"publicID,attr"`
+	Generic        value      `xml:"genericAmplitude"`
+	Type           string     `xml:"type"`
+	Category       string     `xml:"category"`
+	Unit           string     `xml:"unit"`
+	WaveformID     waveformID `xml:"waveformID"`
+	EvaluationMode string     `xml:"evaluationMode"`
+	Creation       creation   `xml:"creationInfo"`
+}
+
+type waveformID struct {
+	Network  string `xml:"networkCode,attr"`
+	Station  string `xml:"stationCode,attr"`
+	Location string `xml:"locationCode,attr"`
+}
+
+// Amplitude types: a station's peaks over the three components of its
+// accelerometer, in SI units as QuakeML wants them, and its real-time JMA
+// intensity.
+const (
+	AmpPGA       = "PGA"
+	AmpPGV       = "PGV"
+	AmpIntensity = "JMA intensity"
+)
+
+// amplitudes are the QuakeML amplitudes of a report's station peaks; a
+// station no longer registered, whose codes are unknown, has none.
+func amplitudes(r *metadb.Report, peaks []metadb.StationPeak, made creation) []amplitude {
+	var out []amplitude
+	for _, p := range peaks {
+		if p.Network == "" || p.Station == "" {
+			continue
+		}
+		wid := waveformID{Network: p.Network, Station: p.Station, Location: p.Location}
+		for _, a := range [...]struct {
+			kind, unit string
+			v          float64
+		}{
+			{AmpPGA, "m/(s*s)", float64(p.PGAGal) / 100},
+			{AmpPGV, "m/s", float64(p.PGVCms) / 100},
+			{AmpIntensity, "dimensionless", float64(p.Intensity)},
+		} {
+			out = append(out, amplitude{
+				PublicID: resourceID("amplitude", r.ID+"/"+p.StationID+"/"+strings.ReplaceAll(a.kind, " ", "-")),
+				Generic:  value{roundSig(a.v)}, Type: a.kind, Category: "point", Unit: a.unit, WaveformID: wid,
+				EvaluationMode: "automatic", Creation: made,
+			})
+		}
+	}
+	return out
+}
+
+// roundSig rounds to 6 significant digits: a float32 peak's worth.
+func roundSig(v float64) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	return f
 }
 
 type description struct {
@@ -72,8 +135,10 @@ type magnitude struct {
 	Creation       creation `xml:"creationInfo"`
 }
 
-// writeQuakeML writes the events as a QuakeML 1.2 document made now.
-func writeQuakeML(w io.Writer, now time.Time, events []metadb.Report) error {
+// writeQuakeML writes the events as a QuakeML 1.2 document made now, with
+// the amplitudes of the station peaks in peaks (by report ID; nil for
+// none).
+func writeQuakeML(w io.Writer, now time.Time, events []metadb.Report, peaks map[string][]metadb.StationPeak) error {
 	doc := eventParameters{PublicID: "smi:" + Catalog + "/fdsnws/event/1/query", Creation: creation{AgencyID: Catalog, CreationTime: xmlTime(now)}}
 	for i := range events {
 		r := &events[i]
@@ -91,6 +156,7 @@ func writeQuakeML(w io.Writer, now time.Time, events []metadb.Report) error {
 				EvaluationMode: mode, Creation: made},
 			Magnitude: magnitude{PublicID: magID, Mag: value{r.Magnitude}, Type: magnitudeType(r), OriginID: originID,
 				EvaluationMode: mode, Creation: made},
+			Amplitudes: amplitudes(r, peaks[r.ID], made),
 		})
 	}
 	if _, err := io.WriteString(w, xml.Header+`<q:quakeml xmlns:q="`+nsQuakeML+`" xmlns="`+nsBED+`">`+"\n"); err != nil {
