@@ -6,6 +6,7 @@ import (
 	"time"
 
 	stationv1 "shindo.dev/gen/shindo/station/v1"
+	"shindo.dev/seismo/pwave"
 )
 
 // Bounds on a frame's values: beyond them no ground motion, and no honest
@@ -61,8 +62,10 @@ func pBounded(w *stationv1.PWave, endMs int64, within func(float32, float64, flo
 	if w == nil {
 		return true
 	}
+	// A pick is reported for pwave.HoldMs, the frame ending up to a frame
+	// after that.
 	age := endMs - w.GetOnsetMs()
-	return age >= 0 && age <= maxPAgeMs && w.GetWindowMs() <= maxPWindowMs &&
+	return age >= 0 && age <= pwave.HoldMs+1000 && w.GetWindowMs() <= pwave.WindowMs &&
 		within(w.GetPdCm(), 0, maxPdCm) && within(w.GetTaucS(), 0, maxTauCS)
 }
 

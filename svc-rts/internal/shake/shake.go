@@ -690,7 +690,7 @@ func (e *Engine) triggersAt(u int64) ([]detect.Trigger, []detect.LongPeriod) {
 // Bounds of a frame's P-wave measurement (ingest refuses a packet beyond
 // them; the engine does not rely on it).
 const (
-	maxPAgeMs = 61_000 // seismo/pwave reports a pick for a minute
+	maxPAgeMs = pwave.HoldMs + 1000 // a pick is reported for pwave.HoldMs; its frame ends up to a frame later
 	MaxPdCm   = 1000
 	MaxTauCS  = 100
 )
