@@ -173,6 +173,15 @@ type Trigger struct {
 	P         PWave   // the P-wave measurement of that frame, zero for none
 }
 
+// Picked is a station that picked a P wave at a tick without being
+// triggered: its shaking is still below the alert level, because it is far
+// or the event young, but the time of its pick helps place the event.
+type Picked struct {
+	Station  string
+	Lat, Lon float64
+	OnsetMs  int64 // the pick, Unix ms
+}
+
 // PWave is a station's own measurement of the first seconds of a wave it
 // picked (station.v1.PWave, seismo/pwave).
 type PWave struct {
@@ -254,9 +263,13 @@ type member struct {
 }
 
 type event struct {
-	pub           Detection
-	members       map[string]member
-	longPeriod    map[string]float32 // highest Sva of the stations attributed to it
+	pub        Detection
+	members    map[string]member
+	longPeriod map[string]float32 // highest Sva of the stations attributed to it
+	// picked are the P picks of stations not triggered that its wave
+	// explains (timing), by pick then station ID. They are derived anew
+	// from every tick's input, so they are not saved.
+	picked        []Picked
 	lastTriggered int64
 	finalAt       int64
 	stale         bool // inputs of the estimate changed since it was made
@@ -282,6 +295,7 @@ func (s *State) Clone() *State {
 		e := *ev
 		e.members = maps.Clone(ev.members)
 		e.longPeriod = maps.Clone(ev.longPeriod)
+		e.picked = slices.Clone(ev.picked)
 		c.events[i] = &e
 	}
 	return c
@@ -331,9 +345,9 @@ func (s *State) Detections() []Detection {
 }
 
 // Step advances the state to tick t (Unix ms), given the stations
-// triggered at t and those showing long-period ground motion. trig is
-// sorted by station ID in place.
-func (s *State) Step(t int64, trig []Trigger, lp []LongPeriod) {
+// triggered at t, those showing long-period ground motion, and those with a
+// P pick that are not triggered. trig is sorted by station ID in place.
+func (s *State) Step(t int64, trig []Trigger, lp []LongPeriod, picked []Picked) {
 	slices.SortFunc(trig, func(a, b Trigger) int { return cmp.Compare(a.Station, b.Station) })
 	trig = slices.CompactFunc(trig, func(a, b Trigger) bool { return a.Station == b.Station })
 	index := make(map[string]int, len(trig))
@@ -382,7 +396,69 @@ func (s *State) Step(t int64, trig []Trigger, lp []LongPeriod) {
 		}
 	}
 	s.attribute(lp)
+	s.timing(picked)
 	s.lifecycle(t)
+}
+
+// Picks of stations not triggered (timing).
+const (
+	// maxPicked is the most such picks one detection's estimate takes.
+	maxPicked = 24
+	// pickedSlackMs is how much later (or earlier) than the P wave could
+	// have arrived from a detection's earliest pick such a pick may lie.
+	pickedSlackMs = 500
+)
+
+// timing gives each open detection the P picks of stations not triggered
+// that its wave can explain, and marks its estimate stale when they
+// change. A detection's first alert comes from its first three or four
+// triggered stations; where they stand on one side of it (an event at
+// sea, seen from the coast), their three picks leave its distance to the
+// trade-off with its origin time, and the amplitudes, scattered from
+// station to station, decide it (the Hualien M7.4 placed 17 km south on
+// Lin (2009)'s motion). Stations further out have picked the same P wave
+// by then without shaking enough to trigger, and their picks close the
+// trade-off. A pick is taken when it lies within RadiusKm of the member
+// with the earliest pick and no earlier or later than the P wave could
+// have taken between the two (distance / VP, and pickedSlackMs): a pick of
+// another event or of noise seldom passes. The earliest maxPicked are
+// kept; they enter the timing only (estimate.go).
+func (s *State) timing(picked []Picked) {
+	for _, ev := range s.events {
+		if ev.pub.Final {
+			continue
+		}
+		refID, ref := "", member{}
+		for id, m := range ev.members {
+			if m.p.OnsetMs != 0 && (refID == "" || m.p.OnsetMs < ref.p.OnsetMs || (m.p.OnsetMs == ref.p.OnsetMs && id < refID)) {
+				refID, ref = id, m
+			}
+		}
+		var take []Picked
+		if refID != "" {
+			for _, p := range picked {
+				if _, member := ev.members[p.Station]; member {
+					continue
+				}
+				km := distKm(ref.lat, ref.lon, p.Lat, p.Lon)
+				if km > s.cfg.RadiusKm {
+					continue
+				}
+				reach := km/velocities[0]*1000 + pickedSlackMs
+				if d := float64(p.OnsetMs - ref.p.OnsetMs); d > reach || d < -reach {
+					continue
+				}
+				take = append(take, p)
+			}
+			slices.SortFunc(take, func(a, b Picked) int {
+				return cmp.Or(cmp.Compare(a.OnsetMs, b.OnsetMs), cmp.Compare(a.Station, b.Station))
+			})
+			take = take[:min(len(take), maxPicked)]
+		}
+		if !slices.Equal(take, ev.picked) {
+			ev.picked, ev.stale = take, true
+		}
+	}
 }
 
 // attribute gives each long-period station to the open detection whose
@@ -775,7 +851,7 @@ func (s *State) estimate(ev *event, d *Detection) {
 		obs = append(obs, observation{id: id, lat: m.lat, lon: m.lon, onset: m.onset, pick: m.p.OnsetMs, peak: jma.Reported(float64(m.peak))})
 		maxLevel = max(maxLevel, uint32(jma.ClassOf(float64(m.peak)).Level()))
 	}
-	e := locate(obs, s.cfg.DepthKm)
+	e := locate(obs, pickObservations(ev.picked), s.cfg.DepthKm)
 	d.Stations = len(ev.members)
 	d.MaxLevel = maxLevel
 	d.OriginMs = int64(math.Round(float64(e.originMs)/100)) * 100

@@ -33,7 +33,7 @@ func run(cfg Config, ticks int, triggers func(tick int) []Trigger) [][]Detection
 	s := New(cfg)
 	var out [][]Detection
 	for k := range ticks {
-		s.Step(t0+int64(k)*500, triggers(k), nil)
+		s.Step(t0+int64(k)*500, triggers(k), nil, nil)
 		out = append(out, s.Detections())
 	}
 	return out
@@ -178,19 +178,19 @@ func TestMaxLevelAndEstimatesFollowPeaks(t *testing.T) {
 	t.Parallel()
 	s := New(Config{})
 	trig := []Trigger{at("A", 0, 0, 2), at("B", 20, 0, 2), at("C", 0, 20, 2)}
-	s.Step(t0, slices.Clone(trig), nil)
+	s.Step(t0, slices.Clone(trig), nil, nil)
 	d := s.Detections()[0]
 	if d.MaxLevel != 2 {
 		t.Fatalf("max level %d, want 2", d.MaxLevel)
 	}
 	trig[1].Intensity = 4.6 // 5-
-	s.Step(t0+500, slices.Clone(trig), nil)
+	s.Step(t0+500, slices.Clone(trig), nil, nil)
 	if d := s.Detections()[0]; d.MaxLevel != 5 || d.Serial != 2 {
 		t.Fatalf("after a rise: %+v", d)
 	}
 	// A fall does not lower the level: it is the highest seen.
 	trig[1].Intensity = 2
-	s.Step(t0+1000, slices.Clone(trig), nil)
+	s.Step(t0+1000, slices.Clone(trig), nil, nil)
 	if d := s.Detections()[0]; d.MaxLevel != 5 || d.Serial != 2 {
 		t.Fatalf("after a fall: %+v", d)
 	}
@@ -264,14 +264,14 @@ func TestCloneIsIndependent(t *testing.T) {
 	t.Parallel()
 	s := New(Config{})
 	trig := []Trigger{at("A", 0, 0, 2), at("B", 20, 0, 2), at("C", 0, 20, 2)}
-	s.Step(t0, slices.Clone(trig), nil)
+	s.Step(t0, slices.Clone(trig), nil, nil)
 	c := s.Clone()
 	before := c.Detections()
-	s.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)), nil)
+	s.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)), nil, nil)
 	if !reflect.DeepEqual(c.Detections(), before) {
 		t.Fatal("stepping the original changed the clone")
 	}
-	c.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)), nil)
+	c.Step(t0+500, append(slices.Clone(trig), at("D", 10, 10, 5)), nil, nil)
 	if !reflect.DeepEqual(c.Detections(), s.Detections()) {
 		t.Fatal("clone and original diverged on the same input")
 	}
@@ -291,7 +291,7 @@ func TestLocateRecoversModelEvent(t *testing.T) {
 		onset := t0 + int64(math.Round((r/m.BetaKmS+triggerLatencyS)/0.5))*500
 		obs = append(obs, observation{id: strconv.Itoa(i), lat: p[0], lon: p[1], onset: onset, peak: jma.Reported(PredictIntensity(ev.Mag, r))})
 	}
-	e := locate(obs, DefaultDepthKm)
+	e := locate(obs, nil, DefaultDepthKm)
 	if d := distKm(e.lat, e.lon, ev.Lat, ev.Lon); d > 5 {
 		t.Errorf("epicentre %.3f %.3f is %.1f km off", e.lat, e.lon, d)
 	}
@@ -337,9 +337,22 @@ func BenchmarkLocate(b *testing.B) {
 	for i := range 2000 {
 		obs = append(obs, observation{id: strconv.Itoa(i), lat: 22 + 3*r.Float64(), lon: 120 + 2*r.Float64(), onset: t0 + int64(r.IntN(60))*500, peak: 1.5 + 3*r.Float64()})
 	}
-	for b.Loop() {
-		locate(obs, DefaultDepthKm)
+	// The most picks of stations not triggered an estimate takes
+	// (timing): they add to its timing fit only.
+	var picked []observation
+	for i := range maxPicked {
+		picked = append(picked, observation{id: "P" + strconv.Itoa(i), lat: 22 + 3*r.Float64(), lon: 120 + 2*r.Float64(), pick: t0 + int64(r.IntN(30_000))})
 	}
+	b.Run("members", func(b *testing.B) {
+		for b.Loop() {
+			locate(obs, nil, DefaultDepthKm)
+		}
+	})
+	b.Run("members+picked", func(b *testing.B) {
+		for b.Loop() {
+			locate(obs, picked, DefaultDepthKm)
+		}
+	})
 }
 
 // TestFlash: the intensity flash lists the members' townships at the
@@ -355,7 +368,7 @@ func TestFlash(t *testing.T) {
 	}
 	s := New(Config{})
 	trig := []Trigger{with(at("A", 0, 0, 2.6), 970), with(at("B", 20, 0, 3.6), 970), with(at("C", 0, 20, 4.6), 971)}
-	s.Step(t0, slices.Clone(trig), nil)
+	s.Step(t0, slices.Clone(trig), nil, nil)
 	d := s.Detections()
 	if len(d) != 1 || d[0].Flash == nil {
 		t.Fatalf("detections %+v", d)
@@ -369,7 +382,7 @@ func TestFlash(t *testing.T) {
 	// Same levels, a long-period station that is not triggered, and one
 	// below class 1: the areas and the detection's serial stay; the flash
 	// gains the station.
-	s.Step(t0+500, slices.Clone(trig), []LongPeriod{lp("L", 5, 5, 16.2), lp("Q", 6, 6, 4.9)})
+	s.Step(t0+500, slices.Clone(trig), []LongPeriod{lp("L", 5, 5, 16.2), lp("Q", 6, 6, 4.9)}, nil)
 	d = s.Detections()
 	if g := d[0].Flash; g.Serial != 1 || !slices.Equal(g.Areas, f.Areas) || !slices.Equal(g.LPGM, []StationLPGM{{"L", 2, 16.2}}) {
 		t.Fatalf("second flash %+v", g)
@@ -379,7 +392,7 @@ func TestFlash(t *testing.T) {
 	}
 	// A level rises: the flash serial moves.
 	trig[0].Intensity = 5.2 // 5+
-	s.Step(t0+1000, slices.Clone(trig), []LongPeriod{lp("L", 5, 5, 12)})
+	s.Step(t0+1000, slices.Clone(trig), []LongPeriod{lp("L", 5, 5, 12)}, nil)
 	g := s.Detections()[0].Flash
 	if g.Serial != 2 || !slices.Equal(g.Areas, []AreaLevel{{970, 6}, {971, 5}}) || g.LPGM[0].SvaCms != 16.2 {
 		t.Fatalf("third flash %+v", g)
@@ -388,10 +401,10 @@ func TestFlash(t *testing.T) {
 	tick := t0 + 1000
 	for s.Detections()[0].Final == false {
 		tick += 500
-		s.Step(tick, nil, nil)
+		s.Step(tick, nil, nil, nil)
 	}
 	final := s.Detections()[0].Flash
-	s.Step(tick+500, nil, []LongPeriod{lp("M", 1, 1, 120)})
+	s.Step(tick+500, nil, []LongPeriod{lp("M", 1, 1, 120)}, nil)
 	if got := s.Detections()[0].Flash; !reflect.DeepEqual(got, final) {
 		t.Fatalf("a final flash changed: %+v", got)
 	}
@@ -606,7 +619,7 @@ func TestLocateWithPicks(t *testing.T) {
 		pick := t0 + 300 + int64(math.Round(r/m.AlphaKmS*1000))
 		obs = append(obs, observation{id: strconv.Itoa(i), lat: p[0], lon: p[1], onset: onset, pick: pick, peak: jma.Reported(PredictIntensity(ev.Mag, r))})
 	}
-	e := locate(obs, DefaultDepthKm)
+	e := locate(obs, nil, DefaultDepthKm)
 	if d := distKm(e.lat, e.lon, ev.Lat, ev.Lon); d > 2 {
 		t.Errorf("epicentre %.3f %.3f is %.1f km off", e.lat, e.lon, d)
 	}
@@ -637,5 +650,80 @@ func TestTakeP(t *testing.T) {
 		if got := m.takeP(s.w); got != s.stale || m.p != s.keep {
 			t.Errorf("step %d: takeP(%+v) = %t, kept %+v; want %t, %+v", i, s.w, got, m.p, s.stale, s.keep)
 		}
+	}
+}
+
+// TestPickedStationsPlaceAnEventSeenFromOneSide: an event at sea whose
+// three triggered stations stand on the coast west of it, their
+// intensities scattered as real stations' are, is misplaced by them alone
+// (their picks leave distance and origin time to trade off, and the
+// amplitudes decide); the P picks of stations further inland, not
+// triggered yet, place it. A pick the P wave cannot have made (seconds
+// before it could reach the station) is not taken, and a member's own
+// pick is not counted twice.
+func TestPickedStationsPlaceAnEventSeenFromOneSide(t *testing.T) {
+	t.Parallel()
+	m := synth.DefaultModel()
+	epi := at("", 30, 0, 0) // 30 km east of the coast
+	ev := synth.Event{Lat: epi.Lat, Lon: epi.Lon, DepthKm: DefaultDepthKm, Mag: 6}
+	originMs := t0 - 6000
+	arrival := func(tr Trigger) int64 {
+		r := ev.HypocentralKm(synth.Position{Lat: tr.Lat, Lon: tr.Lon})
+		return originMs + int64(math.Round(r/m.AlphaKmS*1000))
+	}
+	var trig []Trigger
+	for _, s := range []struct {
+		id      string
+		x, y    float64
+		scatter float64
+	}{{"A", 0, 0, 0.6}, {"B", 0, 15, -0.5}, {"C", -5, -12, 0.4}} {
+		tr := at(s.id, s.x, s.y, 0)
+		r := ev.HypocentralKm(synth.Position{Lat: tr.Lat, Lon: tr.Lon})
+		tr.Intensity = float32(PredictIntensity(ev.Mag, r) + s.scatter)
+		tr.P = PWave{OnsetMs: arrival(tr), WindowMs: 1000}
+		trig = append(trig, tr)
+	}
+	var inland []Picked
+	for i, p := range [][2]float64{{-15, 5}, {-10, 25}, {-20, -20}, {5, 35}, {5, -30}, {-25, 10}} {
+		tr := at("P"+strconv.Itoa(i), p[0], p[1], 0)
+		inland = append(inland, Picked{Station: tr.Station, Lat: tr.Lat, Lon: tr.Lon, OnsetMs: arrival(tr)})
+	}
+	noise := at("N", -10, -5, 0)
+	early := Picked{Station: "N", Lat: noise.Lat, Lon: noise.Lon, OnsetMs: arrival(noise) - 8000}
+	member := Picked{Station: "A", Lat: trig[0].Lat, Lon: trig[0].Lon, OnsetMs: trig[0].P.OnsetMs - 3000}
+
+	detection := func(picked []Picked) Detection {
+		s := New(Config{})
+		s.Step(t0, slices.Clone(trig), nil, picked)
+		ds := s.Detections()
+		if len(ds) != 1 {
+			t.Fatalf("%d detections, want 1", len(ds))
+		}
+		return ds[0]
+	}
+	alone := detection(nil)
+	if km := distKm(alone.Lat, alone.Lon, ev.Lat, ev.Lon); km <= 10 {
+		t.Fatalf("the members alone place it %.1f km off: the trade-off this test is about is gone", km)
+	}
+	picked := detection(inland)
+	t.Logf("members alone: %.1f km off; with the inland picks: %.1f km", distKm(alone.Lat, alone.Lon, ev.Lat, ev.Lon), distKm(picked.Lat, picked.Lon, ev.Lat, ev.Lon))
+	if km := distKm(picked.Lat, picked.Lon, ev.Lat, ev.Lon); km > 5 {
+		t.Errorf("with the inland picks the epicentre is %.1f km off, want ≤ 5 (members alone: %.1f km)",
+			km, distKm(alone.Lat, alone.Lon, ev.Lat, ev.Lon))
+	}
+	if d := picked.OriginMs - originMs; d < -500 || d > 500 {
+		t.Errorf("origin %+d ms off", d)
+	}
+	if got := detection([]Picked{early, member}); got != alone {
+		t.Errorf("an impossible pick and a member's moved the estimate: %+v, members alone %+v", got, alone)
+	}
+
+	// The picks arrive a tick after the founding: the estimate is made
+	// again with them.
+	s := New(Config{})
+	s.Step(t0, slices.Clone(trig), nil, nil)
+	s.Step(t0+500, slices.Clone(trig), nil, inland)
+	if got := s.Detections()[0]; got.Lat != picked.Lat || got.Lon != picked.Lon || got.Serial == 0 {
+		t.Errorf("after the picks came: %+v, want the epicentre %.2f %.2f at a new serial", got, picked.Lat, picked.Lon)
 	}
 }

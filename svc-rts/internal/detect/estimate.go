@@ -26,7 +26,10 @@ import (
 //     with σ = 0.7 s, and otherwise its onset less the trigger latency,
 //     with σ = 1 s (a pick is timed to the sample; an onset to the tick,
 //     and it lags the arrival by as long as the intensity takes to rise).
-//     A station triggers on
+//     The P picks of stations not triggered yet that the detection's
+//     wave can explain (State.timing) enter this fit too, with the picks'
+//     σ, and not the amplitudes': they place an event its first triggered
+//     stations see from one side only. A station triggers on
 //     the P wave when it is near a large event and on the S wave when it
 //     is far or the event small, so each onset is explained by whichever
 //     of the two lies nearer the common origin. (With one phase for all,
@@ -37,7 +40,8 @@ import (
 // The search runs on a flat map around the earliest station: ±100 km in
 // 10 km steps, then ±10 km in 2 km steps and ±2 km in 0.5 km steps around
 // the best point. It uses at most 48 stations, the 24 earliest and 24
-// spread evenly over the rest (by onset, then ID), so its cost is bounded.
+// spread evenly over the rest (by onset, then ID), and at most 24 picks of
+// stations not triggered, so its cost is bounded.
 // Depth is fixed (Config.DepthKm). The trigger latency is 1.5 s: the
 // real-time intensity's 1 s hold-back plus half a frame, and the time it
 // takes to rise. The
@@ -70,6 +74,15 @@ type observation struct {
 	peak     float64 // reported intensity (0.1 steps)
 }
 
+// pickObservations converts the P picks of stations not triggered for locate.
+func pickObservations(picked []Picked) []observation {
+	obs := make([]observation, len(picked))
+	for k, p := range picked {
+		obs[k] = observation{id: p.Station, lat: p.Lat, lon: p.Lon, pick: p.OnsetMs}
+	}
+	return obs
+}
+
 type estimate struct {
 	lat, lon float64
 	mag      float64
@@ -96,8 +109,10 @@ var velocities = func() [2]float64 {
 	return [2]float64{m.AlphaKmS, m.BetaKmS}
 }()
 
-// locate runs the grid search over obs (not empty), which it reorders.
-func locate(obs []observation, depthKm float64) estimate {
+// locate runs the grid search over obs (not empty), which it reorders,
+// and the P picks only of stations not triggered (pickOnly), which enter
+// its timing and not its amplitudes.
+func locate(obs, pickOnly []observation, depthKm float64) estimate {
 	slices.SortFunc(obs, func(a, b observation) int {
 		return cmp.Or(cmp.Compare(a.onset, b.onset), cmp.Compare(a.id, b.id))
 	})
@@ -110,6 +125,8 @@ func locate(obs []observation, depthKm float64) estimate {
 			sel = append(sel, rest[k*len(rest)/(maxObservations-early)])
 		}
 	}
+	amplitudes := len(sel)
+	sel = append(sel[:len(sel):len(sel)], pickOnly...)
 	ref := sel[0]
 	cosRef := math.Cos(ref.lat * radPerDeg)
 	f := fit{
@@ -118,7 +135,7 @@ func locate(obs []observation, depthKm float64) estimate {
 		y:      make([]float64, len(sel)),
 		t:      make([]float64, len(sel)),
 		tw:     make([]float64, len(sel)),
-		i:      make([]float64, len(sel)),
+		i:      make([]float64, amplitudes),
 		r:      make([]float64, len(sel)),
 		j:      make([]int, len(sel)),
 		w:      make([]float64, len(sel)),
@@ -128,10 +145,12 @@ func locate(obs []observation, depthKm float64) estimate {
 		f.x[k] = (o.lon - ref.lon) * kmPerDeg * cosRef
 		f.y[k] = (o.lat - ref.lat) * kmPerDeg
 		f.t[k], f.tw[k] = float64(o.onset-ref.onset)/1000-triggerLatencyS, 1
-		if lead := o.onset - o.pick; o.pick != 0 && lead <= maxPickLeadMs && lead >= -maxPickLagMs {
+		if lead := o.onset - o.pick; o.pick != 0 && (k >= amplitudes || lead <= maxPickLeadMs && lead >= -maxPickLagMs) {
 			f.t[k], f.tw[k] = float64(o.pick-ref.onset)/1000, (sigmaTimeS*sigmaTimeS)/(sigmaPickS*sigmaPickS)
 		}
-		f.i[k] = o.peak
+		if k < amplitudes {
+			f.i[k] = o.peak
+		}
 	}
 	var bx, by float64
 	best := result{cost: math.Inf(1)}

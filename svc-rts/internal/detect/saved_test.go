@@ -4,13 +4,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
 // TestRestoredStateContinuesAlike: a state saved and restored mid-event
-// (long-period stations, a final detection and an open one in it) steps on
+// (long-period stations, picks of stations not triggered, a final
+// detection and an open one in it) steps on
 // exactly as the original does — what lets a core that adopts its peer's
 // state go on naming events as the peer does.
 func TestRestoredStateContinuesAlike(t *testing.T) {
@@ -18,7 +20,9 @@ func TestRestoredStateContinuesAlike(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	var sched []timed
 	for i := range 40 {
-		sched = append(sched, timed{at("S"+strconv.Itoa(i), r.Float64()*150, r.Float64()*150, float32(1.5+r.Float64()*4)), r.IntN(60), 40 + r.IntN(80)})
+		tm := timed{at("S"+strconv.Itoa(i), r.Float64()*150, r.Float64()*150, float32(1.5+r.Float64()*4)), r.IntN(60), 40 + r.IntN(80)}
+		tm.tr.P = PWave{OnsetMs: t0 + int64(tm.start)*500 - 1000, WindowMs: 1000}
+		sched = append(sched, tm)
 	}
 	trig := schedule(sched...)
 	long := func(k int) []LongPeriod {
@@ -28,14 +32,28 @@ func TestRestoredStateContinuesAlike(t *testing.T) {
 		tr := at("S"+strconv.Itoa(k%40), 30, 30, 0)
 		return []LongPeriod{{Station: tr.Station, Lat: tr.Lat, Lon: tr.Lon, SvaCms: float32(5 + k%20)}}
 	}
+	// Stations not triggered that picked a P wave: they are not saved,
+	// and the restored state takes them from the next tick's input.
+	picked := func(k int) []Picked {
+		var ps []Picked
+		for i, tm := range sched {
+			if k < tm.start-5 || k > tm.start+100 {
+				continue
+			}
+			q := at("Q"+strconv.Itoa(i), 0, 0, 0)
+			q.Lat, q.Lon = tm.tr.Lat, tm.tr.Lon+0.05 // 5 km east of its neighbour
+			ps = append(ps, Picked{Station: q.Station, Lat: q.Lat, Lon: q.Lon, OnsetMs: tm.tr.P.OnsetMs + 500})
+		}
+		return ps
+	}
 	orig := New(Config{})
 	var restored *State
 	checked := 0
 	for k := range 200 {
 		tick := t0 + int64(k)*500
-		orig.Step(tick, trig(k), long(k))
+		orig.Step(tick, trig(k), long(k), picked(k))
 		if restored != nil {
-			restored.Step(tick, trig(k), long(k))
+			restored.Step(tick, trig(k), long(k), picked(k))
 			if got, want := restored.Detections(), orig.Detections(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("tick %d: restored state gives %+v, original %+v", k, got, want)
 			}
@@ -44,6 +62,9 @@ func TestRestoredStateContinuesAlike(t *testing.T) {
 		if k == 70 {
 			if len(orig.Detections()) == 0 {
 				t.Fatal("no detection at the tick of the save: nothing to compare")
+			}
+			if !slices.ContainsFunc(orig.events, func(ev *event) bool { return len(ev.picked) > 0 }) {
+				t.Fatal("no detection took a pick of a station not triggered: nothing to compare")
 			}
 			var err error
 			if restored, err = Restore(Config{}, orig.Save()); err != nil {
@@ -63,7 +84,7 @@ func TestRestoredStateContinuesAlike(t *testing.T) {
 func TestRestoreRefusesBadStates(t *testing.T) {
 	t.Parallel()
 	s := New(Config{})
-	s.Step(t0, []Trigger{at("A", 0, 0, 2), at("B", 20, 0, 2), at("C", 0, 20, 2)}, nil)
+	s.Step(t0, []Trigger{at("A", 0, 0, 2), at("B", 20, 0, 2), at("C", 0, 20, 2)}, nil, nil)
 	good := s.Save()
 	if len(good.Events) != 1 || len(good.Picks) != 3 {
 		t.Fatalf("setup: %d detections, %d picks", len(good.Events), len(good.Picks))

@@ -27,11 +27,11 @@ func saved(tb testing.TB) detect.Saved {
 		{Station: "S1", Lat: 22.0, Lon: 120.7, Intensity: 2}, {Station: "S2", Lat: 22.05, Lon: 120.75, Intensity: 2},
 		{Station: "S3", Lat: 22.1, Lon: 120.7, Intensity: 2},
 	}
-	s.Step(t0, south, nil)
+	s.Step(t0, south, nil, nil)
 	for k := int64(1); k < 25; k++ { // the southern one ends
-		s.Step(t0+k*500, nil, nil)
+		s.Step(t0+k*500, nil, nil, nil)
 	}
-	s.Step(t0+25*500, near, []detect.LongPeriod{{Station: "A", Lat: 23.99, Lon: 121.61, SvaCms: 17.3}})
+	s.Step(t0+25*500, near, []detect.LongPeriod{{Station: "A", Lat: 23.99, Lon: 121.61, SvaCms: 17.3}}, nil)
 	v := s.Save()
 	if len(v.Events) != 2 || !v.Events[0].Pub.Final || v.Events[1].Pub.Flash == nil || v.Events[1].Members[0].P.OnsetMs == 0 {
 		tb.Fatalf("setup: %+v", v)
@@ -88,7 +88,7 @@ func FuzzPeerState(f *testing.F) {
 		if err != nil {
 			return
 		}
-		s.Step(t0+13_000, []detect.Trigger{{Station: "A", Lat: 23.99, Lon: 121.61, Intensity: 3}}, nil)
+		s.Step(t0+13_000, []detect.Trigger{{Station: "A", Lat: 23.99, Lon: 121.61, Intensity: 3}}, nil, nil)
 		s.Detections()
 	})
 }

@@ -64,8 +64,8 @@ func state(t *testing.T) detect.Saved {
 		{Station: "B", Lat: 23.96, Lon: 121.57, Box: 18, InBox: true, Code: 973, Intensity: 3.2},
 		{Station: "C", Lat: 23.86, Lon: 121.51, Box: 18, InBox: true, Code: 974, Intensity: 2.7},
 	}
-	s.Step(t0, trig, nil)
-	s.Step(t0+500, trig, []detect.LongPeriod{{Station: "A", Lat: 23.99, Lon: 121.61, SvaCms: 17.3}})
+	s.Step(t0, trig, nil, nil)
+	s.Step(t0+500, trig, []detect.LongPeriod{{Station: "A", Lat: 23.99, Lon: 121.61, SvaCms: 17.3}}, nil)
 	v := s.Save()
 	if len(v.Events) != 1 || v.Events[0].Pub.Flash == nil || len(v.Events[0].LongPeriod) != 1 {
 		t.Fatalf("setup: %+v", v)

@@ -179,8 +179,9 @@ type station struct {
 	frames [historyLen]Frame // slot = (window_end / TickMs) % historyLen
 	newest int64
 	// lastHot is the newest window end of a frame at or above the alert
-	// intensity, or of long-period class 1 or more: the station may be
-	// triggered (or long-period) up to 3 s after it.
+	// intensity, of long-period class 1 or more, or with a P pick: the
+	// station may be triggered (or long-period, or picked) up to 3 s
+	// after it.
 	lastHot int64
 
 	// The place last returned by Locate and the box it lies in.
@@ -198,7 +199,7 @@ type Engine struct {
 	mu       sync.Mutex
 	stations map[string]*station
 	order    []*station          // the stations by ID; nil after a change
-	hot      map[string]*station // stations with a frame at or above the alert intensity lately
+	hot      map[string]*station // stations with a frame that may enter the detections lately (lastHot)
 
 	// Detection state after tick detTick (0 before the first tick), the
 	// states of the last replayTicks ticks, and the earliest tick whose
@@ -279,7 +280,7 @@ func (e *Engine) Apply(id string, f Frame) bool {
 	changed := *slot != f
 	*slot = f
 	st.newest = max(st.newest, f.WindowEndMs)
-	hot := float64(f.Intensity) >= e.cfg.AlertIntensity || longPeriod(&f)
+	hot := float64(f.Intensity) >= e.cfg.AlertIntensity || longPeriod(&f) || f.P.OnsetMs != 0
 	// A frame for a tick already stepped changes the detections only if
 	// the station may be triggered at some tick from its window end on:
 	// this frame is hot, or a hot one is less than 3 s older.
@@ -609,8 +610,8 @@ func (e *Engine) DetTick() int64 {
 
 // step advances the state to tick u; the caller keeps it.
 func (e *Engine) step(u int64) {
-	trig, long := e.triggersAt(u)
-	e.det.Step(u, trig, long)
+	trig, long, picked := e.triggersAt(u)
+	e.det.Step(u, trig, long, picked)
 	e.detTick = u
 }
 
@@ -657,10 +658,12 @@ func (e *Engine) ringAt(u int64) *detect.State {
 // triggersAt lists the stations triggered at tick u, by the same rule as
 // the snapshot's alert — the latest frame ending at or before u, no older
 // than OfflineAfterMs, at or above the alert intensity — and, by the same
-// rule, those showing long-period ground motion of class 1 or more.
-func (e *Engine) triggersAt(u int64) ([]detect.Trigger, []detect.LongPeriod) {
+// rule, those showing long-period ground motion of class 1 or more and
+// those not triggered whose frame carries a P pick.
+func (e *Engine) triggersAt(u int64) ([]detect.Trigger, []detect.LongPeriod, []detect.Picked) {
 	var trig []detect.Trigger
 	var long []detect.LongPeriod
+	var picked []detect.Picked
 	for id, st := range e.hot {
 		if st.lastHot <= u-OfflineAfterMs {
 			continue
@@ -670,7 +673,7 @@ func (e *Engine) triggersAt(u int64) ([]detect.Trigger, []detect.LongPeriod) {
 			continue
 		}
 		triggered := float64(f.Intensity) >= e.cfg.AlertIntensity
-		if !triggered && !longPeriod(f) {
+		if !triggered && !longPeriod(f) && f.P.OnsetMs == 0 {
 			continue
 		}
 		place, box, inBox, ok := e.locate(id, st)
@@ -680,11 +683,14 @@ func (e *Engine) triggersAt(u int64) ([]detect.Trigger, []detect.LongPeriod) {
 		if triggered {
 			trig = append(trig, detect.Trigger{Station: id, Lat: place.Lat, Lon: place.Lon, Box: box, InBox: inBox, Code: place.Code, Intensity: f.Intensity, P: f.P})
 		}
+		if !triggered && f.P.OnsetMs != 0 {
+			picked = append(picked, detect.Picked{Station: id, Lat: place.Lat, Lon: place.Lon, OnsetMs: f.P.OnsetMs})
+		}
 		if longPeriod(f) {
 			long = append(long, detect.LongPeriod{Station: id, Lat: place.Lat, Lon: place.Lon, SvaCms: f.SvaCms})
 		}
 	}
-	return trig, long
+	return trig, long, picked
 }
 
 // Bounds of a frame's P-wave measurement (ingest refuses a packet beyond
