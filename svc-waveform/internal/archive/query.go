@@ -53,12 +53,15 @@ type Intensity struct {
 	Intensity, PGA, PGV float32
 }
 
-// stretch is a sequence of consecutive records of a day file whose start
-// times increase, so it can be binary-searched. A file written in order is
-// one stretch; a late record that goes back in time starts another.
+// stretch is a sequence of consecutive records of a day file, each
+// starting where the one before it ended: their start times increase, so
+// it can be binary-searched, the end of one is the start of the next, and
+// a run of them covers its time without a gap (an export hands such runs
+// over unread). A file written in order is one stretch, or one between
+// each two gaps; a late record that goes back in time starts another.
 type stretch struct {
-	first, last    int64 // offsets of the first and last record
-	lo, lastLo, hi int64 // first record's start, last record's start, latest end (sample indexes)
+	first, last int64 // offsets of the first and last record
+	lo, hi      int64 // first record's start, last record's end (sample indexes)
 }
 
 // fileIndex locates records in a day file: built by reading the headers
@@ -76,12 +79,12 @@ func (x *fileIndex) appendRecord(off, lo, hi int64) {
 	x.upto = off + recordLen
 	if n := len(x.stretches); n > 0 {
 		s := &x.stretches[n-1]
-		if s.last+recordLen == off && lo >= s.lastLo {
-			s.last, s.lastLo, s.hi = off, lo, max(s.hi, hi)
+		if s.last+recordLen == off && lo == s.hi {
+			s.last, s.hi = off, hi
 			return
 		}
 	}
-	x.stretches = append(x.stretches, stretch{first: off, last: off, lo: lo, lastLo: lo, hi: hi})
+	x.stretches = append(x.stretches, stretch{first: off, last: off, lo: lo, hi: hi})
 }
 
 func (x *fileIndex) clone() *fileIndex {
@@ -236,14 +239,18 @@ func (s *Store) fill(snap *chanSnap, a, b int64) (*window, error) {
 
 // readFile puts the records of a day file that overlap [a, b) into w.
 func (s *Store) readFile(fsnap *fileSnap, w *window, a, b, period int64) error {
-	return s.eachRecord(fsnap, a, b, period, false, func(rec []byte) { w.putRecord(rec, period) })
+	return s.eachRecord(fsnap, a, b, period, false, nil, func(rec []byte, _ int64) { w.putRecord(rec, period) })
 }
 
 // eachRecord calls fn with each record of a day file that may overlap
-// [a, b) (fn checks), in file order; rec is valid during the call only,
+// [a, b) (fn checks), in file order, with its offset in the file; rec is
+// valid during the call only,
 // unless keep: then each read has a buffer of its own, and fn may keep
 // the records it is given (one allocation per 32 records, not one each).
-func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, keep bool, fn func(rec []byte)) error {
+// whole, when not nil, is offered each stretch first, with its
+// records' count and their starts to search, and may take records k0 to k1
+// (inclusive) of it unread: fn is not called with them.
+func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, keep bool, whole wholeFunc, fn func(rec []byte, off int64)) error {
 	f, err := os.Open(filepath.Join(s.sds, fsnap.path))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // expired meanwhile
@@ -287,11 +294,24 @@ func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, keep bool, fn fu
 			return !ok || lo >= a
 		}))
 		k = max(k-1, 0)
+		skip, skipTo := int64(-1), int64(-1) // offsets of the first and last record whole took
+		if whole != nil {
+			if k0, k1, ok := whole(&st, count, startOf); ok {
+				skip, skipTo = st.first+k0*recordLen, st.first+k1*recordLen
+			}
+		}
 		for off := st.first + k*recordLen; off <= st.last; {
+			if off == skip {
+				off = skipTo + recordLen
+				continue
+			}
 			if keep {
 				buf = make([]byte, 32*recordLen) // the last read's records are fn's
 			}
 			n := min(int64(len(buf)), st.last+recordLen-off)
+			if off < skip {
+				n = min(n, skip-off)
+			}
 			if _, err := f.ReadAt(buf[:n], off); err != nil && !errors.Is(err, io.EOF) {
 				return fmt.Errorf("read day file: %w", err)
 			}
@@ -303,7 +323,7 @@ func (s *Store) eachRecord(fsnap *fileSnap, a, b, period int64, keep bool, fn fu
 					break
 				}
 				if ok {
-					fn(buf[j : j+recordLen])
+					fn(buf[j:j+recordLen], off+j)
 				}
 			}
 			if done {
@@ -476,16 +496,43 @@ func ExportChannels(codes []string, withIntensity bool) ([]int, error) {
 // the order of chans (ExportChannels). It returns the number of records;
 // none is not an error.
 func (s *Store) Export(id string, startMs, endMs int64, chans []int, emit func([]byte) error) (int, error) {
+	return s.ExportParts(id, startMs, endMs, chans, false, func(p Part) error { return emit(p.Data) })
+}
+
+// Part is a piece of an export, in order: records in Data, or, in an
+// export asked for spans, a run of stored records as they lie in a day
+// file: Length bytes at Offset of Path, relative to the SDS root.
+type Part struct {
+	Data           []byte
+	Path           string
+	Offset, Length int64
+}
+
+// ExportParts is Export, and with spans it hands the stored records that go
+// out as they are on disk over as spans of their day files, for a reader
+// that shares the archive's disk to send them itself, unread here (a day
+// of a channel is some 6,000 records in one or a few spans). A span is
+// valid while its file exists: day files are only appended to, and
+// removed whole when they expire.
+func (s *Store) ExportParts(id string, startMs, endMs int64, chans []int, spans bool, emit func(Part) error) (int, error) {
 	if err := checkWindow(startMs, endMs, MaxExportMs); err != nil {
 		return 0, err
 	}
 	var out []byte
+	var run Part // the span growing, Length 0 for none
 	records := 0
 	flush := func() error {
+		if run.Length > 0 {
+			err := emit(run)
+			run = Part{}
+			if err != nil {
+				return err
+			}
+		}
 		if len(out) == 0 {
 			return nil
 		}
-		err := emit(out)
+		err := emit(Part{Data: out})
 		out = out[:0]
 		return err
 	}
@@ -510,8 +557,30 @@ func (s *Store) Export(id string, startMs, endMs int64, chans []int, emit func([
 			if ranges[i].lo >= ranges[i].hi {
 				continue
 			}
-			err := s.exportChannel(&snaps[i], &kinds[c], ranges[i].lo, ranges[i].hi, &states[i], net, sta, loc, &records, func(rec []byte) error {
-				out = append(out, rec...)
+			err := s.exportChannel(&snaps[i], &kinds[c], ranges[i].lo, ranges[i].hi, &states[i], net, sta, loc, spans, &records, func(p piece) error {
+				if spans && p.path != "" {
+					if run.Length > 0 && (run.Path != p.path || run.Offset+run.Length != p.off) {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+					if len(out) > 0 {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+					if run.Length == 0 {
+						run = Part{Path: p.path, Offset: p.off}
+					}
+					run.Length += p.n * recordLen
+					return nil
+				}
+				if run.Length > 0 {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				out = append(out, p.rec...)
 				if len(out) >= exportPart {
 					return flush()
 				}
@@ -550,10 +619,19 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// piece is one record of an export, by the index of its first sample.
+// wholeFunc chooses records k0 to k1 of a stretch of count records
+// to hand over unread; start reads the start of the record at an offset.
+type wholeFunc func(st *stretch, count int64, start func(off int64) (int64, bool)) (k0, k1 int64, ok bool)
+
+// piece is a record of an export, by the index of its first sample: its
+// bytes, or, in an export of spans, where it lies on disk when it goes out
+// as it is stored there — then n records from there (path "" otherwise).
 type piece struct {
-	lo  int64
-	rec []byte
+	lo   int64
+	rec  []byte
+	path string
+	off  int64
+	n    int64
 }
 
 // exportState is what an export carries from one hour to the next, per
@@ -573,12 +651,17 @@ type exportState struct {
 // disk, with no decoding (a day of a channel is some 6,000 of them), and
 // may reach into the next hour; only the records the window's ends cut,
 // records that go back in time, and samples not yet in a record are
-// decoded and encoded anew.
-func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *exportState, net, sta, loc string, records *int, emit func([]byte) error) error {
-	var w *window  // the samples to encode anew, made when needed
+// decoded and encoded anew. With spans, the records of a stretch that go
+// out whole are one piece that says where they lie, found by binary search
+// and not read.
+func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *exportState, net, sta, loc string, spans bool, records *int, emit func(piece) error) error {
+	var w *window // the samples to encode anew, made when needed
+	// The record the hour before handed over whole and that reaches into
+	// this one (es.tail moves on as this hour's records go out).
+	prevTail := es.tail
 	var raw []span // handed over whole, ascending; the last hour's tail first
-	if es.tail.hi > a {
-		raw = append(raw, es.tail)
+	if prevTail.hi > a {
+		raw = append(raw, prevTail)
 	}
 	var pieces []piece
 	put := func(rec []byte) {
@@ -588,15 +671,20 @@ func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *expor
 		w.putRecord(rec, k.periodMs)
 	}
 	// take sorts a record into the pieces handed over whole or the
-	// samples encoded anew; it keeps rec.
-	take := func(rec []byte) {
+	// samples encoded anew; it keeps rec, unless the record goes out as a
+	// span of its file (path).
+	take := func(rec []byte, path string, off int64) {
 		lo, hi, ok := sampleRange(rec, k.periodMs)
 		switch {
 		case !ok || hi <= a || lo >= b:
-		case lo < a && es.tail == (span{lo, hi}):
+		case lo < a && prevTail == (span{lo, hi}):
 			// Handed over whole by the hour it starts in.
 		case lo >= a && lo >= es.from && hi <= es.to && lo >= es.maxDone:
-			pieces = append(pieces, piece{lo, rec})
+			if path != "" {
+				pieces = append(pieces, piece{lo: lo, path: path, off: off, n: 1})
+			} else {
+				pieces = append(pieces, piece{lo: lo, rec: rec})
+			}
 			raw = append(raw, span{lo, hi})
 			es.maxDone = hi
 			if hi > b {
@@ -607,12 +695,59 @@ func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *expor
 		}
 	}
 	for i := range snap.files {
-		if err := s.eachRecord(&snap.files[i], a, b, k.periodMs, true, take); err != nil {
+		f := &snap.files[i]
+		var whole wholeFunc
+		if spans {
+			// The records of a stretch that lie wholly in the
+			// export's window and start in the hour, from the first at
+			// or after what went out, are one span: their starts are
+			// binary-searched, and each one's end is the next one's start.
+			whole = func(st *stretch, count int64, start func(int64) (int64, bool)) (int64, int64, bool) {
+				at := func(k int64) int64 {
+					if k >= count {
+						return st.hi
+					}
+					lo, ok := start(st.first + k*recordLen)
+					if !ok {
+						return math.MaxInt64 // unreadable: stops the search, and the span
+					}
+					return lo
+				}
+				from := max(a, es.from, es.maxDone)
+				k0 := int64(sort.Search(int(count), func(i int) bool { return at(int64(i)) >= from }))
+				k1 := int64(sort.Search(int(count), func(i int) bool { return at(int64(i)) >= b })) - 1
+				if k1 >= k0 && at(k1+1) > es.to {
+					k1-- // cut by the window's end: encoded anew
+				}
+				if k1 < k0 {
+					return 0, 0, false
+				}
+				lo, lo1, hi := at(k0), at(k1), at(k1+1)
+				if lo == math.MaxInt64 || lo1 == math.MaxInt64 || hi == math.MaxInt64 {
+					return 0, 0, false
+				}
+				pieces = append(pieces, piece{lo: lo, path: f.path, off: st.first + k0*recordLen, n: k1 - k0 + 1})
+				raw = append(raw, span{lo, hi})
+				es.maxDone = hi
+				if hi > b {
+					es.tail = span{lo1, hi}
+				}
+				return k0, k1, true
+			}
+		}
+		err := s.eachRecord(f, a, b, k.periodMs, !spans, whole, func(rec []byte, off int64) {
+			if spans {
+				take(rec, f.path, off)
+			} else {
+				take(rec, "", 0)
+			}
+		})
+		if err != nil {
 			return err
 		}
 	}
 	for _, p := range snap.pending {
-		take(p)
+		take(p, "", 0)
 	}
 	for i, r := range snap.runs {
 		if w == nil {
@@ -622,19 +757,29 @@ func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *expor
 	}
 	if w != nil {
 		// What is left, less what went out whole (a record that went back
-		// in time may repeat some).
-		covered := func(j int64) bool {
-			x := w.a + j
-			i := sort.Search(len(raw), func(i int) bool { return raw[i].hi > x })
-			return i < len(raw) && raw[i].lo <= x
-		}
-		for j := int64(0); j < int64(len(w.vals)); {
-			if !w.has(j) || covered(j) {
+		// in time may repeat some). raw is in time order and its spans
+		// apart (each starts at or after maxDone), so the samples are
+		// walked once, what went out whole skipped a span at a time: an
+		// hour with samples still in memory is 180,000 sample indexes,
+		// nearly all of them covered.
+		n := int64(len(w.vals))
+		r := sort.Search(len(raw), func(i int) bool { return raw[i].hi > w.a })
+		for j := int64(0); j < n; {
+			if r < len(raw) && raw[r].lo <= w.a+j {
+				j = raw[r].hi - w.a
+				r++
+				continue
+			}
+			if !w.has(j) {
 				j++
 				continue
 			}
+			stop := n
+			if r < len(raw) {
+				stop = min(stop, raw[r].lo-w.a)
+			}
 			end := j
-			for end < int64(len(w.vals)) && w.has(end) && !covered(end) {
+			for end < stop && w.has(end) {
 				end++
 			}
 			for j < end {
@@ -657,15 +802,19 @@ func (s *Store) exportChannel(snap *chanSnap, k *chanKind, a, b int64, es *expor
 				if err != nil {
 					return fmt.Errorf("encode export: %w", err)
 				}
-				pieces = append(pieces, piece{w.a + j, buf})
+				pieces = append(pieces, piece{lo: w.a + j, rec: buf})
 				j += int64(n)
 			}
 		}
+	}
+	if w != nil || spans {
+		// Encoded pieces, and a span taken before the records ahead of
+		// it were read, go in time order.
 		slices.SortStableFunc(pieces, func(x, y piece) int { return cmp.Compare(x.lo, y.lo) })
 	}
 	for _, p := range pieces {
-		*records++
-		if err := emit(p.rec); err != nil {
+		*records += int(max(p.n, 1))
+		if err := emit(p); err != nil {
 			return err
 		}
 	}

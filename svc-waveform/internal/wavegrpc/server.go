@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -302,8 +303,11 @@ func (s *Server) Export(req *waveformv1.ExportRequest, stream waveformv1.Wavefor
 		return storeError(err)
 	}
 	first := true
-	_, err = s.store.Export(req.GetStationId(), req.GetStartMs(), req.GetEndMs(), chans, func(b []byte) error {
-		resp := &waveformv1.ExportResponse{Data: b}
+	_, err = s.store.ExportParts(req.GetStationId(), req.GetStartMs(), req.GetEndMs(), chans, req.GetFileSpans(), func(p archive.Part) error {
+		resp := &waveformv1.ExportResponse{Data: p.Data}
+		if p.Length > 0 {
+			resp.Span = &waveformv1.FileSpan{Path: filepath.ToSlash(p.Path), Offset: p.Offset, Length: p.Length}
+		}
 		if first {
 			// The codes name the file a client saves before it reads a record.
 			resp.NetworkCode, resp.StationCode, resp.LocationCode = names.Network, names.Station, names.Location

@@ -563,7 +563,12 @@ type ExportRequest struct {
 	// in the order given (at most six, none twice); empty: BNZ, BNN and BNE,
 	// with with_intensity also the MX channels. An unknown code is
 	// InvalidArgument.
-	Channels      []string `protobuf:"bytes,5,rep,name=channels,proto3" json:"channels,omitempty"`
+	Channels []string `protobuf:"bytes,5,rep,name=channels,proto3" json:"channels,omitempty"`
+	// The caller shares this core's archive directory (read-only) and sends
+	// stored records from its day files itself: records that go out as they
+	// are stored come as file spans (ExportResponse.span), unread by the
+	// service, instead of data.
+	FileSpans     bool `protobuf:"varint,6,opt,name=file_spans,json=fileSpans,proto3" json:"file_spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,13 +638,20 @@ func (x *ExportRequest) GetChannels() []string {
 	return nil
 }
 
+func (x *ExportRequest) GetFileSpans() bool {
+	if x != nil {
+		return x.FileSpans
+	}
+	return false
+}
+
 // ExportResponse carries the next part of the miniSEED byte stream. An
 // unknown station is NotFound before the window is checked; a window with no
 // data ends the stream without a response.
 type ExportResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Whole miniSEED records; the concatenation of all responses is a valid
-	// miniSEED file.
+	// Whole miniSEED records; the concatenation of all responses (data or
+	// span, each response one of them) is a valid miniSEED file.
 	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
 	// SEED network code of the station, in the first response only (for
 	// naming the file before its records are read).
@@ -648,7 +660,10 @@ type ExportResponse struct {
 	StationCode string `protobuf:"bytes,3,opt,name=station_code,json=stationCode,proto3" json:"station_code,omitempty"`
 	// SEED location code of the station's channels, in the first response
 	// only.
-	LocationCode  string `protobuf:"bytes,4,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	LocationCode string `protobuf:"bytes,4,opt,name=location_code,json=locationCode,proto3" json:"location_code,omitempty"`
+	// With file_spans: whole stored records, as a span of a day file, in
+	// place of data.
+	Span          *FileSpan `protobuf:"bytes,5,opt,name=span,proto3" json:"span,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -711,6 +726,79 @@ func (x *ExportResponse) GetLocationCode() string {
 	return ""
 }
 
+func (x *ExportResponse) GetSpan() *FileSpan {
+	if x != nil {
+		return x.Span
+	}
+	return nil
+}
+
+// FileSpan is a run of whole miniSEED records in a day file of the archive.
+type FileSpan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Path of the day file relative to the archive's SDS root
+	// (YEAR/NET/STA/CHAN.D/NET.STA.LOC.CHAN.D.YEAR.DOY): slash-separated,
+	// no ".." element.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Byte offset of the first record.
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Bytes: a multiple of the record length.
+	Length        int64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileSpan) Reset() {
+	*x = FileSpan{}
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileSpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileSpan) ProtoMessage() {}
+
+func (x *FileSpan) ProtoReflect() protoreflect.Message {
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileSpan.ProtoReflect.Descriptor instead.
+func (*FileSpan) Descriptor() ([]byte, []int) {
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FileSpan) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileSpan) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *FileSpan) GetLength() int64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
 // AvailabilityRequest selects stations, channels and a time window.
 type AvailabilityRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -729,7 +817,7 @@ type AvailabilityRequest struct {
 
 func (x *AvailabilityRequest) Reset() {
 	*x = AvailabilityRequest{}
-	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[10]
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +829,7 @@ func (x *AvailabilityRequest) String() string {
 func (*AvailabilityRequest) ProtoMessage() {}
 
 func (x *AvailabilityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[10]
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +842,7 @@ func (x *AvailabilityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AvailabilityRequest.ProtoReflect.Descriptor instead.
 func (*AvailabilityRequest) Descriptor() ([]byte, []int) {
-	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{10}
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AvailabilityRequest) GetStationIds() []string {
@@ -797,7 +885,7 @@ type AvailabilityResponse struct {
 
 func (x *AvailabilityResponse) Reset() {
 	*x = AvailabilityResponse{}
-	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[11]
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +897,7 @@ func (x *AvailabilityResponse) String() string {
 func (*AvailabilityResponse) ProtoMessage() {}
 
 func (x *AvailabilityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[11]
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +910,7 @@ func (x *AvailabilityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AvailabilityResponse.ProtoReflect.Descriptor instead.
 func (*AvailabilityResponse) Descriptor() ([]byte, []int) {
-	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{11}
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AvailabilityResponse) GetChannels() []*ChannelAvailability {
@@ -855,7 +943,7 @@ type ChannelAvailability struct {
 
 func (x *ChannelAvailability) Reset() {
 	*x = ChannelAvailability{}
-	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[12]
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +955,7 @@ func (x *ChannelAvailability) String() string {
 func (*ChannelAvailability) ProtoMessage() {}
 
 func (x *ChannelAvailability) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[12]
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +968,7 @@ func (x *ChannelAvailability) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelAvailability.ProtoReflect.Descriptor instead.
 func (*ChannelAvailability) Descriptor() ([]byte, []int) {
-	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{12}
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ChannelAvailability) GetStationId() string {
@@ -945,7 +1033,7 @@ type TimeSpan struct {
 
 func (x *TimeSpan) Reset() {
 	*x = TimeSpan{}
-	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[13]
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1045,7 @@ func (x *TimeSpan) String() string {
 func (*TimeSpan) ProtoMessage() {}
 
 func (x *TimeSpan) ProtoReflect() protoreflect.Message {
-	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[13]
+	mi := &file_shindo_waveform_v1_waveform_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1058,7 @@ func (x *TimeSpan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeSpan.ProtoReflect.Descriptor instead.
 func (*TimeSpan) Descriptor() ([]byte, []int) {
-	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{13}
+	return file_shindo_waveform_v1_waveform_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TimeSpan) GetStartMs() int64 {
@@ -1027,19 +1115,26 @@ const file_shindo_waveform_v1_waveform_proto_rawDesc = "" +
 	"\rwindow_end_ms\x18\x01 \x01(\x03R\vwindowEndMs\x12\x1c\n" +
 	"\tintensity\x18\x02 \x01(\x02R\tintensity\x12\x17\n" +
 	"\apga_gal\x18\x03 \x01(\x02R\x06pgaGal\x12\x17\n" +
-	"\apgv_cms\x18\x04 \x01(\x02R\x06pgvCms\"\xa3\x01\n" +
+	"\apgv_cms\x18\x04 \x01(\x02R\x06pgvCms\"\xc2\x01\n" +
 	"\rExportRequest\x12\x1d\n" +
 	"\n" +
 	"station_id\x18\x01 \x01(\tR\tstationId\x12\x19\n" +
 	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12\x15\n" +
 	"\x06end_ms\x18\x03 \x01(\x03R\x05endMs\x12%\n" +
 	"\x0ewith_intensity\x18\x04 \x01(\bR\rwithIntensity\x12\x1a\n" +
-	"\bchannels\x18\x05 \x03(\tR\bchannels\"\x8f\x01\n" +
+	"\bchannels\x18\x05 \x03(\tR\bchannels\x12\x1d\n" +
+	"\n" +
+	"file_spans\x18\x06 \x01(\bR\tfileSpans\"\xc1\x01\n" +
 	"\x0eExportResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12!\n" +
 	"\fnetwork_code\x18\x02 \x01(\tR\vnetworkCode\x12!\n" +
 	"\fstation_code\x18\x03 \x01(\tR\vstationCode\x12#\n" +
-	"\rlocation_code\x18\x04 \x01(\tR\flocationCode\"\x84\x01\n" +
+	"\rlocation_code\x18\x04 \x01(\tR\flocationCode\x120\n" +
+	"\x04span\x18\x05 \x01(\v2\x1c.shindo.waveform.v1.FileSpanR\x04span\"N\n" +
+	"\bFileSpan\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06length\x18\x03 \x01(\x03R\x06length\"\x84\x01\n" +
 	"\x13AvailabilityRequest\x12\x1f\n" +
 	"\vstation_ids\x18\x01 \x03(\tR\n" +
 	"stationIds\x12\x1a\n" +
@@ -1079,7 +1174,7 @@ func file_shindo_waveform_v1_waveform_proto_rawDescGZIP() []byte {
 	return file_shindo_waveform_v1_waveform_proto_rawDescData
 }
 
-var file_shindo_waveform_v1_waveform_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_shindo_waveform_v1_waveform_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_shindo_waveform_v1_waveform_proto_goTypes = []any{
 	(*IngestRequest)(nil),        // 0: shindo.waveform.v1.IngestRequest
 	(*IngestResponse)(nil),       // 1: shindo.waveform.v1.IngestResponse
@@ -1091,34 +1186,36 @@ var file_shindo_waveform_v1_waveform_proto_goTypes = []any{
 	(*IntensitySample)(nil),      // 7: shindo.waveform.v1.IntensitySample
 	(*ExportRequest)(nil),        // 8: shindo.waveform.v1.ExportRequest
 	(*ExportResponse)(nil),       // 9: shindo.waveform.v1.ExportResponse
-	(*AvailabilityRequest)(nil),  // 10: shindo.waveform.v1.AvailabilityRequest
-	(*AvailabilityResponse)(nil), // 11: shindo.waveform.v1.AvailabilityResponse
-	(*ChannelAvailability)(nil),  // 12: shindo.waveform.v1.ChannelAvailability
-	(*TimeSpan)(nil),             // 13: shindo.waveform.v1.TimeSpan
-	(*v1.Record)(nil),            // 14: shindo.ingest.v1.Record
+	(*FileSpan)(nil),             // 10: shindo.waveform.v1.FileSpan
+	(*AvailabilityRequest)(nil),  // 11: shindo.waveform.v1.AvailabilityRequest
+	(*AvailabilityResponse)(nil), // 12: shindo.waveform.v1.AvailabilityResponse
+	(*ChannelAvailability)(nil),  // 13: shindo.waveform.v1.ChannelAvailability
+	(*TimeSpan)(nil),             // 14: shindo.waveform.v1.TimeSpan
+	(*v1.Record)(nil),            // 15: shindo.ingest.v1.Record
 }
 var file_shindo_waveform_v1_waveform_proto_depIdxs = []int32{
-	14, // 0: shindo.waveform.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
+	15, // 0: shindo.waveform.v1.IngestRequest.records:type_name -> shindo.ingest.v1.Record
 	4,  // 1: shindo.waveform.v1.LiveResponse.chunk:type_name -> shindo.waveform.v1.Chunk
 	4,  // 2: shindo.waveform.v1.QueryResponse.chunks:type_name -> shindo.waveform.v1.Chunk
 	7,  // 3: shindo.waveform.v1.QueryResponse.intensity:type_name -> shindo.waveform.v1.IntensitySample
-	12, // 4: shindo.waveform.v1.AvailabilityResponse.channels:type_name -> shindo.waveform.v1.ChannelAvailability
-	13, // 5: shindo.waveform.v1.ChannelAvailability.spans:type_name -> shindo.waveform.v1.TimeSpan
-	0,  // 6: shindo.waveform.v1.WaveformService.Ingest:input_type -> shindo.waveform.v1.IngestRequest
-	2,  // 7: shindo.waveform.v1.WaveformService.Live:input_type -> shindo.waveform.v1.LiveRequest
-	5,  // 8: shindo.waveform.v1.WaveformService.Query:input_type -> shindo.waveform.v1.QueryRequest
-	8,  // 9: shindo.waveform.v1.WaveformService.Export:input_type -> shindo.waveform.v1.ExportRequest
-	10, // 10: shindo.waveform.v1.WaveformService.Availability:input_type -> shindo.waveform.v1.AvailabilityRequest
-	1,  // 11: shindo.waveform.v1.WaveformService.Ingest:output_type -> shindo.waveform.v1.IngestResponse
-	3,  // 12: shindo.waveform.v1.WaveformService.Live:output_type -> shindo.waveform.v1.LiveResponse
-	6,  // 13: shindo.waveform.v1.WaveformService.Query:output_type -> shindo.waveform.v1.QueryResponse
-	9,  // 14: shindo.waveform.v1.WaveformService.Export:output_type -> shindo.waveform.v1.ExportResponse
-	11, // 15: shindo.waveform.v1.WaveformService.Availability:output_type -> shindo.waveform.v1.AvailabilityResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	10, // 4: shindo.waveform.v1.ExportResponse.span:type_name -> shindo.waveform.v1.FileSpan
+	13, // 5: shindo.waveform.v1.AvailabilityResponse.channels:type_name -> shindo.waveform.v1.ChannelAvailability
+	14, // 6: shindo.waveform.v1.ChannelAvailability.spans:type_name -> shindo.waveform.v1.TimeSpan
+	0,  // 7: shindo.waveform.v1.WaveformService.Ingest:input_type -> shindo.waveform.v1.IngestRequest
+	2,  // 8: shindo.waveform.v1.WaveformService.Live:input_type -> shindo.waveform.v1.LiveRequest
+	5,  // 9: shindo.waveform.v1.WaveformService.Query:input_type -> shindo.waveform.v1.QueryRequest
+	8,  // 10: shindo.waveform.v1.WaveformService.Export:input_type -> shindo.waveform.v1.ExportRequest
+	11, // 11: shindo.waveform.v1.WaveformService.Availability:input_type -> shindo.waveform.v1.AvailabilityRequest
+	1,  // 12: shindo.waveform.v1.WaveformService.Ingest:output_type -> shindo.waveform.v1.IngestResponse
+	3,  // 13: shindo.waveform.v1.WaveformService.Live:output_type -> shindo.waveform.v1.LiveResponse
+	6,  // 14: shindo.waveform.v1.WaveformService.Query:output_type -> shindo.waveform.v1.QueryResponse
+	9,  // 15: shindo.waveform.v1.WaveformService.Export:output_type -> shindo.waveform.v1.ExportResponse
+	12, // 16: shindo.waveform.v1.WaveformService.Availability:output_type -> shindo.waveform.v1.AvailabilityResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_shindo_waveform_v1_waveform_proto_init() }
@@ -1132,7 +1229,7 @@ func file_shindo_waveform_v1_waveform_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shindo_waveform_v1_waveform_proto_rawDesc), len(file_shindo_waveform_v1_waveform_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
