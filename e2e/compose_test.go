@@ -35,7 +35,7 @@ var composeRequired = map[string][]string{
 	"shindo-ingest":   {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "udp-addr", "ws-addr", "database-url", "rts", "waveform", "data-dir", "nats", "peer-nats", "peer-site"},
 	"shindo-rts":      {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "database-url"},
 	"shindo-waveform": {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "data-dir"},
-	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest", "peer-ingest", "waveform", "nats", "trusted-proxies"},
+	"shindo-dataapi":  {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "database-url", "admin-tokens", "ingest", "peer-ingest", "waveform", "waveform-dir", "nats", "trusted-proxies"},
 	"shindo-edge":     {"site", "grpc-addr", "admin-addr", "shutdown-timeout", "http-addr", "rts", "data-api", "data-grpc", "waveform", "entrances", "nats", "etcd", "notify-tokens"},
 	"shindo sim":      {"stations-file", "primary", "status-addr", "log-format"},
 	"shindo nats":     {"site", "client-addr", "http-addr", "store-dir"},
@@ -740,9 +740,29 @@ func checkComposeDeps(t *testing.T, m *composeModel) {
 	}
 }
 
-// checkComposeFiles: file flags point into a read-only volume.
+// checkComposeFiles: file flags point into a read-only volume, and a data
+// API's -waveform-dir is its svc-waveform's -data-dir, the same volume
+// mounted read-only (fdsnws-dataselect reads the day files).
 func checkComposeFiles(t *testing.T, m *composeModel) {
 	for _, u := range m.units {
+		if dir, set := u.value("waveform-dir"); set && u.program == "shindo-dataapi" {
+			addr, _ := u.value("waveform")
+			host, _, _ := net.SplitHostPort(addr)
+			wf, ok := m.byName[host]
+			var wfDir string
+			if ok {
+				wfDir, _ = wf.value("data-dir")
+			}
+			mine, rest, ok1 := u.svc.Volumes.find(dir)
+			theirs, theirRest, ok2 := volumeMount{}, "", false
+			if ok {
+				theirs, theirRest, ok2 = wf.svc.Volumes.find(wfDir)
+			}
+			if !ok1 || !ok2 || !mine.readOnly || mine.bind != theirs.bind || mine.source != theirs.source ||
+				mine.subpath != theirs.subpath || rest != theirRest {
+				t.Errorf("%s: -waveform-dir %s is not a read-only mount of %s's -data-dir %s", u.name, dir, host, wfDir)
+			}
+		}
 		for _, flag := range composeFileFlags {
 			v, set := u.value(flag)
 			if !set {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -244,50 +245,35 @@ func BenchmarkDataselectDay(b *testing.B) {
 	archive.ingest(b, "HUA-01", day.UnixMilli(), day.Add(24*time.Hour).UnixMilli())
 	b.Logf("one day ingested in %v", time.Since(began).Round(time.Second))
 	base := start(b, testConfig(b, "-registry", reg, "-waveform", archiveAddr))
+	// The same, sharing the archive's disk: stored records go from the day
+	// files to the client without crossing the stream.
+	baseFiles := start(b, testConfig(b, "-registry", reg, "-waveform", archiveAddr, "-waveform-dir", dataDir))
 
-	// The BN? day files, once the archive has written them whole.
-	var files []string
-	var size int64
-	poll.Within(60*time.Second, func() bool {
-		files, _ = filepath.Glob(filepath.Join(dataDir, "*", "*", "*", "*", "BN?.D", "*"))
-		var n int64
-		for _, f := range files {
-			if st, err := os.Stat(f); err == nil {
-				n += st.Size()
-			}
-		}
-		stable := n == size && n > 0
-		size = n
-		return stable && len(files) == 3
-	})
+	files, size := dayFiles(b, dataDir, 3)
 	if len(files) != 3 {
 		b.Fatalf("BN? day files: %v", files)
 	}
-	url := fmt.Sprintf("%s/fdsnws/dataselect/1/query?net=*&sta=*&cha=BN?&start=%s&end=%s", base,
+	query := fmt.Sprintf("/fdsnws/dataselect/1/query?net=*&sta=*&cha=BN?&start=%s&end=%s",
 		day.Format("2006-01-02T15:04:05"), day.Add(24*time.Hour).Format("2006-01-02T15:04:05"))
-	b.Run("dataselect", func(b *testing.B) {
-		var total int64
-		var ttfb time.Duration
-		for b.Loop() {
-			t0 := time.Now()
-			resp, err := http.Get(url)
+	for _, bc := range []struct{ name, url string }{{"dataselect", base + query}, {"dataselect-files", baseFiles + query}} {
+		b.Run(bc.name, func(b *testing.B) { dataselectDay(b, bc.url) })
+	}
+	// The ceiling of any HTTP answer on this machine: a bare net/http
+	// server sending the same three files to the same client, with
+	// sendfile (a Content-Length) — no selection, no archive.
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		for _, name := range files {
+			f, err := os.Open(name)
 			if err != nil {
-				b.Fatal(err)
+				panic(err)
 			}
-			buf := make([]byte, 64<<10)
-			n, err := resp.Body.Read(buf)
-			ttfb += time.Since(t0)
-			rest, err2 := io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || (err != nil && err != io.EOF) || err2 != nil {
-				b.Fatalf("dataselect: %d %v %v", resp.StatusCode, err, err2)
-			}
-			total += int64(n) + rest
+			io.Copy(w, f)
+			f.Close()
 		}
-		b.ReportMetric(float64(total)/b.Elapsed().Seconds()/1e6, "MB/s")
-		b.ReportMetric(float64(ttfb.Milliseconds())/float64(b.N), "ttfb-ms")
-		b.ReportMetric(float64(total)/float64(b.N)/1e6, "MB/day")
-	})
+	}))
+	defer bare.Close()
+	b.Run("http-sendfile", func(b *testing.B) { dataselectDay(b, bare.URL) })
 	b.Run("cat", func(b *testing.B) {
 		for b.Loop() {
 			cmd := exec.Command("sh", "-c", `cat "$@" > /dev/null`, "cat")
@@ -299,4 +285,29 @@ func BenchmarkDataselectDay(b *testing.B) {
 		b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e6, "MB/s")
 		b.ReportMetric(float64(size)/1e6, "MB/day")
 	})
+}
+
+// dataselectDay times GETs of url, reading each answer whole.
+func dataselectDay(b *testing.B, url string) {
+	var total int64
+	var ttfb time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		resp, err := http.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, 64<<10)
+		n, err := resp.Body.Read(buf)
+		ttfb += time.Since(t0)
+		rest, err2 := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || (err != nil && err != io.EOF) || err2 != nil {
+			b.Fatalf("dataselect: %d %v %v", resp.StatusCode, err, err2)
+		}
+		total += int64(n) + rest
+	}
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds()/1e6, "MB/s")
+	b.ReportMetric(float64(ttfb.Milliseconds())/float64(b.N), "ttfb-ms")
+	b.ReportMetric(float64(total)/float64(b.N)/1e6, "MB/day")
 }

@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -76,6 +77,7 @@ type Config struct {
 	RTS         []string      `conf:"rts" help:"svc-rts gRPC addresses, this core's first, then the other cores', comma-separated: the replay routes (/api/v2/trem/rts/{t}, …) read their archives of past ticks; empty: no replays"`
 	EEWAuthor   string        `conf:"eew-author" default:"trem" help:"the author of this network's alerts in replays of /api/v2/eq/eew (as the edges' -eew-author)"`
 	Waveform    string        `conf:"waveform" help:"svc-waveform gRPC address of this core (host:port): /v1/waveforms/… are served from its archive; empty: waveforms not served"`
+	WaveformDir string        `conf:"waveform-dir" help:"this core's svc-waveform data directory (its -data-dir), where this process can read it: fdsnws-dataselect sends stored records from the day files itself instead of through -waveform's stream; empty: all through the stream"`
 	AdminTokens []string      `conf:"admin-tokens" secret:"true" help:"tokens that authorize provisioning calls (authorization: Bearer <token>), comma-separated"`
 	NATS        string        `conf:"nats" help:"this core's NATS server URL: detections are consumed from its DETECTIONS stream into the database (needs -database-url); empty: off"`
 	DBTimeout   time.Duration `conf:"db-timeout" default:"5s" help:"upper bound on a request's database work; past it the request gets 503"`
@@ -105,6 +107,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Config.Validate())
 	if _, _, err := net.SplitHostPort(c.Waveform); c.Waveform != "" && err != nil {
 		errs = append(errs, fmt.Errorf("waveform %q: want host:port", c.Waveform))
+	}
+	if c.WaveformDir != "" && c.Waveform == "" {
+		errs = append(errs, errors.New("waveform-dir needs -waveform: the spans of its day files come over svc-waveform's stream"))
 	}
 	for _, t := range c.AdminTokens {
 		if len(t) < 16 {
@@ -354,7 +359,11 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 			return nil, err
 		}
 		mux.Handle("/v1/waveforms/", compat.OnlyGET(archive))
-		fdsndataselect.New(reg.Source.Current, archiveClient, fdsndataselect.DefaultLimits, svc.Metrics(), log).Register(mux)
+		var sds string
+		if cfg.WaveformDir != "" {
+			sds = filepath.Join(cfg.WaveformDir, "sds")
+		}
+		fdsndataselect.New(reg.Source.Current, archiveClient, sds, fdsndataselect.DefaultLimits, svc.Metrics(), log).Register(mux)
 		fdsnavailability.New(reg.Source.Current, archiveClient, cfg.DBTimeout, log).Register(mux)
 	}
 	if len(cfg.RTS) > 0 {

@@ -479,3 +479,25 @@ func TestWaveforms(t *testing.T) {
 	archive.stop()
 	unavailable("after svc-waveform stopped")
 }
+
+// dayFiles waits until svc-waveform's BN? day files under dataDir are
+// written whole — at least least of them, no longer growing — and returns
+// them and their size.
+func dayFiles(t testing.TB, dataDir string, least int) ([]string, int64) {
+	t.Helper()
+	var files []string
+	var size int64
+	poll.Until(t, 60*time.Second, "the BN? day files written whole", func() bool {
+		files, _ = filepath.Glob(filepath.Join(dataDir, "sds", "*", "*", "*", "BN?.D", "*"))
+		var n int64
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil {
+				n += st.Size()
+			}
+		}
+		stable := n == size && n > 0
+		size = n
+		return stable && len(files) >= least
+	})
+	return files, size
+}

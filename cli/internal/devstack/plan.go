@@ -324,6 +324,9 @@ func newPlanOn(cfg Config, hosts map[string]string) *plan {
 		data := svc(c, "dataapi", dataGRPC, dataAdmin, map[string]int{"HTTP": dataHTTP},
 			"-http-addr", addr(c, dataHTTP), "-database-url", dbURL(c), "-ingest", addr(c, ingestGRPC), "-peer-ingest", addr(peer, ingestGRPC),
 			"-waveform", addr(c, waveformGRPC), "-nats", natsURL(c),
+			// The core's archive is on the same disk: fdsnws-dataselect
+			// sends its stored records from the day files.
+			"-waveform-dir", filepath.Join(p.dataDir, c.name+"-waveform"),
 			"-rts", addr(c, rtsGRPC)+","+addr(peer, rtsGRPC), "-trusted-proxies", edgeSource(cfg.Host, edgeHosts...))
 		// Under -tls the REST API is an internal hop like the gRPC: mutual
 		// TLS, served to the edges and the operator's tools.

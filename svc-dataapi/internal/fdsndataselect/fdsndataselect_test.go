@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +52,10 @@ func value(c string, ms int64) int32 {
 type archive struct {
 	waveformv1.UnimplementedWaveformServiceServer
 	fail codes.Code // non-zero: every Export fails so
+	// sds is the SDS root the handler is given, and span what an Export
+	// asked for file spans sends first.
+	sds  string
+	span *waveformv1.FileSpan
 }
 
 func (a *archive) Export(req *waveformv1.ExportRequest, stream waveformv1.WaveformService_ExportServer) error {
@@ -61,6 +67,11 @@ func (a *archive) Export(req *waveformv1.ExportRequest, stream waveformv1.Wavefo
 	}
 	if req.GetEndMs() <= req.GetStartMs() || req.GetEndMs()-req.GetStartMs() > dayMs {
 		return status.Error(codes.InvalidArgument, "bad window")
+	}
+	if a.span != nil && req.GetFileSpans() {
+		if err := stream.Send(&waveformv1.ExportResponse{Span: a.span}); err != nil {
+			return err
+		}
 	}
 	from := t0.UnixMilli()
 	var part []byte
@@ -153,7 +164,7 @@ func newServer(t testing.TB, a *archive, limits Limits) *httptest.Server {
 	}
 	t.Cleanup(func() { conn.Close() })
 	set := testSet(t)
-	h := New(func() *registry.Set { return set }, waveformv1.NewWaveformServiceClient(conn), limits, prometheus.NewRegistry(),
+	h := New(func() *registry.Set { return set }, waveformv1.NewWaveformServiceClient(conn), a.sds, limits, prometheus.NewRegistry(),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h.now = func() time.Time { return t0.Add(time.Hour) }
 	mux := http.NewServeMux()
@@ -416,4 +427,69 @@ func FuzzQuery(f *testing.F) {
 			t.Fatalf("%q: %d %.200s", query, resp.StatusCode, body)
 		}
 	})
+}
+
+// TestSpansStayInTheArchive: a span of a day file is read inside the SDS
+// root only, from a record's start, and no further than the file: a span
+// that leaves the root or does not start on a record is a 503 before
+// anything is sent (the path not told), one longer than its file cuts the
+// answer, and a good one is sent as it lies there.
+func TestSpansStayInTheArchive(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	sds := filepath.Join(root, "sds")
+	if err := os.MkdirAll(filepath.Join(sds, "2026"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := make([]byte, 1024)
+	n, err := mseed.PackInts(rec, mseed.Header{Network: "SH", Station: "HL01", Location: "00", Channel: "BNZ",
+		Start: t0, SampleRate: 50, Encoding: mseed.Steim2}, []int32{1, 2, 3, 4, 5})
+	if err != nil || n != 5 {
+		t.Fatal(n, err)
+	}
+	day := append(slices.Clone(rec), rec...)
+	if err := os.WriteFile(filepath.Join(sds, "2026", "day"), day, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "secret"), []byte("not miniSEED"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	q := "/fdsnws/dataselect/1/query?net=SH&sta=HL01&cha=BNZ&start=2026-12-01T03:00:00&end=2026-12-01T03:00:01"
+	for _, c := range []struct {
+		name string
+		span *waveformv1.FileSpan
+		code int
+		body []byte // nil: the answer is cut
+	}{
+		{"outside the root", &waveformv1.FileSpan{Path: "../secret", Length: 1024}, 503, []byte("archive unavailable")},
+		{"absolute", &waveformv1.FileSpan{Path: filepath.Join(root, "secret"), Length: 1024}, 503, []byte("archive unavailable")},
+		{"not at a record", &waveformv1.FileSpan{Path: "2026/day", Offset: 100, Length: 1024}, 503, []byte("archive unavailable")},
+		{"not whole records", &waveformv1.FileSpan{Path: "2026/day", Length: 1000}, 503, []byte("archive unavailable")},
+		{"past the file", &waveformv1.FileSpan{Path: "2026/day", Length: 3 * 1024}, 200, nil}, // or no status at all
+		{"whole", &waveformv1.FileSpan{Path: "2026/day", Length: 2 * 1024}, 200, day},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(t, &archive{sds: sds, span: c.span}, DefaultLimits)
+			resp, err := http.Get(srv.URL + q)
+			if err != nil && c.body == nil {
+				return // cut before the status went out
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if resp.StatusCode != c.code {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.code, body)
+			}
+			switch {
+			case c.body == nil && err == nil:
+				t.Errorf("answer read whole (%d bytes), want it cut", len(body))
+			case c.code != 200 && (!bytes.Contains(body, c.body) || bytes.Contains(body, []byte("secret")) || bytes.Contains(body, []byte("2026/day"))):
+				t.Errorf("body %q: want %q, without the path", body, c.body)
+			case c.code == 200 && c.body != nil && !bytes.HasPrefix(body, c.body):
+				t.Errorf("body of %d bytes does not start with the span's", len(body))
+			}
+		})
+	}
 }
