@@ -87,11 +87,9 @@ type Meter struct {
 	aLTA     float64
 	samples  int
 
-	picked   bool
-	pickMs   int64
 	n        int // samples since the pick
 	u2, v2   float64
-	m        Measurement
+	m        Measurement // picked while m.OnsetMs != 0 (a pick follows the warm-up, so it is never at 0)
 	startMs  int64
 	sampleNo int64
 }
@@ -137,14 +135,14 @@ func (p *Meter) Add(ud float64) {
 
 	e := a * a
 	p.sta += (e - p.sta) * p.aSTA
-	if p.picked {
+	if p.m.OnsetMs != 0 {
 		p.measure(t, u, v)
 		return
 	}
 	p.samples++
 	warm := float64(p.samples) >= warmSeconds*p.rateHz
 	if warm && p.sta >= pickRatio*p.lta && p.sta >= pickMinGal*pickMinGal {
-		p.picked, p.pickMs, p.n, p.u2, p.v2 = true, t, 0, 0, 0
+		p.n, p.u2, p.v2 = 0, 0, 0
 		p.m = Measurement{OnsetMs: t}
 		p.measure(t, u, v)
 		return
@@ -156,11 +154,11 @@ func (p *Meter) Add(ud float64) {
 }
 
 func (p *Meter) measure(t int64, u, v float64) {
-	if t-p.pickMs >= HoldMs {
-		p.picked, p.m = false, Measurement{}
+	if t-p.m.OnsetMs >= HoldMs {
+		p.m = Measurement{}
 		return
 	}
-	if t-p.pickMs >= WindowMs {
+	if t-p.m.OnsetMs >= WindowMs {
 		return
 	}
 	p.n++
