@@ -14,10 +14,12 @@
 // the archive's SDS root, read-only), the stored records that go out as
 // they are — almost all of a long window — come over the stream as spans
 // of their day files, and the handler copies them from the files to the
-// client itself: a day of a station is then a few spans instead of 18 MB
-// through gRPC (docs/BENCHMARKS.md, fdsnws-dataselect). What a request may ask is
-// bounded (Limits): the channel time it selects (413 beyond), and how many
-// requests are answered at once (503 with Retry-After beyond).
+// client itself: a day of a station is then a span per hour and channel
+// instead of 18 MB through gRPC (docs/BENCHMARKS.md, fdsnws-dataselect).
+//
+// What a request may ask is bounded (Limits): the channel time it selects
+// (413 beyond), and how many requests are answered at once (503 with
+// Retry-After beyond).
 //
 // The archive holds one quality, D: quality=D, M and B (the default) select
 // it, R and Q select nothing. minimumlength and longestonly need to know a
