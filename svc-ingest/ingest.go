@@ -153,10 +153,12 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	}
 	svc.OnShutdown("waveform connection", func(context.Context) error { return wfConn.Close() })
 
+	opening := time.Now()
 	j, err := journal.Open(cfg.DataDir, journal.Options{Retention: cfg.Retention})
 	if err != nil {
 		return err
 	}
+	log.Info("journal opened", slog.Uint64("first", j.First()), slog.Uint64("next", j.Next()), slog.Duration("took", time.Since(opening)))
 	// Closed last: after the listeners stopped appending and the
 	// forwarders stopped reading.
 	svc.OnShutdown("journal", func(context.Context) error { return j.Close() })

@@ -68,7 +68,7 @@ type Journal interface {
 	Wait(ctx context.Context, index uint64) error
 	Cursor(name string) uint64
 	SetCursor(name string, index uint64)
-	First() uint64
+	Search(after func(payload []byte) bool) (uint64, error)
 	Next() uint64
 }
 
@@ -353,23 +353,8 @@ func hello(ctx context.Context, rp Replayer) (int64, error) {
 // clock's steps, so a binary search finds it; an unreadable record counts
 // as older.
 func (f *Forwarder) indexAt(ms int64) (uint64, error) {
-	lo, hi := f.j.First(), f.j.Next()
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		es, err := f.j.Read(mid, 1)
-		if err != nil {
-			return 0, err
-		}
-		if len(es) == 0 {
-			hi = mid
-			continue
-		}
+	return f.j.Search(func(payload []byte) bool {
 		var r ingestv1.Record
-		if proto.Unmarshal(es[0].Payload, &r) == nil && r.GetRecvAtMs() >= ms {
-			hi = mid
-		} else {
-			lo = es[0].Index + 1
-		}
-	}
-	return lo, nil
+		return proto.Unmarshal(payload, &r) == nil && r.GetRecvAtMs() >= ms
+	})
 }

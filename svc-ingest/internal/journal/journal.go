@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,7 +74,9 @@ type segment struct {
 	path    string
 	size    int64
 	created time.Time
-	offsets []int64 // byte offset of each record, for random reads
+	// offsets holds the byte offset of each record, for random reads; nil
+	// for a sealed segment until it is first read at random (see index).
+	offsets []int64
 }
 
 type appendReq struct {
@@ -194,6 +197,16 @@ func Open(dir string, opts Options) (*Journal, error) {
 	return j, nil
 }
 
+// load finds the segments and reads back the newest two. A sealed segment
+// is only named and measured here: its records are the indexes up to the
+// next segment's name, and its offsets are built when it is first read at
+// random. Reading and checksumming the whole retention — an hour at a
+// thousand stations is tens of gigabytes, most of it out of the page cache
+// after a crash — kept a restarted ingest from its stations for most of a
+// minute. The last segment may end in a torn record (a crash mid-write),
+// which is cut off; the one before it is the only sealed segment a
+// machine's crash can have left short (its last sync and the next
+// segment's start overlap), so it is checked too.
 func (j *Journal) load() error {
 	names, err := filepath.Glob(filepath.Join(j.dir, "*.seg"))
 	if err != nil {
@@ -207,16 +220,29 @@ func (j *Journal) load() error {
 		j.segs = append(j.segs, &segment{first: first, path: name})
 	}
 	slices.SortFunc(j.segs, func(a, b *segment) int { return cmpU(a.first, b.first) })
+	n := len(j.segs)
 	for i, s := range j.segs {
-		last := i == len(j.segs)-1
-		if err := j.scan(s, last); err != nil {
-			return err
+		checked := i >= n-2
+		if checked {
+			if err := j.scan(s, i == n-1); err != nil {
+				return err
+			}
+		} else {
+			st, err := os.Stat(s.path)
+			if err != nil {
+				return fmt.Errorf("journal: %w", err)
+			}
+			s.size, s.created = st.Size(), st.ModTime()
 		}
-		if i > 0 && s.first != j.segs[i-1].first+j.segs[i-1].count {
-			return fmt.Errorf("journal: segment %s does not follow the one before", s.path)
+		if i < n-1 {
+			next := j.segs[i+1].first
+			if checked && s.first+s.count != next {
+				return fmt.Errorf("journal: segment %s holds %d records, the next begins at %d", s.path, s.count, next)
+			}
+			s.count = next - s.first
 		}
 	}
-	if n := len(j.segs); n > 0 {
+	if n > 0 {
 		last := j.segs[n-1]
 		j.next = last.first + last.count
 		j.synced = j.next
@@ -242,34 +268,13 @@ func (j *Journal) scan(s *segment, last bool) error {
 		return err
 	}
 	s.created = st.ModTime()
-	r := bufio.NewReaderSize(f, 1<<20)
-	var off int64
-	var hdr [8]byte
-	buf := make([]byte, maxRecord)
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			break
-		}
-		n := binary.LittleEndian.Uint32(hdr[:4])
-		if n > maxRecord {
-			break
-		}
-		buf := buf[:n]
-		if _, err := io.ReadFull(r, buf); err != nil {
-			break
-		}
-		if crc32.Checksum(buf, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
-			break
-		}
-		s.offsets = append(s.offsets, off)
-		off += 8 + int64(n)
-	}
-	s.count, s.size = uint64(len(s.offsets)), off
-	if off < st.Size() {
+	offsets, end := frames(f)
+	s.offsets, s.count, s.size = offsets, uint64(len(offsets)), end
+	if end < st.Size() {
 		if !last {
-			return fmt.Errorf("journal: segment %s is damaged at byte %d", s.path, off)
+			return fmt.Errorf("journal: segment %s is damaged at byte %d", s.path, end)
 		}
-		if err := f.Truncate(off); err != nil {
+		if err := f.Truncate(end); err != nil {
 			return fmt.Errorf("journal: cut torn tail: %w", err)
 		}
 		if err := f.Sync(); err != nil {
@@ -277,6 +282,47 @@ func (j *Journal) scan(s *segment, last bool) error {
 		}
 	}
 	return nil
+}
+
+// frames reads r's frames front to back and returns the offset of each
+// whole one that checks, and where the last ends.
+func frames(r io.Reader) (offsets []int64, end int64) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var hdr [8]byte
+	buf := make([]byte, maxRecord)
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return offsets, end
+		}
+		n := binary.LittleEndian.Uint32(hdr[:4])
+		if n > maxRecord {
+			return offsets, end
+		}
+		if _, err := io.ReadFull(br, buf[:n]); err != nil {
+			return offsets, end
+		}
+		if crc32.Checksum(buf[:n], castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
+			return offsets, end
+		}
+		offsets = append(offsets, end)
+		end += 8 + int64(n)
+	}
+}
+
+// index builds a sealed segment's offsets, checking that its frames are
+// whole and as many as its place among the segments says. It reads the
+// file without the journal's lock: a sealed segment no longer changes.
+func (j *Journal) index(path string, count uint64, size int64) ([]int64, error) {
+	f, err := j.open(func() (*os.File, error) { return os.Open(path) })
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	offsets, end := frames(f)
+	if uint64(len(offsets)) != count || end != size {
+		return nil, fmt.Errorf("journal: segment %s is damaged at byte %d (record %d of %d)", path, end, len(offsets), count)
+	}
+	return offsets, nil
 }
 
 func (j *Journal) openActive() error {
@@ -550,7 +596,28 @@ func (j *Journal) First() uint64 {
 // Read returns up to max records from index from on; fewer (or none) when
 // the journal ends there. A from below First starts at First.
 func (j *Journal) Read(from uint64, max int) ([]Entry, error) {
-	j.mu.Lock()
+	// The sealed segments the read reaches get their offsets first, each
+	// built outside the lock so that appends go on meanwhile; the read
+	// itself then runs under the one lock that saw them all indexed.
+	for {
+		j.mu.Lock()
+		s := j.unindexed(from, max)
+		if s == nil {
+			break
+		}
+		path, count, size := s.path, s.count, s.size
+		j.mu.Unlock()
+		offsets, err := j.index(path, count, size)
+		j.mu.Lock()
+		trimmed := s.first < j.segs[0].first
+		if err == nil && s.offsets == nil {
+			s.offsets = offsets
+		}
+		j.mu.Unlock()
+		if err != nil && !trimmed {
+			return nil, err
+		}
+	}
 	defer j.mu.Unlock()
 	if from < j.segs[0].first {
 		from = j.segs[0].first
@@ -602,6 +669,33 @@ func (j *Journal) Read(from uint64, max int) ([]Entry, error) {
 	return out, nil
 }
 
+// unindexed returns the first segment without offsets that Read(from,
+// limit) would read, or nil.
+func (j *Journal) unindexed(from uint64, limit int) *segment {
+	from = max(from, j.segs[0].first)
+	if n := len(j.cache); n > 0 && from >= j.cache[0].Index {
+		return nil
+	}
+	left := uint64(limit)
+	for _, s := range j.segs {
+		end := s.first + s.count
+		if from >= end {
+			continue
+		}
+		if left == 0 {
+			return nil
+		}
+		if s.offsets == nil {
+			return s
+		}
+		from = max(from, s.first)
+		take := min(end-from, left)
+		left -= take
+		from += take
+	}
+	return nil
+}
+
 // Scan calls fn with every record from index from on, to the journal's end
 // when Scan was called, reading each segment front to back through one
 // buffer. A restart reads the newest millions of records back (replay
@@ -615,6 +709,7 @@ func (j *Journal) Scan(from uint64, fn func(index uint64, payload []byte)) error
 		first uint64 // index of the first record to read
 		count uint64
 		off   int64
+		skip  uint64 // records to pass over from off before first
 	}
 	j.mu.Lock()
 	if j.closed {
@@ -627,7 +722,14 @@ func (j *Journal) Scan(from uint64, fn func(index uint64, payload []byte)) error
 			continue
 		}
 		lo := max(from, s.first)
-		parts = append(parts, part{path: s.path, first: lo, count: s.first + s.count - lo, off: s.offsets[lo-s.first]})
+		p := part{path: s.path, first: lo, count: s.first + s.count - lo}
+		if s.offsets != nil {
+			p.off = s.offsets[lo-s.first]
+		} else {
+			// A sealed segment not read at random yet: from its start.
+			p.skip = lo - s.first
+		}
+		parts = append(parts, p)
 	}
 	j.mu.Unlock()
 
@@ -642,7 +744,7 @@ func (j *Journal) Scan(from uint64, fn func(index uint64, payload []byte)) error
 			return fmt.Errorf("journal: %w", err)
 		}
 		r := bufio.NewReaderSize(io.NewSectionReader(f, p.off, 1<<62), 1<<20)
-		for i := range p.count {
+		for i := range p.skip + p.count {
 			if _, err := io.ReadFull(r, hdr[:]); err != nil {
 				f.Close()
 				return fmt.Errorf("journal: read %s: %w", p.path, err)
@@ -656,11 +758,106 @@ func (j *Journal) Scan(from uint64, fn func(index uint64, payload []byte)) error
 				f.Close()
 				return fmt.Errorf("journal: read %s: %w", p.path, err)
 			}
-			fn(p.first+i, buf[:n])
+			// Sealed segments are checked as they are first read, not
+			// when the journal opens (see load).
+			if crc32.Checksum(buf[:n], castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
+				f.Close()
+				return fmt.Errorf("journal: read %s: record %d is damaged", p.path, p.first-p.skip+i)
+			}
+			if i >= p.skip {
+				fn(p.first+i-p.skip, buf[:n])
+			}
 		}
 		f.Close()
 	}
 	return nil
+}
+
+// Search returns the index of the first kept record whose payload after
+// accepts, after being false for every record before it and true for every
+// one after (the records' receipt times against a time); Next when there
+// is none. An unreadable record counts as not after. It reads the first
+// record of the segments a binary search visits and then the records of
+// one segment, never the whole journal: a restarted receiver's first
+// question must not wait for an index of every sealed segment.
+func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
+	type seg struct {
+		path    string
+		first   uint64
+		count   uint64
+		size    int64
+		offsets []int64
+	}
+	j.mu.Lock()
+	segs := make([]seg, 0, len(j.segs))
+	for _, s := range j.segs {
+		// The active segment's offsets grow under the lock; the
+		// first count of them never change.
+		segs = append(segs, seg{s.path, s.first, s.count, s.size, s.offsets[:min(uint64(len(s.offsets)), s.count)]})
+	}
+	next := j.next
+	j.mu.Unlock()
+
+	var failed error
+	at := func(s seg, off int64) bool {
+		p, err := j.frameAt(s.path, off)
+		if err != nil {
+			failed = err
+			return false
+		}
+		return after(p)
+	}
+	// The first segment whose first record is after: the answer is its
+	// first record or lies in the segment before.
+	k := sort.Search(len(segs), func(i int) bool { return segs[i].count == 0 || at(segs[i], 0) })
+	if failed != nil {
+		return 0, failed
+	}
+	if k == 0 {
+		return segs[0].first, nil
+	}
+	s := segs[k-1]
+	if s.offsets == nil {
+		offsets, err := j.index(s.path, s.count, s.size)
+		if err != nil {
+			return 0, err
+		}
+		s.offsets = offsets
+	}
+	i := sort.Search(int(s.count), func(i int) bool { return i > 0 && at(s, s.offsets[i]) })
+	if failed != nil {
+		return 0, failed
+	}
+	if k == len(segs) && i == int(s.count) {
+		return next, nil
+	}
+	return s.first + uint64(i), nil
+}
+
+// frameAt reads the record whose frame begins at off in the segment file
+// at path.
+func (j *Journal) frameAt(path string, off int64) ([]byte, error) {
+	f, err := j.open(func() (*os.File, error) { return os.Open(path) })
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	var hdr [8]byte
+	if _, err := f.ReadAt(hdr[:], off); err != nil {
+		return nil, fmt.Errorf("journal: read %s: %w", path, err)
+	}
+	n := binary.LittleEndian.Uint32(hdr[:4])
+	if n > maxRecord {
+		return nil, fmt.Errorf("journal: read %s: frame of %d bytes", path, n)
+	}
+	p := make([]byte, n)
+	if _, err := f.ReadAt(p, off+8); err != nil {
+		return nil, fmt.Errorf("journal: read %s: %w", path, err)
+	}
+	if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
+		return nil, fmt.Errorf("journal: read %s: the record at byte %d is damaged", path, off)
+	}
+	return p, nil
 }
 
 func (j *Journal) reader(s *segment) (*os.File, error) {
