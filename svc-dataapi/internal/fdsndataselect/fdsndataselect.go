@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,7 +104,17 @@ type Handler struct {
 	requests  *prometheus.CounterVec
 	bytes     prometheus.Counter
 	fileBytes prometheus.Counter
+	fallbacks prometheus.Counter
+
+	// filesAfter is when the day files are tried again (Unix ns) after one
+	// could not be read: a -waveform-dir that is not (or not yet) the
+	// archive's costs each answer a failed span and its warning otherwise.
+	filesAfter atomic.Int64
 }
+
+// filesPause is how long answers come over the stream after a day file
+// could not be read.
+const filesPause = time.Minute
 
 // New returns a Handler selecting from the registry stations returns and
 // answering from archive, whose SDS root is sds when this process can read
@@ -123,7 +134,11 @@ func New(stations func() *registry.Set, archive waveformv1.WaveformServiceClient
 			Help: "Of shindo_fdsn_dataselect_bytes_total, the bytes copied from the archive's day files by the data API itself (-waveform-dir).",
 		}),
 	}
-	reg.MustRegister(h.requests, h.bytes, h.fileBytes)
+	h.fallbacks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shindo_fdsn_dataselect_file_fallbacks_total",
+		Help: "Archived day files that could not be read (-waveform-dir not the archive's, a file gone): the answer went on over the Export stream, and so do answers for a minute.",
+	})
+	reg.MustRegister(h.requests, h.bytes, h.fileBytes, h.fallbacks)
 	return h
 }
 
@@ -299,17 +314,51 @@ func (a *answer) write(wins []window) error {
 			}
 			keep = segs.keeps
 		}
-		err := a.export(win, keep == nil && a.h.sds != "", func(part *waveformv1.ExportResponse) error {
+		before := a.records
+		err := a.export(win, keep == nil && a.h.filesUsable(), func(part *waveformv1.ExportResponse) error {
 			if sp := part.GetSpan(); sp != nil {
 				return a.sendSpan(sp, win)
 			}
 			return a.sendPart(part.GetData(), keep, win)
 		})
+		if errors.Is(err, errSpanUnread) {
+			// Nothing of the span went out: the stream has the same
+			// records in the same order, so the answer goes on from the
+			// first record not sent.
+			a.h.fallbacks.Inc()
+			a.h.filesAfter.Store(a.h.now().Add(filesPause).UnixNano())
+			skip := a.records - before
+			err = a.export(win, false, func(part *waveformv1.ExportResponse) error {
+				data, err := dropRecords(part.GetData(), &skip)
+				if err != nil {
+					return err
+				}
+				return a.sendPart(data, keep, win)
+			})
+		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// filesUsable tells whether answers copy stored records from the day
+// files.
+func (h *Handler) filesUsable() bool {
+	return h.sds != "" && h.now().UnixNano() >= h.filesAfter.Load()
+}
+
+// dropRecords returns data without its first *n records, counting *n down.
+func dropRecords(data []byte, n *int) ([]byte, error) {
+	for ; *n > 0 && len(data) > 0; *n-- {
+		hdr, err := mseed.ParseHeader(data)
+		if err != nil || hdr.RecordLen > len(data) {
+			return nil, fmt.Errorf("archive sent a broken record: %v", err)
+		}
+		data = data[hdr.RecordLen:]
+	}
+	return data, nil
 }
 
 // sendPart writes the records of a part that keep allows (all of them
@@ -365,7 +414,7 @@ func (a *answer) export(win window, spans bool, fn func(part *waveformv1.ExportR
 		case a.r.Context().Err() != nil:
 			return a.r.Context().Err()
 		case err != nil:
-			if _, ours := errors.AsType[*fdsn.Error](err); ours {
+			if _, ours := errors.AsType[*fdsn.Error](err); ours || errors.Is(err, errSpanUnread) {
 				return err
 			}
 			a.h.log.WarnContext(a.r.Context(), "dataselect: archive read failed", slog.String("station", win.st.ID), slog.Any("error", err))
@@ -394,15 +443,25 @@ func eachRecord(data []byte, fn func(rec []byte, hdr mseed.Header) error) error 
 // WriteStall for it.
 const spanPiece = 1 << 20
 
+// errSpanUnread: a span of a day file could not be read, and nothing of it
+// was sent.
+var errSpanUnread = errors.New("archived day file unreadable")
+
 // sendSpan copies a span of a day file to the client. The span is
 // svc-waveform's, but its path is still opened inside the SDS root only,
 // and its first record read: a span that leaves the root or does not start
-// on a record is the archive failing (503, the path logged and not told),
+// on a record, or a file that is not there, is not read at all
+// (errSpanUnread: write answers it over the stream; the path is logged),
 // and a file that ends before the span (removed or replaced meanwhile)
 // cuts the answer rather than send something else.
 func (a *answer) sendSpan(sp *waveformv1.FileSpan, win window) error {
 	unreadable := func(err error) error {
-		a.h.log.WarnContext(a.r.Context(), "dataselect: archived day file unreadable", slog.String("path", sp.GetPath()),
+		a.h.log.WarnContext(a.r.Context(), "dataselect: archived day file unreadable; answering over the stream", slog.String("path", sp.GetPath()),
+			slog.Int64("offset", sp.GetOffset()), slog.Int64("length", sp.GetLength()), slog.Any("error", err))
+		return errSpanUnread
+	}
+	cut := func(err error) error {
+		a.h.log.WarnContext(a.r.Context(), "dataselect: archived day file shorter than its span", slog.String("path", sp.GetPath()),
 			slog.Int64("offset", sp.GetOffset()), slog.Int64("length", sp.GetLength()), slog.Any("error", err))
 		return &fdsn.Error{Status: http.StatusServiceUnavailable, Detail: "archive unavailable"}
 	}
@@ -441,7 +500,7 @@ func (a *answer) sendSpan(sp *waveformv1.FileSpan, win window) error {
 		case err != nil:
 			return err
 		case n == 0:
-			return unreadable(fmt.Errorf("the file ends %d bytes before the span", left))
+			return cut(fmt.Errorf("the file ends %d bytes before the span", left))
 		}
 	}
 	a.records += int(sp.GetLength() / int64(hdr.RecordLen))

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,10 @@ type archive struct {
 	// asked for file spans sends first.
 	sds  string
 	span *waveformv1.FileSpan
+	// spanLast sends the span after the records instead.
+	spanLast bool
+	// spanAsks counts the Exports that asked for file spans.
+	spanAsks atomic.Int32
 }
 
 func (a *archive) Export(req *waveformv1.ExportRequest, stream waveformv1.WaveformService_ExportServer) error {
@@ -68,7 +73,10 @@ func (a *archive) Export(req *waveformv1.ExportRequest, stream waveformv1.Wavefo
 	if req.GetEndMs() <= req.GetStartMs() || req.GetEndMs()-req.GetStartMs() > dayMs {
 		return status.Error(codes.InvalidArgument, "bad window")
 	}
-	if a.span != nil && req.GetFileSpans() {
+	if req.GetFileSpans() {
+		a.spanAsks.Add(1)
+	}
+	if a.span != nil && req.GetFileSpans() && !a.spanLast {
 		if err := stream.Send(&waveformv1.ExportResponse{Span: a.span}); err != nil {
 			return err
 		}
@@ -131,6 +139,9 @@ func (a *archive) Export(req *waveformv1.ExportRequest, stream waveformv1.Wavefo
 			return err
 		}
 		part = part[n:]
+	}
+	if a.span != nil && req.GetFileSpans() && a.spanLast {
+		return stream.Send(&waveformv1.ExportResponse{Span: a.span})
 	}
 	return nil
 }
@@ -430,10 +441,12 @@ func FuzzQuery(f *testing.F) {
 }
 
 // TestSpansStayInTheArchive: a span of a day file is read inside the SDS
-// root only, from a record's start, and no further than the file: a span
-// that leaves the root or does not start on a record is a 503 before
-// anything is sent (the path not told), one longer than its file cuts the
-// answer, and a good one is sent as it lies there.
+// root only, from a record's start, and no further than the file. A span
+// that leaves the root, does not start on a record or names no file is not
+// read at all: the answer comes over the stream as if no span had been
+// offered (the path not told), and answers for a minute after do not ask
+// for spans. One longer than its file cuts the answer; a good one is sent
+// as it lies there.
 func TestSpansStayInTheArchive(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -455,40 +468,58 @@ func TestSpansStayInTheArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := "/fdsnws/dataselect/1/query?net=SH&sta=HL01&cha=BNZ&start=2026-12-01T03:00:00&end=2026-12-01T03:00:01"
+	get := func(t *testing.T, url string) (*http.Response, []byte, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp, body, err
+	}
+	_, streamed, err := get(t, newServer(t, &archive{}, DefaultLimits).URL+q)
+	if err != nil || len(streamed) == 0 {
+		t.Fatalf("the stream's answer: %d bytes, %v", len(streamed), err)
+	}
 	for _, c := range []struct {
 		name string
+		sds  string
 		span *waveformv1.FileSpan
-		code int
+		last bool   // the span comes after the records
 		body []byte // nil: the answer is cut
 	}{
-		{"outside the root", &waveformv1.FileSpan{Path: "../secret", Length: 1024}, 503, []byte("archive unavailable")},
-		{"absolute", &waveformv1.FileSpan{Path: filepath.Join(root, "secret"), Length: 1024}, 503, []byte("archive unavailable")},
-		{"not at a record", &waveformv1.FileSpan{Path: "2026/day", Offset: 100, Length: 1024}, 503, []byte("archive unavailable")},
-		{"not whole records", &waveformv1.FileSpan{Path: "2026/day", Length: 1000}, 503, []byte("archive unavailable")},
-		{"past the file", &waveformv1.FileSpan{Path: "2026/day", Length: 3 * 1024}, 200, nil}, // or no status at all
-		{"whole", &waveformv1.FileSpan{Path: "2026/day", Length: 2 * 1024}, 200, day},
+		{"outside the root", sds, &waveformv1.FileSpan{Path: "../secret", Length: 1024}, false, streamed},
+		{"absolute", sds, &waveformv1.FileSpan{Path: filepath.Join(root, "secret"), Length: 1024}, false, streamed},
+		{"not at a record", sds, &waveformv1.FileSpan{Path: "2026/day", Offset: 100, Length: 1024}, false, streamed},
+		{"not whole records", sds, &waveformv1.FileSpan{Path: "2026/day", Length: 1000}, false, streamed},
+		{"no such file", sds, &waveformv1.FileSpan{Path: "2026/other", Length: 1024}, false, streamed},
+		{"not the archive's root", filepath.Join(root, "missing"), &waveformv1.FileSpan{Path: "2026/day", Length: 1024}, false, streamed},
+		// The records sent before the span are not sent again.
+		{"no such file, after records", sds, &waveformv1.FileSpan{Path: "2026/other", Length: 1024}, true, streamed},
+		{"past the file", sds, &waveformv1.FileSpan{Path: "2026/day", Length: 3 * 1024}, false, nil}, // or no status at all
+		{"whole", sds, &waveformv1.FileSpan{Path: "2026/day", Length: 2 * 1024}, false, append(slices.Clone(day), streamed...)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := newServer(t, &archive{sds: sds, span: c.span}, DefaultLimits)
-			resp, err := http.Get(srv.URL + q)
-			if err != nil && c.body == nil {
-				return // cut before the status went out
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if resp.StatusCode != c.code {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.code, body)
-			}
+			a := &archive{sds: c.sds, span: c.span, spanLast: c.last}
+			srv := newServer(t, a, DefaultLimits)
+			resp, body, err := get(t, srv.URL+q)
 			switch {
-			case c.body == nil && err == nil:
-				t.Errorf("answer read whole (%d bytes), want it cut", len(body))
-			case c.code != 200 && (!bytes.Contains(body, c.body) || bytes.Contains(body, []byte("secret")) || bytes.Contains(body, []byte("2026/day"))):
-				t.Errorf("body %q: want %q, without the path", body, c.body)
-			case c.code == 200 && c.body != nil && !bytes.HasPrefix(body, c.body):
-				t.Errorf("body of %d bytes does not start with the span's", len(body))
+			case c.body == nil && err == nil && resp.StatusCode == 200:
+				t.Fatalf("answer read whole (%d bytes), want it cut", len(body))
+			case c.body == nil:
+				return
+			case err != nil:
+				t.Fatal(err)
+			case resp.StatusCode != 200 || !bytes.Equal(body, c.body):
+				t.Fatalf("status %d, %d bytes; want 200 and %d bytes", resp.StatusCode, len(body), len(c.body))
+			}
+			if !bytes.Equal(c.body, streamed) {
+				return
+			}
+			// Fallen back: the next answer does not ask for spans.
+			asked := a.spanAsks.Load()
+			if _, again, err := get(t, srv.URL+q); err != nil || !bytes.Equal(again, streamed) || a.spanAsks.Load() != asked {
+				t.Errorf("the next answer: %d bytes, %v; spans asked %d times, %d before", len(again), err, a.spanAsks.Load(), asked)
 			}
 		})
 	}
