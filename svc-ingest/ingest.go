@@ -29,6 +29,7 @@ import (
 	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/listen"
 	"shindo.dev/svc-ingest/internal/peersync"
+	"shindo.dev/svc-ingest/internal/recordwire"
 	"shindo.dev/svc-ingest/internal/verify"
 )
 
@@ -170,7 +171,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 
 	fm := forward.NewMetrics(svc.Metrics())
 	toRTS := forward.New("rts", rtsOpener(rtsConn), j, forward.Options{MaxBatch: cfg.MaxBatch, Window: cfg.Window,
-		Want: func(r *ingestv1.Record) bool { return r.GetPacket().GetIntensity() != nil }}, fm, log)
+		Want: recordwire.Intensity}, fm, log)
 	toWaveform := forward.New("waveform", waveformOpener(wfConn), j, forward.Options{MaxBatch: cfg.MaxBatch, Window: cfg.Window}, fm, log)
 	svc.Go("forward to rts", toRTS)
 	svc.Go("forward to waveform", toWaveform)
@@ -280,14 +281,15 @@ func (s *linkServer) ListLinks(_ context.Context, req *ingestv1.ListLinksRequest
 }
 
 // The generated stream types differ per service; these adapters give the
-// forwarder one shape.
+// forwarder one shape. Both send journal records as they are
+// (forward.SendBatch).
 
 type rtsStream struct {
 	s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]
 }
 
-func (r rtsStream) Send(id uint64, recs []*ingestv1.Record) error {
-	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: recs})
+func (r rtsStream) Send(id uint64, recs [][]byte) error {
+	return forward.SendBatch(r.s, id, recs, false)
 }
 
 func (r rtsStream) Recv() (uint64, error) {
@@ -303,8 +305,8 @@ func (r rtsStream) Hello() (int64, error) {
 	return resp.GetReplaySinceMs(), err
 }
 
-func (r rtsStream) SendCaughtUp(id uint64, recs []*ingestv1.Record) error {
-	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: recs, CaughtUp: true})
+func (r rtsStream) SendCaughtUp(id uint64, recs [][]byte) error {
+	return forward.SendBatch(r.s, id, recs, true)
 }
 
 func (r rtsStream) CloseSend() error { return r.s.CloseSend() }
@@ -312,7 +314,7 @@ func (r rtsStream) CloseSend() error { return r.s.CloseSend() }
 func rtsOpener(conn *grpc.ClientConn) forward.Opener {
 	client := rtsv1.NewRTSServiceClient(conn)
 	return func(ctx context.Context) (forward.Stream, error) {
-		s, err := client.Ingest(ctx)
+		s, err := client.Ingest(ctx, forward.PassThrough())
 		return rtsStream{s}, err
 	}
 }
@@ -321,8 +323,8 @@ type waveformStream struct {
 	s grpc.BidiStreamingClient[waveformv1.IngestRequest, waveformv1.IngestResponse]
 }
 
-func (w waveformStream) Send(id uint64, recs []*ingestv1.Record) error {
-	return w.s.Send(&waveformv1.IngestRequest{BatchId: id, Records: recs})
+func (w waveformStream) Send(id uint64, recs [][]byte) error {
+	return forward.SendBatch(w.s, id, recs, false)
 }
 
 func (w waveformStream) Recv() (uint64, error) {
@@ -335,7 +337,7 @@ func (w waveformStream) CloseSend() error { return w.s.CloseSend() }
 func waveformOpener(conn *grpc.ClientConn) forward.Opener {
 	client := waveformv1.NewWaveformServiceClient(conn)
 	return func(ctx context.Context) (forward.Stream, error) {
-		s, err := client.Ingest(ctx)
+		s, err := client.Ingest(ctx, forward.PassThrough())
 		return waveformStream{s}, err
 	}
 }

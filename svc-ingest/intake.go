@@ -13,7 +13,7 @@ import (
 	"shindo.dev/seismo/seedcode"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
-	"shindo.dev/svc-ingest/internal/peersync"
+	"shindo.dev/svc-ingest/internal/recordwire"
 	"shindo.dev/svc-ingest/internal/verify"
 )
 
@@ -68,8 +68,8 @@ func (in *intake) scanRecent(fn func(station string, seq, index uint64, recvAtMs
 		from = next - rebuildScan
 	}
 	return in.journal.Scan(from, func(index uint64, payload []byte) {
-		if station, seq, ok := peersync.Peek(payload); ok {
-			fn(station, seq, index, peersync.RecvAt(payload))
+		if station, seq, ok := recordwire.Peek(payload); ok {
+			fn(station, seq, index, recordwire.RecvAt(payload))
 		}
 	})
 }

@@ -29,16 +29,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
-	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	"shindo.dev/svc-ingest/internal/journal"
+	"shindo.dev/svc-ingest/internal/recordwire"
 )
 
 // Stream is one open batch stream to a receiver.
 type Stream interface {
-	// Send sends a batch.
-	Send(batchID uint64, records []*ingestv1.Record) error
+	// Send sends a batch: journal records, each a serialized
+	// ingest.v1.Record, passed on as they are.
+	Send(batchID uint64, records [][]byte) error
 	// Recv returns the ID up to which all batches are acked.
 	Recv() (uint64, error)
 	// CloseSend ends the sending side.
@@ -53,7 +53,7 @@ type Replayer interface {
 	Hello() (replaySinceMs int64, err error)
 	// SendCaughtUp sends a batch marked as the one with which the replay
 	// reached the journal's end.
-	SendCaughtUp(batchID uint64, records []*ingestv1.Record) error
+	SendCaughtUp(batchID uint64, records [][]byte) error
 }
 
 // helloTimeout bounds the wait for a Replayer's first message.
@@ -78,8 +78,9 @@ type Options struct {
 	MaxBatch int
 	// Window is the most unacked batches in flight.
 	Window int
-	// Want selects the records this receiver gets; nil means all.
-	Want func(*ingestv1.Record) bool
+	// Want selects the records this receiver gets, by their journal
+	// bytes (recordwire); nil means all.
+	Want func(record []byte) bool
 }
 
 type batch struct {
@@ -281,15 +282,16 @@ func (f *Forwarder) session(ctx context.Context) error {
 			}
 		}
 		next = entries[len(entries)-1].Index + 1
-		recs := make([]*ingestv1.Record, 0, len(entries))
+		// Passed on as they are: decoding each record here only to encode
+		// it again cost the forwarder most of its time, and at a tick's
+		// burst of a thousand stations' packets it decoded them one after
+		// another while the receivers waited (docs/BENCHMARKS.md). The
+		// journal holds what ingest encoded around verified packets, and
+		// every frame is checksummed.
+		recs := make([][]byte, 0, len(entries))
 		for _, e := range entries {
-			var r ingestv1.Record
-			if err := proto.Unmarshal(e.Payload, &r); err != nil {
-				f.log.ErrorContext(ctx, "unreadable journal record skipped", slog.Uint64("index", e.Index), slog.Any("error", err))
-				continue
-			}
-			if f.opts.Want == nil || f.opts.Want(&r) {
-				recs = append(recs, &r)
+			if f.opts.Want == nil || f.opts.Want(e.Payload) {
+				recs = append(recs, e.Payload)
 			}
 		}
 		if len(recs) == 0 {
@@ -315,7 +317,7 @@ func (f *Forwarder) session(ctx context.Context) error {
 		f.records.Add(float64(len(recs)))
 		now := time.Now().UnixMilli()
 		for _, r := range recs {
-			f.delay.Observe(max(0, float64(now-r.GetRecvAtMs())/1000))
+			f.delay.Observe(max(0, float64(now-recordwire.RecvAt(r))/1000))
 		}
 	}
 }
@@ -353,8 +355,5 @@ func hello(ctx context.Context, rp Replayer) (int64, error) {
 // clock's steps, so a binary search finds it; an unreadable record counts
 // as older.
 func (f *Forwarder) indexAt(ms int64) (uint64, error) {
-	return f.j.Search(func(payload []byte) bool {
-		var r ingestv1.Record
-		return proto.Unmarshal(payload, &r) == nil && r.GetRecvAtMs() >= ms
-	})
+	return f.j.Search(func(payload []byte) bool { return recordwire.RecvAt(payload) >= ms })
 }

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/svc-ingest/internal/journal"
+	"shindo.dev/svc-ingest/internal/recordwire"
 )
 
 // receiver is a real gRPC RTSService.Ingest endpoint that records what it
@@ -35,6 +37,9 @@ type receiver struct {
 	speaksFirst bool
 	replaySince int64
 	caughtUpAt  []int
+	// all, when set, is closed once expect records have come.
+	all    chan struct{}
+	expect int
 }
 
 // Ingest records every batch as it arrives and acks it once the gate (if
@@ -82,6 +87,10 @@ func (r *receiver) Ingest(stream rtsv1.RTSService_IngestServer) error {
 		if req.GetCaughtUp() {
 			r.caughtUpAt = append(r.caughtUpAt, len(r.seqs))
 		}
+		if r.all != nil && len(r.seqs) >= r.expect {
+			close(r.all)
+			r.all = nil
+		}
 		r.mu.Unlock()
 		acks <- req.GetBatchId()
 	}
@@ -107,8 +116,20 @@ type rtsStream struct {
 	s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]
 }
 
-func (r rtsStream) Send(id uint64, recs []*ingestv1.Record) error {
-	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: recs})
+func (r rtsStream) Send(id uint64, recs [][]byte) error {
+	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: decode(recs)})
+}
+
+// decode decodes journal records (svc-ingest sends them as they are).
+func decode(recs [][]byte) []*ingestv1.Record {
+	out := make([]*ingestv1.Record, len(recs))
+	for i, b := range recs {
+		out[i] = &ingestv1.Record{}
+		if err := proto.Unmarshal(b, out[i]); err != nil {
+			panic(err)
+		}
+	}
+	return out
 }
 func (r rtsStream) Recv() (uint64, error) {
 	resp, err := r.s.Recv()
@@ -122,11 +143,11 @@ func (r replayStream) Hello() (int64, error) {
 	resp, err := r.s.Recv()
 	return resp.GetReplaySinceMs(), err
 }
-func (r replayStream) SendCaughtUp(id uint64, recs []*ingestv1.Record) error {
-	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: recs, CaughtUp: true})
+func (r replayStream) SendCaughtUp(id uint64, recs [][]byte) error {
+	return r.s.Send(&rtsv1.IngestRequest{BatchId: id, Records: decode(recs), CaughtUp: true})
 }
 
-func serve(t *testing.T, addr string, r *receiver) (*grpc.Server, string) {
+func serve(t testing.TB, addr string, r *receiver) (*grpc.Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -306,7 +327,7 @@ func TestWantFilters(t *testing.T) {
 	j := openJournal(t, t.TempDir())
 	defer j.Close()
 	f := newForwarder(t, j, opener(t, addr), Options{MaxBatch: 7, Window: 4,
-		Want: func(r *ingestv1.Record) bool { return r.GetPacket().GetSeq()%2 == 0 }})
+		Want: func(b []byte) bool { _, seq, _ := recordwire.Peek(b); return seq%2 == 0 }})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
@@ -410,5 +431,82 @@ func TestReplayBeforeTheJournal(t *testing.T) {
 		if got, err := f.indexAt(c.since); err != nil || got != c.want {
 			t.Errorf("indexAt(%d) = %d, %v; want %d", c.since, got, err, c.want)
 		}
+	}
+}
+
+// rawStream sends journal records as they are, as svc-ingest's streams do.
+type rawStream struct{ rtsStream }
+
+func (r rawStream) Send(id uint64, recs [][]byte) error { return SendBatch(r.s, id, recs, false) }
+
+// BenchmarkForward streams 100,000 station sensor records (three axes of 25
+// samples, half a second at 50 Hz) from a journal to a gRPC receiver that
+// decodes them, as svc-waveform does, until the receiver has them all:
+// sent as they lie in the journal, and, the baseline in the same run,
+// decoded and encoded again by the forwarder, as before.
+func BenchmarkForward(b *testing.B) {
+	const records = 100_000
+	var payloads [][]byte
+	for seq := range uint64(records) {
+		samples := make([]int32, 25)
+		for i := range samples {
+			samples[i] = int32(seq) * int32(i+1) % 4000
+		}
+		p, err := proto.Marshal(&ingestv1.Record{Packet: &stationv1.Packet{StationId: fmt.Sprintf("SH.%05d", seq%1000), Seq: seq, SentAtMs: 1_800_000_000_000,
+			Body: &stationv1.Packet_Sensor{Sensor: &stationv1.SensorFrame{FirstSampleMs: 1_800_000_000_000, RateHz: 50, ScaleGal: 0.01, Ns: samples, Ew: samples, Ud: samples}}},
+			RecvAtMs: 1_800_000_000_010, Site: "TNN-1", NetworkCode: "SH", StationCode: fmt.Sprintf("%05d", seq%1000), LocationCode: "00"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		payloads = append(payloads, p)
+	}
+	for _, c := range []struct {
+		name string
+		wrap func(s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]) Stream
+		opts []grpc.CallOption
+	}{
+		{"as-is", func(s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]) Stream { return rawStream{rtsStream{s}} }, []grpc.CallOption{PassThrough()}},
+		{"decode-encode", func(s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]) Stream { return rtsStream{s} }, nil},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				all := make(chan struct{})
+				r := &receiver{all: all, expect: records}
+				srv, addr := serve(b, "127.0.0.1:0", r)
+				conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				j, err := journal.Open(b.TempDir(), journal.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; i < records; i += 1000 {
+					if _, err := j.Append(context.Background(), payloads[i:i+1000]...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				f := New("waveform", func(ctx context.Context) (Stream, error) {
+					s, err := rtsv1.NewRTSServiceClient(conn).Ingest(ctx, c.opts...)
+					return c.wrap(s), err
+				}, j, Options{MaxBatch: 512, Window: 64}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				b.StartTimer()
+				go func() { defer close(done); f.Run(ctx) }()
+				<-all
+				b.StopTimer()
+				cancel()
+				<-done
+				if n := len(r.distinct()); n != records {
+					b.Fatalf("received %d records", n)
+				}
+				j.Close()
+				conn.Close()
+				srv.Stop()
+			}
+			b.ReportMetric(float64(b.N*records)/b.Elapsed().Seconds(), "records/s")
+		})
 	}
 }

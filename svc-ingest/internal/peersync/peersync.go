@@ -49,6 +49,7 @@ import (
 	"shindo.dev/lib/natsbus"
 	"shindo.dev/lib/telemetry"
 	"shindo.dev/svc-ingest/internal/journal"
+	"shindo.dev/svc-ingest/internal/recordwire"
 	"shindo.dev/svc-ingest/internal/replay"
 )
 
@@ -451,7 +452,7 @@ func (s *Syncer) answer(ctx context.Context, m *nats.Msg) {
 		s.scanned.Add(float64(len(entries)))
 		next = entries[len(entries)-1].Index + 1
 		for _, e := range entries {
-			station, seq, ok := Peek(e.Payload)
+			station, seq, ok := recordwire.Peek(e.Payload)
 			if !ok || !want[key{station, seq}] {
 				continue
 			}
@@ -500,96 +501,6 @@ func (s *Syncer) answer(ctx context.Context, m *nats.Msg) {
 			delete(s.resume[site], h.GetStationId())
 		}
 	}
-}
-
-// RecvAt reads a journal record's receive time (Record.recv_at_ms, field
-// 2) without decoding the rest; 0 if it has none.
-func RecvAt(rec []byte) int64 {
-	for len(rec) > 0 {
-		num, typ, n := protowire.ConsumeTag(rec)
-		if n < 0 {
-			return 0
-		}
-		rec = rec[n:]
-		if num == 2 && typ == protowire.VarintType {
-			v, m := protowire.ConsumeVarint(rec)
-			if m < 0 {
-				return 0
-			}
-			return int64(v)
-		}
-		m := protowire.ConsumeFieldValue(num, typ, rec)
-		if m < 0 {
-			return 0
-		}
-		rec = rec[m:]
-	}
-	return 0
-}
-
-// Peek reads the station and seq of a journal record without decoding all
-// of it: Record.packet (field 1), then Packet.station_id (1) and seq (2).
-func Peek(rec []byte) (station string, seq uint64, ok bool) {
-	packet, ok := field(rec, 1)
-	if !ok {
-		return "", 0, false
-	}
-	var haveStation, haveSeq bool
-	for len(packet) > 0 {
-		num, typ, n := protowire.ConsumeTag(packet)
-		if n < 0 {
-			return "", 0, false
-		}
-		packet = packet[n:]
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(packet)
-			if m < 0 {
-				return "", 0, false
-			}
-			station, haveStation = string(v), true
-			packet = packet[m:]
-		case num == 2 && typ == protowire.VarintType:
-			v, m := protowire.ConsumeVarint(packet)
-			if m < 0 {
-				return "", 0, false
-			}
-			seq, haveSeq = v, true
-			packet = packet[m:]
-		default:
-			m := protowire.ConsumeFieldValue(num, typ, packet)
-			if m < 0 {
-				return "", 0, false
-			}
-			packet = packet[m:]
-		}
-		if haveStation && haveSeq {
-			return station, seq, true
-		}
-	}
-	return station, seq, haveStation && haveSeq
-}
-
-// field returns the bytes of the first occurrence of a length-delimited
-// field num.
-func field(b []byte, num protowire.Number) ([]byte, bool) {
-	for len(b) > 0 {
-		n, typ, m := protowire.ConsumeTag(b)
-		if m < 0 {
-			return nil, false
-		}
-		b = b[m:]
-		if n == num && typ == protowire.BytesType {
-			v, k := protowire.ConsumeBytes(b)
-			return v, k >= 0
-		}
-		k := protowire.ConsumeFieldValue(n, typ, b)
-		if k < 0 {
-			return nil, false
-		}
-		b = b[k:]
-	}
-	return nil, false
 }
 
 // maxUnframed bounds what a deflated message may expand to.

@@ -22,6 +22,7 @@ import (
 	stationv1 "shindo.dev/gen/shindo/station/v1"
 	"shindo.dev/lib/natsbus"
 	"shindo.dev/svc-ingest/internal/journal"
+	"shindo.dev/svc-ingest/internal/recordwire"
 	"shindo.dev/svc-ingest/internal/replay"
 )
 
@@ -111,7 +112,7 @@ func (c *core) held(t *testing.T) map[string]map[uint64]int {
 			return out
 		}
 		for _, e := range es {
-			st, seq, ok := Peek(e.Payload)
+			st, seq, ok := recordwire.Peek(e.Payload)
 			if !ok {
 				t.Fatalf("unreadable record %d", e.Index)
 			}
