@@ -779,6 +779,7 @@ func (j *Journal) Scan(from uint64, fn func(index uint64, payload []byte)) error
 // question must not wait for an index of every sealed segment.
 func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
 	type seg struct {
+		of      *segment // the journal's, for its offsets
 		path    string
 		first   uint64
 		count   uint64
@@ -790,7 +791,7 @@ func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
 	for _, s := range j.segs {
 		// The active segment's offsets grow under the lock; the
 		// first count of them never change.
-		segs = append(segs, seg{s.path, s.first, s.count, s.size, s.offsets[:min(uint64(len(s.offsets)), s.count)]})
+		segs = append(segs, seg{s, s.path, s.first, s.count, s.size, s.offsets[:min(uint64(len(s.offsets)), s.count)]})
 	}
 	next := j.next
 	j.mu.Unlock()
@@ -819,6 +820,11 @@ func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
+		j.mu.Lock()
+		if s.of.offsets == nil {
+			s.of.offsets = offsets
+		}
+		j.mu.Unlock()
 		s.offsets = offsets
 	}
 	i := sort.Search(int(s.count), func(i int) bool { return i > 0 && at(s, s.offsets[i]) })
