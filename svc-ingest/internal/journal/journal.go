@@ -201,9 +201,8 @@ func Open(dir string, opts Options) (*Journal, error) {
 // is only named and measured here: its records are the indexes up to the
 // next segment's name, and its offsets are built when it is first read at
 // random. Reading and checksumming the whole retention — an hour at a
-// thousand stations is tens of gigabytes, most of it out of the page cache
-// after a crash — kept a restarted ingest from its stations for most of a
-// minute. The last segment may end in a torn record (a crash mid-write),
+// thousand stations is 15 million records — kept a restarted ingest from
+// its stations for most of a minute on a loaded machine. The last segment may end in a torn record (a crash mid-write),
 // which is cut off; the one before it is the only sealed segment a
 // machine's crash can have left short (its last sync and the next
 // segment's start overlap), so it is checked too.
