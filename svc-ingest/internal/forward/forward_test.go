@@ -465,8 +465,12 @@ func BenchmarkForward(b *testing.B) {
 		wrap func(s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]) Stream
 		opts []grpc.CallOption
 	}{
-		{"as-is", func(s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]) Stream { return rawStream{rtsStream{s}} }, []grpc.CallOption{PassThrough()}},
-		{"decode-encode", func(s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]) Stream { return rtsStream{s} }, nil},
+		{"as-is", func(s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]) Stream {
+			return rawStream{rtsStream{s}}
+		}, []grpc.CallOption{PassThrough()}},
+		{"decode-encode", func(s grpc.BidiStreamingClient[rtsv1.IngestRequest, rtsv1.IngestResponse]) Stream {
+			return rtsStream{s}
+		}, nil},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
