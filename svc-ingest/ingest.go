@@ -185,20 +185,19 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		overloaded: func() bool { return max(toRTS.Lag(), toWaveform.Lag()) > cfg.MaxLag },
 		sampler:    newPacketSampler(cfg.TraceEvery),
 	}
-	if err := in.rebuild(log); err != nil {
-		return err
-	}
 	if cfg.NATS != "" || cfg.PeerNATS != "" {
+		// A component, so it runs only once wire returns, after the
+		// restore below: until then it neither asks the peer nor answers.
 		syncer, err := startSync(ctx, svc, cfg, in, reg.Source)
 		if err != nil {
 			return err
 		}
 		in.indexed = syncer.Indexed
-		if err := in.rebuildIndex(syncer); err != nil {
-			// The sync then offers the peer what it holds from now on,
-			// and its long exchanges cover the rest.
-			log.Warn("journal not indexed for the sync", slog.Any("error", err))
-		}
+	}
+	// One pass for the replay windows and the sync's index: two read the
+	// newest 4 million records twice.
+	if err := in.rebuild(log); err != nil {
+		return err
 	}
 	handle := in.handle
 

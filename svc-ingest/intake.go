@@ -42,36 +42,32 @@ const rebuildScan = 4_000_000
 // rebuild restores, after a restart, which seqs this core holds, from the
 // newest records of the journal: without it a retransmission of a recorded
 // packet would be recorded again, and a replay inside the freshness bound
-// would pass.
+// would pass. With the sync, the same pass tells it where those records
+// are (in.indexed), so it can offer the peer what was recorded before.
 func (in *intake) rebuild(log *slog.Logger) error {
 	start := time.Now()
 	n := 0
-	err := in.scanRecent(func(station string, seq, _ uint64, recvAtMs int64) {
-		in.gate.Record(station, seq, recvAtMs)
-		n++
-	})
-	if n > 0 {
-		log.Info("replay windows restored from the journal", slog.Int("records", n), slog.Duration("took", time.Since(start)))
-	}
-	return err
-}
-
-// rebuildIndex tells idx where the newest journal records are.
-func (in *intake) rebuildIndex(idx interface{ Indexed(string, uint64, uint64) }) error {
-	return in.scanRecent(func(station string, seq, index uint64, _ int64) { idx.Indexed(station, seq, index) })
-}
-
-func (in *intake) scanRecent(fn func(station string, seq, index uint64, recvAtMs int64)) error {
 	next := in.journal.Next()
 	from := in.journal.First()
 	if next > rebuildScan && next-rebuildScan > from {
 		from = next - rebuildScan
 	}
-	return in.journal.Scan(from, func(index uint64, payload []byte) {
-		if station, seq, ok := recordwire.Peek(payload); ok {
-			fn(station, seq, index, recordwire.RecvAt(payload))
+	err := in.journal.Scan(from, func(index uint64, payload []byte) {
+		station, seq, ok := recordwire.Peek(payload)
+		if !ok {
+			return
 		}
+		in.gate.Record(station, seq, recordwire.RecvAt(payload))
+		if in.indexed != nil {
+			in.indexed(station, seq, index)
+		}
+		n++
 	})
+	if n > 0 {
+		log.Info("replay windows restored from the journal", slog.Int("records", n), slog.Bool("sync_indexed", in.indexed != nil),
+			slog.Duration("took", time.Since(start)))
+	}
+	return err
 }
 
 // encodeRecord serializes an ingestv1.Record around the packet's own bytes:
