@@ -777,10 +777,11 @@ func (j *Journal) Scan(from uint64, fn func(index uint64, payload []byte)) error
 // one segment, never the whole journal: a restarted receiver's first
 // question must not wait for an index of every sealed segment.
 func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
+	// What changes under the lock, taken as it was: the active segment's
+	// count, size and offsets grow (the first count of its offsets never
+	// change); path and first never do.
 	type seg struct {
-		of      *segment // the journal's, for its offsets
-		path    string
-		first   uint64
+		*segment
 		count   uint64
 		size    int64
 		offsets []int64
@@ -788,11 +789,8 @@ func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
 	j.mu.Lock()
 	segs := make([]seg, 0, len(j.segs))
 	for _, s := range j.segs {
-		// The active segment's offsets grow under the lock; the
-		// first count of them never change.
-		segs = append(segs, seg{s, s.path, s.first, s.count, s.size, s.offsets[:min(uint64(len(s.offsets)), s.count)]})
+		segs = append(segs, seg{s, s.count, s.size, s.offsets[:min(uint64(len(s.offsets)), s.count)]})
 	}
-	next := j.next
 	j.mu.Unlock()
 
 	var failed error
@@ -820,8 +818,8 @@ func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
 			return 0, err
 		}
 		j.mu.Lock()
-		if s.of.offsets == nil {
-			s.of.offsets = offsets
+		if s.segment.offsets == nil {
+			s.segment.offsets = offsets
 		}
 		j.mu.Unlock()
 		s.offsets = offsets
@@ -829,9 +827,6 @@ func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
 	i := sort.Search(int(s.count), func(i int) bool { return i > 0 && at(s, s.offsets[i]) })
 	if failed != nil {
 		return 0, failed
-	}
-	if k == len(segs) && i == int(s.count) {
-		return next, nil
 	}
 	return s.first + uint64(i), nil
 }
