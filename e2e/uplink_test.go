@@ -316,28 +316,48 @@ func TestFloodCountedByReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	// Paced at about 40,000 a second, within what the socket buffer holds,
-	// so that the counts are exact rather than the kernel's guess.
+	// Paced at about 40,000 a second, within what the socket buffer holds
+	// while the machine is not busy with more; what the kernel still drops
+	// (a full receive buffer, the server behind on a loaded machine) it
+	// counts at the socket, and the server's counts must make up the rest
+	// exactly.
+	dropsBefore, dropsKnown := udpDrops(t, addr.Port)
+	unsent := 0
 	for i, b := range datagrams {
-		conn.Write(b)
+		if _, err := conn.Write(b); err != nil {
+			unsent++
+		}
 		if i%1000 == 999 {
 			time.Sleep(25 * time.Millisecond) //nolint:forbidigo // paces the flood, as said above
 		}
 	}
 	var got map[string]float64
+	var kernel int64
 	junk := func(m map[string]float64) float64 {
 		return m["malformed"] + m["oversize"] + m["unknown_station"] + m["bad_mac"]
 	}
 	poll.Within(20*time.Second, func() bool {
 		got = delta(counters(t, admin, "TNN-1"), before)
-		return junk(got) >= total
+		if after, ok := udpDrops(t, addr.Port); ok && dropsKnown {
+			kernel = after - dropsBefore
+		}
+		return junk(got)+float64(kernel+int64(unsent)) >= total
 	})
-	t.Logf("counted %v for %v", got, kinds)
-	if junk(got) != total {
-		t.Fatalf("%v bad datagrams counted, want %d", junk(got), total)
+	// Lost before the server: the kernel's drops may be of the real
+	// stations' packets as well as of the flood's.
+	lost := float64(kernel + int64(unsent))
+	t.Logf("counted %v for %v; %d dropped by the kernel, %d not sent", got, kinds, kernel, unsent)
+	if junk(got) > total || junk(got)+lost < total {
+		t.Fatalf("%v bad datagrams counted, %d dropped by the kernel, %d not sent: want %d in all", junk(got), kernel, unsent, total)
 	}
-	if got["oversize"] != float64(kinds["oversize"]) || got["bad_mac"] < float64(kinds["bad_mac"]) ||
-		got["unknown_station"] < float64(kinds["unknown"]) || got["malformed"] < float64(kinds["random"])*0.9 {
+	// The kernel's drops may cover the real stations' packets too; more
+	// than a few percent is no longer a test of the server's counting.
+	if lost > total/50 {
+		t.Fatalf("%v of %d datagrams dropped by the kernel or not sent: the flood is not paced for this machine", lost, total)
+	}
+	if got["oversize"] > float64(kinds["oversize"]) || got["oversize"] < float64(kinds["oversize"])-lost ||
+		got["bad_mac"] < float64(kinds["bad_mac"])-lost || got["unknown_station"] < float64(kinds["unknown"])-lost ||
+		got["malformed"] < float64(kinds["random"])*0.9-lost {
 		t.Fatalf("reasons %v do not match what was sent %v", got, kinds)
 	}
 	// The real stations were acked all along.
