@@ -12,9 +12,9 @@ import (
 
 // udpDrops is how many datagrams the kernel dropped, since they were
 // opened, at every UDP socket bound to port (the drops column of
-// /proc/net/udp and udp6: a receive buffer that was full). A flood's datagrams the
-// kernel dropped never reach the server's counters; a test that counts
-// them exactly must know how many there were.
+// /proc/net/udp and udp6: a receive buffer that was full). A flood's
+// datagrams the kernel dropped never reach the server's counters; a test
+// that counts them exactly must know how many there were.
 func udpDrops(t *testing.T, port int) (drops int64, ok bool) {
 	t.Helper()
 	for _, table := range []string{"/proc/net/udp", "/proc/net/udp6"} {
@@ -26,6 +26,7 @@ func udpDrops(t *testing.T, port int) (drops int64, ok bool) {
 }
 
 func udpTableDrops(t *testing.T, table string, port int) (drops int64, ok bool) {
+	t.Helper()
 	f, err := os.Open(table)
 	if err != nil {
 		return 0, false
