@@ -207,7 +207,40 @@ const (
 
 // decodeBlock reverses encodeBlock; first is the block's first tick.
 func decodeBlock(payload []byte, first int64) ([]*rtsv1.Snapshot, error) {
-	r := &reader{b: payload}
+	br, err := newBlockReader(payload, first)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*rtsv1.Snapshot, 0, len(br.offsets))
+	for range br.offsets {
+		s, err := br.walk(true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// blockReader decodes a block payload tick by tick. A tick's values are
+// deltas against the ticks before it, so reaching tick k walks ticks 0 to
+// k-1; the reader keeps its place, and a replay client asking for the
+// next tick pays for one tick, not for the block. Not safe for concurrent
+// use.
+type blockReader struct {
+	payload []byte
+	first   int64
+	offsets []int64  // of each tick from first, in ticks
+	ids     []string // shared by every snapshot built
+	body    []byte   // the payload after the header: tick 0
+	r       reader   // at tick next
+	next    int
+	prev    [][4]int64 // every station's values as of tick next-1
+}
+
+// newBlockReader reads a payload's header.
+func newBlockReader(payload []byte, first int64) (*blockReader, error) {
+	r := reader{b: payload}
 	n := r.uvarint(maxBlockTicks)
 	offsets := make([]int64, n)
 	for i := range offsets {
@@ -220,45 +253,99 @@ func decodeBlock(payload []byte, first int64) ([]*rtsv1.Snapshot, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	prev := make([][4]int64, len(ids))
-	out := make([]*rtsv1.Snapshot, 0, n)
-	for k := range offsets {
-		count := r.uvarint(uint64(len(ids)))
-		stations := make([]*rtsv1.StationState, 0, count)
-		i := -1
-		for range count {
-			i += int(r.uvarint(uint64(len(ids)))) + 1
-			flags := r.bytes(1)
-			if r.err != nil || i >= len(ids) || flags[0]&^flagsKnown != 0 {
-				return nil, errCorrupt
-			}
-			age := uint64((flags[0]&ageMask)>>ageShift) * tickMs
-			if age == ageEscape*tickMs {
-				age = r.uvarint(math.MaxUint32)
-			}
-			for m := range prev[i] {
-				prev[i][m] += r.varint()
-			}
-			q := prev[i]
-			stations = append(stations, &rtsv1.StationState{
-				StationId: ids[i], Alert: flags[0]&flagAlert != 0, AgeMs: uint32(age),
-				Pga: dequantize(q[0], motionScale), Pgv: dequantize(q[1], motionScale),
-				Intensity: dequantize(q[2], intensityScale), DisplayIntensity: dequantize(q[3], intensityScale),
-			})
-		}
-		rest := r.bytes(r.uvarint(uint64(len(payload))))
-		if r.err != nil {
-			return nil, r.err
-		}
-		s := &rtsv1.Snapshot{}
-		if err := proto.Unmarshal(rest, s); err != nil {
-			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
-		}
-		s.TimeMs = first + offsets[k]*tickMs
-		if len(stations) > 0 {
-			s.Stations = stations
-		}
-		out = append(out, s)
+	br := &blockReader{payload: payload, first: first, offsets: offsets, ids: ids, body: r.b,
+		prev: make([][4]int64, len(ids))}
+	br.rewind()
+	return br, nil
+}
+
+func (br *blockReader) rewind() {
+	br.r, br.next = reader{b: br.body}, 0
+	clear(br.prev)
+}
+
+// size is about what the reader holds in memory.
+func (br *blockReader) size() int {
+	return len(br.payload) + len(br.ids)*(16+32) + len(br.offsets)*8
+}
+
+// at returns the snapshot of tick t; a tick the block does not hold is
+// ErrNotFound.
+func (br *blockReader) at(t int64) (*rtsv1.Snapshot, error) {
+	if t < br.first || (t-br.first)%tickMs != 0 {
+		return nil, ErrNotFound
 	}
-	return out, nil
+	k, ok := slices.BinarySearch(br.offsets, (t-br.first)/tickMs)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	if k < br.next {
+		br.rewind()
+	}
+	for br.next < k {
+		if _, err := br.walk(false); err != nil {
+			br.rewind()
+			return nil, err
+		}
+	}
+	s, err := br.walk(true)
+	if err != nil {
+		br.rewind()
+	}
+	return s, err
+}
+
+// walk reads tick next, building its snapshot when build is set.
+func (br *blockReader) walk(build bool) (*rtsv1.Snapshot, error) {
+	if br.next >= len(br.offsets) {
+		return nil, errCorrupt
+	}
+	r, ids, prev := &br.r, br.ids, br.prev
+	count := r.uvarint(uint64(len(ids)))
+	var stations []*rtsv1.StationState
+	if build {
+		stations = make([]*rtsv1.StationState, 0, count)
+	}
+	i := -1
+	for range count {
+		i += int(r.uvarint(uint64(len(ids)))) + 1
+		flags := r.bytes(1)
+		if r.err != nil || i >= len(ids) || flags[0]&^flagsKnown != 0 {
+			return nil, errCorrupt
+		}
+		age := uint64((flags[0]&ageMask)>>ageShift) * tickMs
+		if age == ageEscape*tickMs {
+			age = r.uvarint(math.MaxUint32)
+		}
+		for m := range prev[i] {
+			prev[i][m] += r.varint()
+		}
+		if !build {
+			continue
+		}
+		q := prev[i]
+		stations = append(stations, &rtsv1.StationState{
+			StationId: ids[i], Alert: flags[0]&flagAlert != 0, AgeMs: uint32(age),
+			Pga: dequantize(q[0], motionScale), Pgv: dequantize(q[1], motionScale),
+			Intensity: dequantize(q[2], intensityScale), DisplayIntensity: dequantize(q[3], intensityScale),
+		})
+	}
+	rest := r.bytes(r.uvarint(uint64(len(br.payload))))
+	if r.err != nil {
+		return nil, r.err
+	}
+	k := br.next
+	br.next++
+	if !build {
+		return nil, nil
+	}
+	s := &rtsv1.Snapshot{}
+	if err := proto.Unmarshal(rest, s); err != nil {
+		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+	}
+	s.TimeMs = br.first + br.offsets[k]*tickMs
+	if len(stations) > 0 {
+		s.Stations = stations
+	}
+	return s, nil
 }

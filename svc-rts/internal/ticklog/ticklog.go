@@ -55,10 +55,20 @@ const (
 	maxPayload = 64 << 20
 	// queueBlocks is how many full blocks may wait for the writer.
 	queueBlocks = 64
-	// cacheBlocks is how many decoded blocks are kept for readers: replay
-	// clients ask for consecutive ticks.
+	// cacheBlocks and cacheBytes bound the blocks kept for readers (replay
+	// clients ask for consecutive ticks): at most this many, holding at most
+	// about this many bytes, but always the newest read. The cache holds
+	// payloads with a reader's place in them, not snapshots: a decoded
+	// block of 1,000 stations takes 2.6 MB of messages, its payload about
+	// a twentieth.
 	cacheBlocks = 16
-	fileSuffix  = ".ticks"
+	cacheBytes  = 8 << 20
+	// window is the compression window. The encoder's history is twice
+	// the window (16 MB at zstd's default of 8 MB); a block of 1,000
+	// stations is about 200 kB before compression, so 1 MB loses nothing
+	// below 5,000 stations and little above.
+	window     = 1 << 20
+	fileSuffix = ".ticks"
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -108,8 +118,9 @@ type blockRef struct {
 }
 
 type cachedBlock struct {
-	first int64
-	snaps []*rtsv1.Snapshot
+	first, last int64
+	mu          sync.Mutex // over br, which keeps its place
+	br          *blockReader
 }
 
 // Open opens (creating it if needed) the archive in dir, indexing what is
@@ -118,7 +129,8 @@ func Open(dir string, retention time.Duration, log *slog.Logger) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tick archive: %w", err)
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(window), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, fmt.Errorf("tick archive: %w", err)
 	}
@@ -368,10 +380,10 @@ func (l *Log) At(ms int64) (*rtsv1.Snapshot, error) {
 		}
 	}
 	for _, c := range l.cache {
-		if n := len(c.snaps); t >= c.first && t <= c.snaps[n-1].GetTimeMs() {
+		if t >= c.first && t <= c.last {
 			l.touchLocked(c)
 			l.mu.Unlock()
-			return find(c.snaps, t)
+			return c.at(t)
 		}
 	}
 	hf := l.files[t-t%hourMs]
@@ -396,17 +408,38 @@ func (l *Log) At(ms int64) (*rtsv1.Snapshot, error) {
 	if !found {
 		return nil, ErrNotFound
 	}
-	snaps, err := l.read(path, ref)
+	raw, err := l.read(path, ref)
 	if err != nil {
 		return nil, err
 	}
+	br, err := newBlockReader(raw, ref.first)
+	if err != nil {
+		return nil, fmt.Errorf("tick archive: block at %d: %w", ref.first, err)
+	}
+	c := &cachedBlock{first: ref.first, last: ref.last, br: br}
 	l.mu.Lock()
-	l.cache = append(l.cache, &cachedBlock{first: ref.first, snaps: snaps})
-	if len(l.cache) > cacheBlocks {
+	l.cache = append(l.cache, c)
+	held := 0
+	for _, c := range l.cache {
+		held += c.br.size()
+	}
+	for len(l.cache) > 1 && (len(l.cache) > cacheBlocks || held > cacheBytes) {
+		held -= l.cache[0].br.size()
 		l.cache = l.cache[1:]
 	}
 	l.mu.Unlock()
-	return find(snaps, t)
+	return c.at(t)
+}
+
+// at builds the snapshot of tick t from a cached block.
+func (c *cachedBlock) at(t int64) (*rtsv1.Snapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.br.at(t)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("tick archive: block at %d: %w", c.first, err)
+	}
+	return s, err
 }
 
 func (l *Log) touchLocked(c *cachedBlock) {
@@ -430,8 +463,8 @@ func find(snaps []*rtsv1.Snapshot, t int64) (*rtsv1.Snapshot, error) {
 	return snaps[i], nil
 }
 
-// read decodes one stored block.
-func (l *Log) read(path string, ref blockRef) ([]*rtsv1.Snapshot, error) {
+// read returns the decompressed payload of one stored block.
+func (l *Log) read(path string, ref blockRef) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -448,11 +481,7 @@ func (l *Log) read(path string, ref blockRef) ([]*rtsv1.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tick archive: block at %d: %w", ref.first, err)
 	}
-	snaps, err := decodeBlock(raw, ref.first)
-	if err != nil {
-		return nil, fmt.Errorf("tick archive: block at %d: %w", ref.first, err)
-	}
-	return snaps, nil
+	return raw, nil
 }
 
 // Stats are the archive's counters.

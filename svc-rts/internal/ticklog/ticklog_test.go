@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -368,12 +369,137 @@ func FuzzDecodeBlock(f *testing.F) {
 		if err == nil && len(snaps) > maxBlockTicks {
 			t.Fatalf("%d snapshots", len(snaps))
 		}
+		// A payload that decodes whole decodes tick by tick to the same.
+		// whatever order the ticks are asked in.
+		if err != nil {
+			return
+		}
+		br, err := newBlockReader(raw, t0)
+		if err != nil {
+			t.Fatalf("decodes whole but not its header: %v", err)
+		}
+		for _, k := range []int{len(snaps) - 1, 0, len(snaps) / 2, len(snaps)/2 + 1} {
+			if k < 0 || k >= len(snaps) || (k > 0 && snaps[k].GetTimeMs() <= snaps[k-1].GetTimeMs()) {
+				continue
+			}
+			one, err := br.at(snaps[k].GetTimeMs())
+			if err != nil || !proto.Equal(one, snaps[k]) {
+				t.Fatalf("tick %d alone: %v, %v; whole: %v", snaps[k].GetTimeMs(), one, err, snaps[k])
+			}
+		}
 	})
 }
 
-// BenchmarkArchive appends the ticks of 1,000 stations and reads them back
-// one second apart, as a replay client does: the bytes per tick on disk and
-// the time of a read, cached block or not.
+// TestBlockReader: one tick read alone is the tick decoded with its
+// block, for every tick and in any order (onwards, back, the same twice);
+// a tick the block does not hold is not found, and a damaged payload is
+// an error, not a panic.
+func TestBlockReader(t *testing.T) {
+	t.Parallel()
+	snaps := fleet(300, blockTicks, t0, 9)
+	snaps = append(snaps[:4], snaps[5:]...) // a tick missing: the core was behind
+	raw, err := encodeBlock(snaps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := decodeBlock(raw, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := newBlockReader(raw, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []int{0, 1, 2, 2, 7, 3, len(whole) - 1, 0}
+	for k := range whole {
+		order = append(order, k)
+	}
+	for _, k := range order {
+		one, err := br.at(whole[k].GetTimeMs())
+		if err != nil {
+			t.Fatalf("tick %d: %v", k, err)
+		}
+		if !proto.Equal(one, whole[k]) || rendered(one) != rendered(snaps[k]) {
+			t.Fatalf("tick %d alone differs:\n got %.300s\nwant %.300s", k, rendered(one), rendered(snaps[k]))
+		}
+	}
+	for _, ms := range []int64{t0 + 4*tickMs, t0 - tickMs, t0 + blockTicks*tickMs, t0 + 1} {
+		if s, err := br.at(ms); !errors.Is(err, ErrNotFound) {
+			t.Errorf("tick %d: %v, %v; want ErrNotFound", ms, s, err)
+		}
+	}
+	half, err := newBlockReader(raw[:len(raw)/2], t0)
+	if err != nil {
+		t.Fatal(err) // the header is whole
+	}
+	if _, err := half.at(snaps[len(snaps)-1].GetTimeMs()); !errors.Is(err, errCorrupt) {
+		t.Errorf("half a payload: %v, want errCorrupt", err)
+	}
+	if s, err := half.at(t0); err != nil || !proto.Equal(s, whole[0]) {
+		t.Errorf("the first tick of half a payload after an error: %v, %v", s, err)
+	}
+}
+
+// TestReplayCacheBounded: a replay client reading tick after tick through
+// many archived blocks leaves the archive holding no more than its cache
+// bound — compact payloads, not decoded snapshots — and reads from the
+// cache what it read from disk. Not parallel: it measures the heap.
+func TestReplayCacheBounded(t *testing.T) {
+	l, err := Open(t.TempDir(), 7*24*time.Hour, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const blocks = 3 * cacheBlocks
+	for k := range blocks + 1 {
+		for _, s := range fleet(1000, blockTicks, t0+int64(k*blockTicks)*tickMs, uint64(k)) {
+			l.Append(s)
+		}
+		for len(l.queue) > 0 {
+			l.write(<-l.queue)
+		}
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for k := range blocks {
+		for i := range blockTicks {
+			ms := t0 + int64(k*blockTicks+i)*tickMs
+			first, err := l.At(ms)
+			if err != nil || first.GetTimeMs() != ms {
+				t.Fatalf("tick %d: %v, %v", ms, first, err)
+			}
+			again, err := l.At(ms)
+			if err != nil || !proto.Equal(first, again) {
+				t.Fatalf("tick %d from the cache: %v", ms, err)
+			}
+		}
+	}
+	grew := int64(heap()) - int64(before)
+	l.mu.Lock()
+	held, n := 0, len(l.cache)
+	for _, c := range l.cache {
+		held += c.br.size()
+	}
+	l.mu.Unlock()
+	t.Logf("cache: %d blocks, %d kB of payload; heap grew %d kB", n, held>>10, grew>>10)
+	if n > cacheBlocks || (n > 1 && held > cacheBytes) {
+		t.Errorf("cache holds %d blocks, %d bytes: over its bound", n, held)
+	}
+	// Decoded, the 16 blocks the cache may hold would take over 40 MB.
+	if grew > 2*cacheBytes {
+		t.Errorf("the heap grew by %d kB reading the archive, more than twice the cache bound", grew>>10)
+	}
+}
+
+// BenchmarkArchive appends the ticks of 1,000 stations and reads them back:
+// the bytes per tick on disk, the time of a read of a block the cache does
+// not hold (miss), and of a replay client's read of the next tick, mostly
+// from the cache (consecutive); the heap the archive holds after the reads
+// (retained-kB, after a collection).
 //
 //	cd svc-rts && go test -run '^$' -bench Archive -benchtime 2000x ./internal/ticklog/
 func BenchmarkArchive(b *testing.B) {
@@ -393,16 +519,34 @@ func BenchmarkArchive(b *testing.B) {
 	for _, s := range snaps[:blockTicks] {
 		raw += proto.Size(s)
 	}
-	b.ResetTimer()
-	for i := range b.N {
-		// Every read a block the cache does not hold: the worst case.
+	stored := len(snaps) - len(l.open) // the open block is read from memory
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	read := func(b *testing.B, tick func(i int) int, miss bool) {
 		l.mu.Lock()
 		l.cache = nil
 		l.mu.Unlock()
-		if _, err := l.At(snaps[(i*2)%(len(snaps)-blockTicks)].GetTimeMs()); err != nil {
-			b.Fatal(err)
+		before := heap()
+		b.ResetTimer()
+		for i := range b.N {
+			if miss {
+				l.mu.Lock()
+				l.cache = nil
+				l.mu.Unlock()
+			}
+			if _, err := l.At(snaps[tick(i)].GetTimeMs()); err != nil {
+				b.Fatal(err)
+			}
 		}
+		b.StopTimer()
+		b.ReportMetric(float64(int64(heap())-int64(before))/1024, "retained-kB")
+		b.ReportMetric(float64(st.Bytes)/float64(st.Blocks*blockTicks), "bytes/tick")
+		b.ReportMetric(float64(raw)/blockTicks, "proto-bytes/tick")
 	}
-	b.ReportMetric(float64(st.Bytes)/float64(st.Blocks*blockTicks), "bytes/tick")
-	b.ReportMetric(float64(raw)/blockTicks, "proto-bytes/tick")
+	b.Run("miss", func(b *testing.B) { read(b, func(i int) int { return (i * 2) % stored }, true) })
+	b.Run("consecutive", func(b *testing.B) { read(b, func(i int) int { return i % stored }, false) })
 }
