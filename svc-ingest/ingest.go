@@ -155,7 +155,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 	svc.OnShutdown("waveform connection", func(context.Context) error { return wfConn.Close() })
 
 	opening := time.Now()
-	j, err := journal.Open(cfg.DataDir, journal.Options{Retention: cfg.Retention})
+	j, err := journal.Open(cfg.DataDir, journal.Options{Retention: cfg.Retention, Log: log})
 	if err != nil {
 		return err
 	}
@@ -168,6 +168,10 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		Name: "shindo_ingest_journal_rotate_failures_total",
 		Help: "Journal segments that could not be started (out of descriptors even with the journal's spares): the full one is written on.",
 	}, func() float64 { return float64(j.RotateFailures()) }))
+	svc.Metrics().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "shindo_ingest_journal_lost_records_total",
+		Help: "Journal records found unreadable on disk (damaged sectors), passed over by every reader; the peer core holds the same packets.",
+	}, func() float64 { return float64(j.Lost()) }))
 
 	fm := forward.NewMetrics(svc.Metrics())
 	toRTS := forward.New("rts", rtsOpener(rtsConn), j, forward.Options{MaxBatch: cfg.MaxBatch, Window: cfg.Window,

@@ -291,7 +291,7 @@ func (f *Forwarder) session(ctx context.Context) error {
 		// frames' checksums.
 		recs := make([][]byte, 0, len(entries))
 		for _, e := range entries {
-			if f.opts.Want == nil || f.opts.Want(e.Payload) {
+			if e.Payload != nil && (f.opts.Want == nil || f.opts.Want(e.Payload)) { // nil: lost to damage on disk
 				recs = append(recs, e.Payload)
 			}
 		}

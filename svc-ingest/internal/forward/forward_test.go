@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -338,6 +340,52 @@ func TestWantFilters(t *testing.T) {
 		if s%2 != 0 {
 			t.Fatalf("odd record %d forwarded", s)
 		}
+	}
+}
+
+// TestPassesOverLostRecords: records lost to damage on disk do not stop
+// the forwarder, and are not sent as empty records: the receiver gets
+// every other record and the cursor reaches the end.
+func TestPassesOverLostRecords(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	j, err := journal.Open(dir, journal.Options{SegmentBytes: 4096, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRecords(t, j, 1, 2000)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if len(segs) < 5 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	b, _ := os.ReadFile(segs[1])
+	clear(b[1000:1100])
+	if err := os.WriteFile(segs[1], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j, err = journal.Open(dir, journal.Options{SegmentBytes: 4096, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+
+	r := &receiver{}
+	_, addr := serve(t, "127.0.0.1:0", r)
+	f := newForwarder(t, j, opener(t, addr), Options{MaxBatch: 64, Window: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	poll.Until(t, 10*time.Second, "cursor at the end", func() bool { return f.Lag() == 0 && j.Lost() > 0 })
+	got := r.distinct()
+	if _, ok := got[0]; ok {
+		t.Fatal("a lost record was sent as an empty one")
+	}
+	if uint64(len(got)) != 2000-j.Lost() {
+		t.Fatalf("received %d records, want the 2,000 but the %d lost", len(got), j.Lost())
 	}
 }
 

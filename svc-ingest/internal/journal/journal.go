@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,10 +45,17 @@ import (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // maxRecord bounds one payload; a station datagram is at most 1200 bytes.
+// A payload is never empty: a frame of length 0 and checksum 0 — which is
+// what zeroed bytes read as — checks, and a stretch of zeros on disk (a
+// zeroed sector, a file extended by a crash before its data was written)
+// must not read as records.
 const maxRecord = 1 << 16
 
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("journal closed")
+
+// errDamaged is a frame that does not check.
+var errDamaged = errors.New("damaged")
 
 // Options tune a journal.
 type Options struct {
@@ -58,11 +66,14 @@ type Options struct {
 	Retention time.Duration
 	// Cache is how many recent records are kept in memory for readers.
 	Cache int
+	// Log receives the damage found in segments; slog.Default when nil.
+	Log *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
 
-// Entry is one record with its index.
+// Entry is one record with its index. A nil Payload is a record lost to
+// damage on disk (see Lost): its index is passed so that readers move on.
 type Entry struct {
 	Index   uint64
 	Payload []byte
@@ -76,7 +87,9 @@ type segment struct {
 	created time.Time
 	// offsets holds the byte offset of each record, for random reads; nil
 	// for a sealed segment until it is first read at random (see index).
+	// A record lost to damage has offset -1.
 	offsets []int64
+	lost    uint64 // records with offset -1
 }
 
 type appendReq struct {
@@ -102,6 +115,7 @@ type Journal struct {
 	closed  bool
 	// rotateFailures counts segments that could not be started.
 	rotateFailures uint64
+	lost           uint64        // records found lost to damage, see Lost
 	grew           chan struct{} // closed and replaced on every commit
 	syncs          chan syncJob  // commitLoop → syncLoop
 
@@ -175,6 +189,9 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
@@ -202,10 +219,12 @@ func Open(dir string, opts Options) (*Journal, error) {
 // next segment's name, and its offsets are built when it is first read at
 // random. Reading and checksumming the whole retention — an hour at a
 // thousand stations is 15 million records — kept a restarted ingest from
-// its stations for most of a minute on a loaded machine. The last segment may end in a torn record (a crash mid-write),
-// which is cut off; the one before it is the only sealed segment a
-// machine's crash can have left short (its last sync and the next
-// segment's start overlap), so it is checked too.
+// its stations for most of a minute on a loaded machine. The last segment
+// may end in a torn record (a crash mid-write), which is cut off; the one
+// before it is the only sealed segment a machine's crash can have left
+// short (its last sync and the next segment's start overlap), so it is
+// located too, its missing records marked lost: they were not synced, so
+// never acknowledged, and their stations sent them again.
 func (j *Journal) load() error {
 	names, err := filepath.Glob(filepath.Join(j.dir, "*.seg"))
 	if err != nil {
@@ -221,24 +240,25 @@ func (j *Journal) load() error {
 	slices.SortFunc(j.segs, func(a, b *segment) int { return cmpU(a.first, b.first) })
 	n := len(j.segs)
 	for i, s := range j.segs {
-		checked := i >= n-2
-		if checked {
-			if err := j.scan(s, i == n-1); err != nil {
+		st, err := os.Stat(s.path)
+		if err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		s.size, s.created = st.Size(), st.ModTime()
+		switch {
+		case i == n-1:
+			if err := j.scan(s); err != nil {
 				return err
 			}
-		} else {
-			st, err := os.Stat(s.path)
-			if err != nil {
-				return fmt.Errorf("journal: %w", err)
+		default:
+			s.count = j.segs[i+1].first - s.first
+			if i == n-2 {
+				offsets, err := j.index(s.path, s.count, s.size)
+				if err != nil {
+					return err
+				}
+				j.setOffsetsLocked(s, offsets) // nothing else runs yet
 			}
-			s.size, s.created = st.Size(), st.ModTime()
-		}
-		if i < n-1 {
-			next := j.segs[i+1].first
-			if checked && s.first+s.count != next {
-				return fmt.Errorf("journal: segment %s holds %d records, the next begins at %d", s.path, s.count, next)
-			}
-			s.count = next - s.first
 		}
 	}
 	if n > 0 {
@@ -254,25 +274,18 @@ func (j *Journal) load() error {
 	return j.openActive()
 }
 
-// scan reads a segment's frames, building its offsets; in the last segment
-// a torn tail is cut off.
-func (j *Journal) scan(s *segment, last bool) error {
+// scan reads the last segment's frames, building its offsets; a torn tail
+// is cut off.
+func (j *Journal) scan(s *segment) error {
 	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	s.created = st.ModTime()
 	offsets, end := frames(f)
+	size := s.size
 	s.offsets, s.count, s.size = offsets, uint64(len(offsets)), end
-	if end < st.Size() {
-		if !last {
-			return fmt.Errorf("journal: segment %s is damaged at byte %d", s.path, end)
-		}
+	if end < size {
 		if err := f.Truncate(end); err != nil {
 			return fmt.Errorf("journal: cut torn tail: %w", err)
 		}
@@ -294,7 +307,7 @@ func frames(r io.Reader) (offsets []int64, end int64) {
 			return offsets, end
 		}
 		n := binary.LittleEndian.Uint32(hdr[:4])
-		if n > maxRecord {
+		if n == 0 || n > maxRecord {
 			return offsets, end
 		}
 		if _, err := io.ReadFull(br, buf[:n]); err != nil {
@@ -308,9 +321,18 @@ func frames(r io.Reader) (offsets []int64, end int64) {
 	}
 }
 
-// index builds a sealed segment's offsets, checking that its frames are
-// whole and as many as its place among the segments says. It reads the
+// index builds a sealed segment's offsets, checking every frame, for the
+// count records its place among the segments says it holds. It reads the
 // file without the journal's lock: a sealed segment no longer changes.
+//
+// Damage on disk does not stop the journal: the records it makes
+// unreadable are marked lost (offset -1), counted and logged, and readers
+// pass over them — the other core holds the same packets, and a reader
+// stuck on one bad sector would hold up every record after it. Past a
+// damaged stretch, the frames are found again by looking, within
+// resyncBytes, for a frame that checks from which whole frames run to the
+// end of the file: the last of them is the segment's last record, which
+// gives every one of them its index.
 func (j *Journal) index(path string, count uint64, size int64) ([]int64, error) {
 	f, err := j.open(func() (*os.File, error) { return os.Open(path) })
 	if err != nil {
@@ -318,10 +340,92 @@ func (j *Journal) index(path string, count uint64, size int64) ([]int64, error) 
 	}
 	defer f.Close()
 	offsets, end := frames(f)
-	if uint64(len(offsets)) != count || end != size {
-		return nil, fmt.Errorf("journal: segment %s is damaged at byte %d (record %d of %d)", path, end, len(offsets), count)
+	if uint64(len(offsets)) > count {
+		return nil, fmt.Errorf("journal: segment %s holds more than the %d records its place allows", path, count)
 	}
+	if uint64(len(offsets)) == count {
+		return offsets, nil
+	}
+	found := uint64(len(offsets))
+	tail, at := resync(f, end, size, count-found)
+	for range count - found - uint64(len(tail)) {
+		offsets = append(offsets, -1)
+	}
+	offsets = append(offsets, tail...)
+	lost := count - found - uint64(len(tail))
+	j.opts.Log.Error("journal: damaged segment, its unreadable records are passed over",
+		slog.String("segment", path), slog.Int64("damaged_at", end), slog.Int64("found_again_at", at),
+		slog.Uint64("records", count), slog.Uint64("lost", lost))
 	return offsets, nil
+}
+
+// resyncBytes bounds the search for frames past a damaged stretch.
+const resyncBytes = 4 << 20
+
+// resync looks in f from just past the damaged byte from, within
+// resyncBytes, for the first offset from which at most max whole frames
+// that check run exactly to size, and returns their offsets and where
+// they start (-1 and none when there is no such place).
+func resync(f *os.File, from, size int64, max uint64) ([]int64, int64) {
+	start := from + 1
+	if size-start < 8 {
+		return nil, -1
+	}
+	window := make([]byte, min(size-start, resyncBytes))
+	if _, err := f.ReadAt(window, start); err != nil && !errors.Is(err, io.EOF) {
+		return nil, -1
+	}
+	for o := range len(window) - 7 {
+		at := start + int64(o)
+		n := int64(binary.LittleEndian.Uint32(window[o:]))
+		if n == 0 || n > maxRecord || at+8+n > size {
+			continue
+		}
+		if int64(o)+8+n <= int64(len(window)) &&
+			crc32.Checksum(window[int64(o)+8:int64(o)+8+n], castagnoli) != binary.LittleEndian.Uint32(window[o+4:]) {
+			continue
+		}
+		// A frame that checks here is a candidate; it is the place only if
+		// whole frames follow it to the end.
+		offsets, end := frames(io.NewSectionReader(f, at, size-at))
+		if len(offsets) == 0 || end != size-at || uint64(len(offsets)) > max {
+			continue
+		}
+		for i := range offsets {
+			offsets[i] += at
+		}
+		return offsets, at
+	}
+	return nil, -1
+}
+
+// setOffsets gives s the offsets index built, unless a reader gave it
+// them meanwhile, and counts its lost records; j.mu is held.
+func (j *Journal) setOffsetsLocked(s *segment, offsets []int64) {
+	if s.offsets != nil {
+		return
+	}
+	s.offsets, s.lost = offsets, lostIn(offsets)
+	j.lost += s.lost
+}
+
+// lostIn counts the records of offsets lost to damage.
+func lostIn(offsets []int64) uint64 {
+	var n uint64
+	for _, o := range offsets {
+		if o < 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Lost returns how many records were found lost to damage on disk since
+// the journal opened.
+func (j *Journal) Lost() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lost
 }
 
 func (j *Journal) openActive() error {
@@ -397,7 +501,7 @@ type Pending struct {
 // tells when they are durable.
 func (j *Journal) Begin(ctx context.Context, payloads ...[]byte) (*Pending, error) {
 	for _, p := range payloads {
-		if len(p) > maxRecord {
+		if len(p) == 0 || len(p) > maxRecord {
 			return nil, fmt.Errorf("journal: record of %d bytes", len(p))
 		}
 	}
@@ -609,8 +713,8 @@ func (j *Journal) Read(from uint64, max int) ([]Entry, error) {
 		offsets, err := j.index(path, count, size)
 		j.mu.Lock()
 		trimmed := s.first < j.segs[0].first
-		if err == nil && s.offsets == nil {
-			s.offsets = offsets
+		if err == nil {
+			j.setOffsetsLocked(s, offsets)
 		}
 		j.mu.Unlock()
 		if err != nil && !trimmed {
@@ -646,16 +750,30 @@ func (j *Journal) Read(from uint64, max int) ([]Entry, error) {
 		// its buffer.
 		lo := from - s.first
 		hi := min(s.count, lo+uint64(max-len(out)))
-		end := s.size
-		if hi < s.count {
-			end = s.offsets[hi]
+		// From the first record found to where the next found one begins:
+		// lost records (offset -1) lie between, and are passed as such.
+		base, end := int64(-1), s.size
+		for i := lo; i < hi && base < 0; i++ {
+			base = s.offsets[i]
 		}
-		base := s.offsets[lo]
-		buf := make([]byte, end-base)
-		if _, err := f.ReadAt(buf, base); err != nil {
-			return nil, fmt.Errorf("journal: read %s: %w", s.path, err)
+		for i := hi; i < s.count; i++ {
+			if s.offsets[i] >= 0 {
+				end = s.offsets[i]
+				break
+			}
+		}
+		var buf []byte
+		if base >= 0 {
+			buf = make([]byte, end-base)
+			if _, err := f.ReadAt(buf, base); err != nil {
+				return nil, fmt.Errorf("journal: read %s: %w", s.path, err)
+			}
 		}
 		for i := lo; i < hi; i++ {
+			if s.offsets[i] < 0 {
+				out = append(out, Entry{Index: s.first + i})
+				continue
+			}
 			at := s.offsets[i] - base
 			n := int64(binary.LittleEndian.Uint32(buf[at : at+4]))
 			if at+8+n > int64(len(buf)) {
@@ -700,18 +818,28 @@ func (j *Journal) unindexed(from uint64, limit int) *segment {
 // buffer. Frames are not checksummed here: its callers look at a few
 // fields of millions of records, and checking them tripled a restart's
 // reading; what leaves ingest is read through Read, which checks a sealed
-// segment as it first indexes it. A restart reads the newest millions of records back (replay
-// windows, the sync's index); Read's two preads per record made that tens
-// of seconds at a thousand stations. payload is valid only during the
-// call. Appends and readers go on meanwhile; a segment trimmed before
-// Scan reaches it is skipped, as its records are no longer kept.
+// segment as it first indexes it. A restart reads the newest millions of
+// records back (replay windows, the sync's index); Read's two preads per
+// record made that tens of seconds at a thousand stations. payload is
+// valid only during the call. Appends and readers go on meanwhile; a
+// segment trimmed before Scan reaches it is skipped, as its records are no
+// longer kept.
+//
+// Records lost to damage on disk are passed over (see index). A sealed
+// segment whose frames stop making sense as Scan reads it — a length out
+// of bounds, a frame past the segment's end — is indexed there and then,
+// and read on record by record, checked, from where Scan was; what a
+// damaged stretch gave before that is what Scan's callers tolerate of any
+// record (they look for fields, and skip what they do not find).
 func (j *Journal) Scan(from uint64, fn func(index uint64, payload []byte)) error {
 	type part struct {
-		path  string
+		seg   *segment
+		count uint64 // of the segment, and its size: as they were
+		size  int64
 		first uint64 // index of the first record to read
-		count uint64
 		off   int64
-		skip  uint64 // records to pass over from off before first
+		skip  uint64  // records to pass over from off before first
+		found []int64 // offsets of the segment's records, when some are lost
 	}
 	j.mu.Lock()
 	if j.closed {
@@ -719,52 +847,126 @@ func (j *Journal) Scan(from uint64, fn func(index uint64, payload []byte)) error
 		return ErrClosed
 	}
 	var parts []part
-	for _, s := range j.segs {
+	for i, s := range j.segs {
 		if from >= s.first+s.count {
 			continue
 		}
 		lo := max(from, s.first)
-		p := part{path: s.path, first: lo, count: s.first + s.count - lo}
-		if s.offsets != nil {
+		p := part{seg: s, count: s.count, size: s.size, first: lo}
+		switch {
+		case s.lost > 0:
+			p.found = s.offsets[:s.count]
+		case s.offsets != nil:
 			p.off = s.offsets[lo-s.first]
-		} else {
+		default:
 			// A sealed segment not read at random yet: from its start.
 			p.skip = lo - s.first
+		}
+		if i == len(j.segs)-1 {
+			p.size = -1 // still written: no end to check against
 		}
 		parts = append(parts, p)
 	}
 	j.mu.Unlock()
 
 	buf := make([]byte, maxRecord)
-	var hdr [8]byte
 	for _, p := range parts {
-		f, err := j.open(func() (*os.File, error) { return os.Open(p.path) })
-		if errors.Is(err, os.ErrNotExist) {
+		if p.found == nil {
+			read, err := j.scanFrames(p.seg.path, p.off, p.size, p.skip, p.first, p.seg.first+p.count-p.first, buf, fn)
+			if err == nil || !errors.Is(err, errDamaged) || p.size < 0 {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			found, err := j.index(p.seg.path, p.count, p.size)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			j.mu.Lock()
+			j.setOffsetsLocked(p.seg, found)
+			j.mu.Unlock()
+			p.found, p.first = found, p.first+read
+		}
+		if err := j.scanFound(p.seg.path, p.seg.first, p.found, p.first, buf, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanFrames reads the count records from index first of the segment file
+// at path, from the frame at off after passing over skip of them; size,
+// when not negative, is where the segment ends. It returns how many it
+// passed to fn, and an errDamaged error where framing fails.
+func (j *Journal) scanFrames(path string, off, size int64, skip, first, count uint64, buf []byte,
+	fn func(index uint64, payload []byte)) (uint64, error) {
+	f, err := j.open(func() (*os.File, error) { return os.Open(path) })
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(io.NewSectionReader(f, off, 1<<62), 1<<20)
+	var hdr [8]byte
+	at := off
+	for i := range skip + count {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return i - min(i, skip), fmt.Errorf("journal: read %s: %w", path, errors.Join(err, errDamaged))
+		}
+		n := binary.LittleEndian.Uint32(hdr[:4])
+		at += 8 + int64(n)
+		if n == 0 || n > maxRecord || (size >= 0 && at > size) {
+			return i - min(i, skip), fmt.Errorf("journal: read %s: frame of %d bytes: %w", path, n, errDamaged)
+		}
+		if _, err := io.ReadFull(r, buf[:n]); err != nil {
+			return i - min(i, skip), fmt.Errorf("journal: read %s: %w", path, errors.Join(err, errDamaged))
+		}
+		if i >= skip {
+			fn(first+i-skip, buf[:n])
+		}
+	}
+	return count, nil
+}
+
+// scanFound reads, record by record and checked, the records of the
+// segment file at path whose offsets are found (offset -1: lost), from
+// index from on; segFirst is the segment's first index.
+func (j *Journal) scanFound(path string, segFirst uint64, found []int64, from uint64, buf []byte,
+	fn func(index uint64, payload []byte)) error {
+	f, err := j.open(func() (*os.File, error) { return os.Open(path) })
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	var hdr [8]byte
+	for i := from - segFirst; i < uint64(len(found)); i++ {
+		off := found[i]
+		if off < 0 {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("journal: %w", err)
+		if _, err := f.ReadAt(hdr[:], off); err != nil {
+			return fmt.Errorf("journal: read %s: %w", path, err)
 		}
-		r := bufio.NewReaderSize(io.NewSectionReader(f, p.off, 1<<62), 1<<20)
-		for i := range p.skip + p.count {
-			if _, err := io.ReadFull(r, hdr[:]); err != nil {
-				f.Close()
-				return fmt.Errorf("journal: read %s: %w", p.path, err)
-			}
-			n := binary.LittleEndian.Uint32(hdr[:4])
-			if n > maxRecord {
-				f.Close()
-				return fmt.Errorf("journal: read %s: frame of %d bytes", p.path, n)
-			}
-			if _, err := io.ReadFull(r, buf[:n]); err != nil {
-				f.Close()
-				return fmt.Errorf("journal: read %s: %w", p.path, err)
-			}
-			if i >= p.skip {
-				fn(p.first+i-p.skip, buf[:n])
-			}
+		n := binary.LittleEndian.Uint32(hdr[:4])
+		if n == 0 || n > maxRecord {
+			continue // checked when found: the disk changed since
 		}
-		f.Close()
+		if _, err := f.ReadAt(buf[:n], off+8); err != nil {
+			return fmt.Errorf("journal: read %s: %w", path, err)
+		}
+		if crc32.Checksum(buf[:n], castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
+			continue
+		}
+		fn(segFirst+i, buf[:n])
 	}
 	return nil
 }
@@ -796,6 +998,9 @@ func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
 	var failed error
 	at := func(s seg, off int64) bool {
 		p, err := j.frameAt(s.path, off)
+		if errors.Is(err, errDamaged) {
+			return false
+		}
 		if err != nil {
 			failed = err
 			return false
@@ -818,17 +1023,24 @@ func (j *Journal) Search(after func(payload []byte) bool) (uint64, error) {
 			return 0, err
 		}
 		j.mu.Lock()
-		if s.segment.offsets == nil {
-			s.segment.offsets = offsets
-		}
+		j.setOffsetsLocked(s.segment, offsets)
 		j.mu.Unlock()
 		s.offsets = offsets
 	}
-	i := sort.Search(int(s.count), func(i int) bool { return i > 0 && at(s, s.offsets[i]) })
+	i := sort.Search(int(s.count), func(i int) bool { return i > 0 && s.offsets[i] >= 0 && at(s, s.offsets[i]) })
 	if failed != nil {
 		return 0, failed
 	}
 	return s.first + uint64(i), nil
+}
+
+// short makes a read that ended early a damaged frame: a segment's frames
+// never run past its end.
+func short(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.Join(err, errDamaged)
+	}
+	return err
 }
 
 // frameAt reads the record whose frame begins at off in the segment file
@@ -841,18 +1053,18 @@ func (j *Journal) frameAt(path string, off int64) ([]byte, error) {
 	defer f.Close()
 	var hdr [8]byte
 	if _, err := f.ReadAt(hdr[:], off); err != nil {
-		return nil, fmt.Errorf("journal: read %s: %w", path, err)
+		return nil, fmt.Errorf("journal: read %s: %w", path, short(err))
 	}
 	n := binary.LittleEndian.Uint32(hdr[:4])
-	if n > maxRecord {
-		return nil, fmt.Errorf("journal: read %s: frame of %d bytes", path, n)
+	if n == 0 || n > maxRecord {
+		return nil, fmt.Errorf("journal: read %s: frame of %d bytes: %w", path, n, errDamaged)
 	}
 	p := make([]byte, n)
 	if _, err := f.ReadAt(p, off+8); err != nil {
-		return nil, fmt.Errorf("journal: read %s: %w", path, err)
+		return nil, fmt.Errorf("journal: read %s: %w", path, short(err))
 	}
 	if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
-		return nil, fmt.Errorf("journal: read %s: the record at byte %d is damaged", path, off)
+		return nil, fmt.Errorf("journal: read %s: the record at byte %d: %w", path, off, errDamaged)
 	}
 	return p, nil
 }

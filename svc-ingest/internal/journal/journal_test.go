@@ -14,7 +14,7 @@ import (
 
 func payload(i int) []byte { return []byte(fmt.Sprintf("record-%06d", i)) }
 
-func open(t *testing.T, dir string, opts Options) *Journal {
+func open(t testing.TB, dir string, opts Options) *Journal {
 	t.Helper()
 	j, err := Open(dir, opts)
 	if err != nil {
