@@ -245,6 +245,9 @@ func newBlockReader(payload []byte, first int64) (*blockReader, error) {
 	offsets := make([]int64, n)
 	for i := range offsets {
 		offsets[i] = int64(r.uvarint(math.MaxInt32))
+		if i > 0 && offsets[i] <= offsets[i-1] && r.err == nil {
+			r.err = errCorrupt // ticks increase in a block: at finds them by bisection
+		}
 	}
 	ids := make([]string, r.uvarint(maxBlockStations))
 	for i := range ids {
