@@ -13,11 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"shindo.dev/devkit/freeaddr"
 )
 
 // binDir is where the binaries under test are.
@@ -291,15 +294,13 @@ func openSSEWith(ctx context.Context, t testing.TB, client *http.Client, url str
 	return out
 }
 
-// freePort returns a TCP port nobody listens on right now.
+// freePort returns a TCP port nobody listens on, and that no other test is
+// given while t runs (freeaddr: not one the kernel may hand out meanwhile).
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	_, port, _ := net.SplitHostPort(freeaddr.TCP(t))
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 // runCmd runs a binary to completion (bounded) and returns its exit code

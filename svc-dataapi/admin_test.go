@@ -16,7 +16,13 @@ import (
 	"shindo.dev/devkit/poll"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	// Every request of these tests is answered within seconds: one that
+	// is not fails its test instead of waiting for the binary's timeout
+	// (a server that accepted and went quiet, say, but not ours).
+	http.DefaultClient.Timeout = 2 * time.Minute
+	pgtest.Main(m)
+}
 
 const adminToken = "test-admin-token-0123456789"
 

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"shindo.dev/devkit/faultproxy"
+	"shindo.dev/devkit/freeaddr"
 )
 
 // The test topology: the real servers in-process on 127.0.0.1 ports — one
@@ -63,12 +65,9 @@ func newEnvSync(t testing.TB, fsync bool) *testEnv {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	_, port, _ := net.SplitHostPort(freeaddr.TCP(t))
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 // etcdNode is the etcd member; it can be stopped and started again on
