@@ -1,11 +1,14 @@
 package compat
 
 import (
+	"encoding/json"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
 	"shindo.dev/lib/metadb"
+	"shindo.dev/lib/township"
 )
 
 func TestParseReportQuery(t *testing.T) {
@@ -100,9 +103,9 @@ func FuzzParseReportQuery(f *testing.F) {
 
 func TestRenderEscapesAndNames(t *testing.T) {
 	t.Parallel()
-	r := metadb.Report{ID: "X", Location: "\"</script>\u2028", Lat: 23.5, Areas: []metadb.AreaLevel{{Code: 999, Level: 2}}}
+	r := metadb.Report{ID: "X", Location: "\"</script>\u2028 (位於</script>)", Lat: 23.5, Areas: []metadb.AreaLevel{{Code: 999, Level: 2}}}
 	got := string(AppendReport(nil, &r, []metadb.StationInfo{{Code: 999, Lat: 1, Lon: 2}, {Code: 999, Lat: 2, Lon: 3}}))
-	want := `{"id":"X","lat":23.5,"lon":0,"loc":"\"\u003c/script\u003e\u2028","depth":0,"mag":0,"int":0,"time":0,"trem":0,"md5":"","list":{"其他":{"int":2,"town":{"999":{"lat":1.5,"lon":2.5,"int":2}}}}}`
+	want := `{"id":"X","lat":23.5,"lon":0,"loc":"\"\u003c/script\u003e\u2028 (位於\u003c/script\u003e)","depth":0,"mag":0,"int":0,"time":0,"trem":0,"md5":"","list":{"其他":{"int":2,"town":{"999":{"lat":1.5,"lon":2.5,"int":2}}}}}`
 	if got != want {
 		t.Fatalf("\n got %s\nwant %s", got, want)
 	}
@@ -114,5 +117,66 @@ func TestRenderEscapesAndNames(t *testing.T) {
 	}
 	if !strings.Contains(string(AppendReportList(nil, []metadb.Report{{ID: "a"}, {ID: "b"}})), `"md5":""},{"id":"b"`) {
 		t.Fatal("list items not separated")
+	}
+}
+
+// TestReportsTREMLiteCanAnnounce: TREM-Lite announces a new report from
+// its detail, and throws — no notification, no speech — when the location
+// has no place after 位於 (src/js/index/core/audio.js:303 of
+// ExpTechTW/TREM-Lite at 9bbaccf) or a town's intensity is not 1 to 9
+// (:340, intensityStations[townData.int].push). Reports entered by hand
+// may have either; the apps get them in the form they read.
+func TestReportsTREMLiteCanAnnounce(t *testing.T) {
+	t.Parallel()
+	// What audio.js:303 runs, in Go's syntax: the first place it extracts.
+	tremPlace := regexp.MustCompile(`位於(.+?)\)`)
+	for _, tc := range []struct {
+		given, want string
+	}{
+		{"花蓮縣政府南南西方 11.4 公里 (位於花蓮縣壽豐鄉)", "花蓮縣政府南南西方 11.4 公里 (位於花蓮縣壽豐鄉)"},
+		{"Hualien County", "Hualien County (位於花蓮縣壽豐鄉)"},
+		{"花蓮縣 (位於)", "花蓮縣 (位於) (位於花蓮縣壽豐鄉)"},            // nothing between 位於 and ")"
+		{"位於花蓮\n縣)", "位於花蓮\n縣) (位於花蓮縣壽豐鄉)"},            // "." is no line end in JavaScript
+		{"", township.ReportLocation(23.888, 121.558)}, // as a report made from a detection
+		{"  ", township.ReportLocation(23.888, 121.558)},
+	} {
+		r := metadb.Report{ID: "X", Location: tc.given, Lat: 23.888, Lon: 121.558,
+			Areas: []metadb.AreaLevel{{Code: 970, Level: 0}, {Code: 972, Level: 3}, {Code: 100, Level: 0}}}
+		var got struct {
+			Loc  string `json:"loc"`
+			List map[string]struct {
+				Int  int `json:"int"`
+				Town map[string]struct {
+					Int int `json:"int"`
+				} `json:"town"`
+			} `json:"list"`
+		}
+		if err := json.Unmarshal(AppendReport(nil, &r, nil), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Loc != tc.want {
+			t.Errorf("location %q: the apps get %q; want %q", tc.given, got.Loc, tc.want)
+		}
+		if m := tremPlace.FindStringSubmatch(got.Loc); m == nil || strings.ContainsAny(m[1], "\n") {
+			t.Errorf("location %q: TREM-Lite extracts no place from %q", tc.given, got.Loc)
+		}
+		if len(got.List) != 1 {
+			t.Fatalf("list %+v: want the one county with a felt town", got.List)
+		}
+		for county, c := range got.List {
+			if c.Int != 3 || len(c.Town) != 1 {
+				t.Errorf("%s: %+v; want intensity 3 and its one felt town", county, c)
+			}
+			for town, tw := range c.Town {
+				if tw.Int < 1 || tw.Int > 9 {
+					t.Errorf("%s%s at %d", county, town, tw.Int)
+				}
+			}
+		}
+	}
+	// The list gives every report's location in the same form.
+	list := string(AppendReportList(nil, []metadb.Report{{ID: "a", Location: "Hualien County", Lat: 23.888, Lon: 121.558}}))
+	if !strings.Contains(list, `"loc":"Hualien County (位於花蓮縣壽豐鄉)"`) {
+		t.Errorf("list: %s", list)
 	}
 }

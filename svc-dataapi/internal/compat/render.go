@@ -3,6 +3,7 @@ package compat
 import (
 	"encoding/json"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ func appendSummary(b []byte, r *metadb.Report) []byte {
 	b = append(b, `,"lon":`...)
 	b = appendFloat(b, r.Lon)
 	b = append(b, `,"loc":`...)
-	b = appendString(b, r.Location)
+	b = appendString(b, appLocation(r))
 	b = append(b, `,"depth":`...)
 	b = appendFloat(b, r.DepthKm)
 	b = append(b, `,"mag":`...)
@@ -46,6 +47,29 @@ func appendSummary(b []byte, r *metadb.Report) []byte {
 	b = strconv.AppendInt(b, r.TremMs, 10)
 	b = append(b, `,"md5":`...)
 	return appendString(b, r.MD5)
+}
+
+// placeClause is what TREM-Lite takes a report's place from: it reads
+// the location with /位於(.+?)(?=\))/ and throws when that does not match
+// (src/js/index/core/audio.js:303 of ExpTechTW/TREM-Lite at 9bbaccf), so
+// the report's alert is neither shown nor spoken. (JavaScript's "." is not
+// a line end.)
+var placeClause = regexp.MustCompile(`位於[^\n\r\x{2028}\x{2029}]+\)`)
+
+// appLocation is a report's location as the apps get it: as it was
+// given when it names its place as the Central Weather Administration's
+// reports do, which the reports made from detections always do
+// (township.ReportLocation); otherwise, a location entered by hand, with
+// the epicentre's place added in that form, or made whole from the
+// epicentre when none was given.
+func appLocation(r *metadb.Report) string {
+	switch {
+	case placeClause.MatchString(r.Location):
+		return r.Location
+	case strings.TrimSpace(r.Location) == "":
+		return township.ReportLocation(r.Lat, r.Lon)
+	}
+	return r.Location + " (位於" + township.Place(r.Lat, r.Lon) + ")"
 }
 
 // AppendReport appends the body of GET /api/v2/eq/report/{id}: the
@@ -68,6 +92,12 @@ func AppendReport(b []byte, r *metadb.Report, stations []metadb.StationInfo) []b
 	var counties []*county
 	byName := map[string]*county{}
 	for _, a := range r.Areas { // ordered by code
+		if a.Level < 1 {
+			// The apps' reports list the areas that felt the earthquake;
+			// TREM-Lite's report alert indexes its towns by intensity 1–9
+			// and throws on any other (audio.js:340).
+			continue
+		}
 		cn, tn := names(a.Code)
 		c := byName[cn]
 		if c == nil {
