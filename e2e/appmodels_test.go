@@ -504,6 +504,23 @@ func dpipRTS(raw string) (triggered int, err error) {
 	return triggered, nil
 }
 
+// dpipShown is the alerts of a decoded list DPIP shows
+// (lib/features/earthquake/data/eew_realtime_source.dart:41-45 and
+// domain/eew.dart:33-38 at 194d28f3): never JMA's, and with its "CWA only"
+// setting — on by default since 12440307 — only CWA's. Ours say "trem"
+// (docs/COMPATIBILITY.md): a DPIP user sees them after choosing all
+// sources (所有來源).
+func dpipShown(list []map[string]any, cwaOnly bool) []map[string]any {
+	var shown []map[string]any
+	for _, a := range list {
+		agency := strings.ToLower(a["author"].(string))
+		if agency != "jma" && (!cwaOnly || agency == "cwa") {
+			shown = append(shown, a)
+		}
+	}
+	return shown
+}
+
 // dpipEEW decodes an alert list as eew.g.dart:9-35 does.
 func dpipEEW(raw string) ([]map[string]any, error) {
 	var list []map[string]any

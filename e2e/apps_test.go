@@ -322,7 +322,12 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 					if dpip.firstEEW == 0 {
 						dpip.firstEEW = time.Since(opened)
 					}
-					for _, a := range list {
+					// The user has chosen all sources: with DPIP's
+					// default, CWA's alerts only, it shows none of ours.
+					if len(dpipShown(list, true)) != 0 {
+						dpip.errs = append(dpip.errs, "eew: an alert of ours passes DPIP's CWA-only default; docs/COMPATIBILITY.md says it does not")
+					}
+					for _, a := range dpipShown(list, false) {
 						dpip.eewIDs[a["id"].(string)] = true
 						if a["final"] == float64(1) {
 							dpip.sawFinal = true
