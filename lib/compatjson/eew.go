@@ -22,11 +22,11 @@ const (
 	StatusWarning = 0
 	// StatusAlert (警報): level 4 (JMA 4) or more has been observed.
 	StatusAlert = 1
-	// StatusCancel (取消報) and StatusTest (測試報) complete the clients'
-	// list. shindo issues neither: a detection is never withdrawn (one
-	// that turns out small simply ends, final) and there are no tests.
-	StatusCancel = 2
-	StatusTest   = 3
+	// StatusCancel (取消報): TREM-Lite takes 3 as an alert withdrawn
+	// (src/js/index/data/data.js:397 and :407 of ExpTechTW/TREM-Lite at
+	// 9bbaccf). shindo never issues it: a detection is never withdrawn
+	// (one that turns out small simply ends, final).
+	StatusCancel = 3
 )
 
 // alertLevel is the level from which a detection is an alert, not a
