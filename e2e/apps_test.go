@@ -551,7 +551,7 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		if dpip.triggered == 0 {
 			t.Errorf("no station ever triggered (alert 1)")
 		}
-		// eew_realtime_source.dart:28-31: offline without a payload on connect.
+		// sse_realtime_source.dart:115-118 (lib/core/realtime): offline without a payload on connect.
 		if dpip.firstEEW == 0 || dpip.firstEEW > 2*time.Second {
 			t.Errorf("first EEW payload %v after connecting", dpip.firstEEW)
 		}

@@ -34,7 +34,7 @@ var reportSorts = map[string]metadb.ReportSort{
 //	startTime, endTime         origin time, Unix ms, or a day YYYY-MM-DD in
 //	                           Taiwan time, inclusive: from its 00:00 to
 //	                           its end (DPIP sends days:
-//	                           lib/features/earthquake/data/earthquake_api.dart:153-168
+//	                           lib/features/earthquake/presentation/widgets/report_filter_sheet.dart:153-168
 //	                           of ExpTechTW/DPIP at 194d28f)
 //	sort                       time (default), intensity, magnitude, depth
 //	order                      desc (default), asc
