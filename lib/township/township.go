@@ -45,3 +45,31 @@ func Lookup(code uint32) (Township, bool) {
 	}
 	return towns[i], true
 }
+
+// Boundary is a township's boundary, for drawing it: rings of points
+// [longitude, latitude] in degrees, each closed by joining its last point
+// to its first. A place is in the township when it is inside an odd number
+// of its rings: a ring inside another of the same township is a hole.
+type Boundary struct {
+	Code  uint32
+	Rings [][][2]float64
+}
+
+// Boundaries returns the boundary of every township that has one, ordered
+// by code (All says which do not).
+func Boundaries() []Boundary {
+	d := load()
+	out := make([]Boundary, 0, len(d.shapes))
+	for _, s := range d.shapes {
+		b := Boundary{Code: d.towns[s.town].Code, Rings: make([][][2]float64, len(s.rings))}
+		for i, r := range s.rings {
+			pts := make([][2]float64, len(r.pts))
+			for k, p := range r.pts {
+				pts[k] = [2]float64{p.x * unit, p.y * unit}
+			}
+			b.Rings[i] = pts
+		}
+		out = append(out, b)
+	}
+	return out
+}

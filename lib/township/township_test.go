@@ -359,3 +359,32 @@ func benchPoints() [][2]float64 {
 	}
 	return pts
 }
+
+func TestBoundariesPlaceEachTownship(t *testing.T) {
+	all := Boundaries()
+	if len(all) < 360 {
+		t.Fatalf("%d boundaries", len(all))
+	}
+	for i, b := range all {
+		if i > 0 && all[i-1].Code >= b.Code {
+			t.Fatalf("%d after %d: not ordered by code", b.Code, all[i-1].Code)
+		}
+		tw, ok := Lookup(b.Code)
+		if !ok {
+			t.Fatalf("boundary of unknown code %d", b.Code)
+		}
+		// The township's own point is inside an odd number of its rings.
+		in := false
+		for _, r := range b.Rings {
+			for k, j := 0, len(r)-1; k < len(r); j, k = k, k+1 {
+				a, c := r[j], r[k]
+				if (a[1] > tw.Lat) != (c[1] > tw.Lat) && tw.Lon < (c[0]-a[0])*(tw.Lat-a[1])/(c[1]-a[1])+a[0] {
+					in = !in
+				}
+			}
+		}
+		if !in {
+			t.Errorf("%d %s%s: its point (%.4f, %.4f) is outside its boundary", b.Code, tw.County, tw.Name, tw.Lat, tw.Lon)
+		}
+	}
+}
