@@ -57,6 +57,7 @@ import (
 	"shindo.dev/svc-dataapi/internal/fdsnstation"
 	"shindo.dev/svc-dataapi/internal/httpapi"
 	"shindo.dev/svc-dataapi/internal/links"
+	"shindo.dev/svc-dataapi/internal/maptiles"
 	"shindo.dev/svc-dataapi/internal/playback"
 	"shindo.dev/svc-dataapi/internal/reports"
 	"shindo.dev/svc-dataapi/internal/stations"
@@ -335,6 +336,7 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) (http.Handler, 
 	queried := map[string]bool{"/v1/reports": true, "/v1/detections": true, "/v1/stations": true, "/v1/links": true, "/v1/rts/snapshot": true}
 	mux.Handle("/", httpapi.NoQuery(queried, gw))
 	compat.New(compatStore, reg.Source.Current, cfg.DBTimeout, log).Register(mux)
+	maptiles.New().Register(mux)
 	fdsnstation.New(reg.Source.Current, log).Register(mux)
 	fdsnevent.New(eventStore, cfg.DBTimeout, log).Register(mux)
 	if cfg.Waveform != "" {
