@@ -765,7 +765,9 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 			for _, p := range []string{"/api/v2/trem/rts", "/api/v2/eq/eew", "/api/v2/trem/intensity", "/api/v2/trem/lpgm", "/ntp",
 				"/api/v2/trem/rts/" + sec, "/api/v2/eq/eew/" + sec, "/api/v2/trem/intensity/" + sec, "/api/v2/trem/lpgm/" + sec,
 				"/api/v2/eq/report?limit=75", "/api/v2/eq/report", "/api/v2/eq/report/" + id, "/api/v1/trem/station",
-				"/api/v3/trem/rts/" + sec, "/api/v3/trem/intensity/" + sec, "/resource/station"} {
+				"/api/v3/trem/rts/" + sec, "/api/v3/trem/intensity/" + sec, "/resource/station",
+				// TREM-Lite's base map (map.js:21): the TileJSON and Hualien's tile at zoom 7.
+				"/api/v1/map/tiles/tiles.json", "/api/v1/map/tiles/7/107/55.pbf"} {
 				routes = append(routes, route{edge, p})
 			}
 		}
@@ -784,7 +786,7 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 			if v := resp.Header.Values("Access-Control-Allow-Origin"); len(v) != 1 || v[0] != "*" {
 				t.Errorf("%s%s: Access-Control-Allow-Origin %q", r.base, r.path, v)
 			}
-			if r.path != "/ntp" && r.path != "/resource/station" && resp.Header.Get("Content-Type") != "application/json" {
+			if r.path != "/ntp" && r.path != "/resource/station" && !strings.HasSuffix(r.path, ".pbf") && resp.Header.Get("Content-Type") != "application/json" {
 				t.Errorf("%s%s: Content-Type %q (DPIP casts JSON only for application/json)", r.base, r.path, resp.Header.Get("Content-Type"))
 			}
 		}
