@@ -47,11 +47,13 @@ type shape struct {
 	box
 	town  int // index into data.towns
 	rings []ring
+	refs  [][]int // each ring's arcs, as boundaries.txt lists them
 }
 
 type data struct {
 	towns  []Township // by code
 	shapes []shape    // the townships that have a boundary, by code
+	arcs   [][]point  // the arcs the rings are made of
 }
 
 // load parses the embedded files once. They are generated and checked by
@@ -144,12 +146,14 @@ func (d *data) parseBoundaries(text string) error {
 				d.shapes = append(d.shapes, shape{box: empty, town: t})
 			}
 			d.shapes[i].rings = append(d.shapes[i].rings, r)
+			d.shapes[i].refs = append(d.shapes[i].refs, nums[1:])
 			d.shapes[i].add(point{r.minX, r.minY})
 			d.shapes[i].add(point{r.maxX, r.maxY})
 		default:
 			return fmt.Errorf("unknown line %.40q", line)
 		}
 	}
+	d.arcs = arcs
 	return nil
 }
 

@@ -73,3 +73,108 @@ func Boundaries() []Boundary {
 	}
 	return out
 }
+
+// CountyBoundary is a county's boundary, as Boundary's: the borders of its
+// townships where they do not meet another township of the county.
+type CountyBoundary struct {
+	County string
+	Rings  [][][2]float64
+}
+
+// CountyBoundaries returns the boundary of every county, in the order of
+// its first township's code.
+func CountyBoundaries() []CountyBoundary {
+	d := load()
+	var out []CountyBoundary
+	at := map[string]int{}
+	uses := map[string]map[int][]int{} // county → arc → the refs its townships make to it
+	for _, s := range d.shapes {
+		county := d.towns[s.town].County
+		if _, ok := at[county]; !ok {
+			at[county] = len(out)
+			out = append(out, CountyBoundary{County: county})
+			uses[county] = map[int][]int{}
+		}
+		for _, refs := range s.refs {
+			for _, ref := range refs {
+				i := ref
+				if ref < 0 {
+					i = ^ref
+				}
+				uses[county][i] = append(uses[county][i], ref)
+			}
+		}
+	}
+	for c := range out {
+		out[c].Rings = d.chain(uses[out[c].County])
+	}
+	return out
+}
+
+// chain joins the arcs a county's townships use once — its border with
+// the sea and other counties; an arc two of its townships share is inside
+// it — into rings, each arc the way its township goes round.
+func (d *data) chain(uses map[int][]int) [][][2]float64 {
+	ends := func(ref int) (point, point) {
+		arc := d.arcs[max(ref, ^ref)]
+		a, b := arc[0], arc[len(arc)-1]
+		if ref < 0 {
+			return b, a
+		}
+		return a, b
+	}
+	from := map[point][]int{}
+	var refs []int
+	for _, r := range uses {
+		if len(r) == 1 {
+			refs = append(refs, r[0])
+		}
+	}
+	slices.Sort(refs) // the same rings every time
+	for _, ref := range refs {
+		a, _ := ends(ref)
+		from[a] = append(from[a], ref)
+	}
+	used := map[int]bool{}
+	var rings [][][2]float64
+	for _, first := range refs {
+		if used[first] {
+			continue
+		}
+		start, _ := ends(first)
+		var pts [][2]float64
+		for ref := first; ; {
+			used[ref] = true
+			arc := d.arcs[max(ref, ^ref)]
+			for k := range arc {
+				p := arc[k]
+				if ref < 0 {
+					p = arc[len(arc)-1-k]
+				}
+				if k > 0 || len(pts) == 0 {
+					pts = append(pts, [2]float64{p.x * unit, p.y * unit})
+				}
+			}
+			_, end := ends(ref)
+			if end == start {
+				break
+			}
+			next := -1 << 62
+			for _, r := range from[end] {
+				if !used[r] {
+					next = r
+					break
+				}
+			}
+			if next == -1<<62 {
+				pts = nil // open: not a ring (the test holds there are none)
+				break
+			}
+			ref = next
+		}
+		if len(pts) > 3 {
+			rings = append(rings, pts[:len(pts)-1]) // the last point is the first
+		}
+	}
+	return rings
+}

@@ -376,15 +376,51 @@ func TestBoundariesPlaceEachTownship(t *testing.T) {
 		// The township's own point is inside an odd number of its rings.
 		in := false
 		for _, r := range b.Rings {
-			for k, j := 0, len(r)-1; k < len(r); j, k = k, k+1 {
-				a, c := r[j], r[k]
-				if (a[1] > tw.Lat) != (c[1] > tw.Lat) && tw.Lon < (c[0]-a[0])*(tw.Lat-a[1])/(c[1]-a[1])+a[0] {
-					in = !in
-				}
+			if insideRing(tw.Lat, tw.Lon, r) {
+				in = !in
 			}
 		}
 		if !in {
 			t.Errorf("%d %s%s: its point (%.4f, %.4f) is outside its boundary", b.Code, tw.County, tw.Name, tw.Lat, tw.Lon)
 		}
 	}
+}
+
+func TestCountyBoundariesHoldTheirTownships(t *testing.T) {
+	counties := CountyBoundaries()
+	if len(counties) != 22 {
+		t.Errorf("%d counties, want Taiwan's 22", len(counties))
+	}
+	ringsOf := map[string][][][2]float64{}
+	for _, c := range counties {
+		if len(c.Rings) == 0 {
+			t.Errorf("%s: no ring", c.County)
+		}
+		ringsOf[c.County] = c.Rings
+	}
+	for _, b := range Boundaries() {
+		tw, _ := Lookup(b.Code)
+		for name, rings := range ringsOf {
+			in := false
+			for _, r := range rings {
+				if insideRing(tw.Lat, tw.Lon, r) {
+					in = !in
+				}
+			}
+			if in != (name == tw.County) {
+				t.Errorf("%d %s%s: inside %s is %v", b.Code, tw.County, tw.Name, name, in)
+			}
+		}
+	}
+}
+
+func insideRing(lat, lon float64, r [][2]float64) bool {
+	in := false
+	for k, j := 0, len(r)-1; k < len(r); j, k = k, k+1 {
+		a, c := r[j], r[k]
+		if (a[1] > lat) != (c[1] > lat) && lon < (c[0]-a[0])*(lat-a[1])/(c[1]-a[1])+a[0] {
+			in = !in
+		}
+	}
+	return in
 }

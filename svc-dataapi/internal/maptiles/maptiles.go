@@ -12,13 +12,15 @@
 // postal code (utils.js:150-171); it also names "global" (the world's
 // land) and "tsunami" (invisible lines), which we do not have: the
 // TileJSON lists them, so that maplibre does not take them for an error,
-// and no tile holds them.
+// and no tile holds them. A county's polygon is its outline
+// (township.CountyBoundaries), so its line layer draws county borders
+// only, as over ExpTech's tiles.
 //
 // The boundaries are lib/township's (the Ministry of the Interior's,
-// simplified to 1e-4 degree). Tiles are made on first request (17 ms
+// simplified to 1e-4 degree). Tiles are made on first request (15 ms
 // for the largest) and kept: the 886 tiles with land up to zoom 12, the
 // most the TileJSON offers (maplibre draws larger zooms from them), are
-// 2.1 MB in all.
+// 1.5 MB in all.
 package maptiles
 
 import (
@@ -43,15 +45,28 @@ const Base = "/api/v1/map/tiles/"
 const MediaType = "application/vnd.mapbox-vector-tile"
 
 // maxCached bounds the bytes of tiles kept (all of Taiwan's to MaxZoom is
-// 2.1 MB).
+// 1.5 MB).
 const maxCached = 16 << 20
 
-// shape is a township's boundary, its rings sorted into polygons.
+// shape is a township's or a county's boundary, its rings sorted into
+// polygons.
 type shape struct {
-	code                           uint32
-	county                         string
+	code                           uint32 // a township's; 0 for a county
+	name                           string
 	polygons                       []polygon
 	minLon, minLat, maxLon, maxLat float64
+}
+
+func newShape(code uint32, name string, rings [][][2]float64) shape {
+	s := shape{code: code, name: name, minLon: math.Inf(1), minLat: math.Inf(1), maxLon: math.Inf(-1), maxLat: math.Inf(-1)}
+	for _, r := range rings {
+		for _, p := range r {
+			s.minLon, s.maxLon = min(s.minLon, p[0]), max(s.maxLon, p[0])
+			s.minLat, s.maxLat = min(s.minLat, p[1]), max(s.maxLat, p[1])
+		}
+	}
+	s.polygons = polygons(rings)
+	return s
 }
 
 // polygon is an exterior ring and its holes, points [lon, lat].
@@ -62,8 +77,8 @@ type polygon struct {
 
 // Tiles makes and keeps tiles.
 type Tiles struct {
-	shapes   []shape
-	counties []string // in order of their first township's code
+	towns    []shape
+	counties []shape
 
 	bounds [4]float64 // west, south, east, north of every boundary
 
@@ -75,23 +90,14 @@ type Tiles struct {
 // New prepares the boundaries.
 func New() *Tiles {
 	t := &Tiles{cache: map[[3]int64][]byte{}, bounds: [4]float64{math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)}}
-	seen := map[string]bool{}
 	for _, b := range township.Boundaries() {
 		tw, _ := township.Lookup(b.Code)
-		s := shape{code: b.Code, county: tw.County, minLon: math.Inf(1), minLat: math.Inf(1), maxLon: math.Inf(-1), maxLat: math.Inf(-1)}
-		for _, r := range b.Rings {
-			for _, p := range r {
-				s.minLon, s.maxLon = min(s.minLon, p[0]), max(s.maxLon, p[0])
-				s.minLat, s.maxLat = min(s.minLat, p[1]), max(s.maxLat, p[1])
-			}
-		}
-		s.polygons = polygons(b.Rings)
+		s := newShape(b.Code, tw.Name, b.Rings)
+		t.towns = append(t.towns, s)
 		t.bounds = [4]float64{min(t.bounds[0], s.minLon), min(t.bounds[1], s.minLat), max(t.bounds[2], s.maxLon), max(t.bounds[3], s.maxLat)}
-		t.shapes = append(t.shapes, s)
-		if !seen[tw.County] {
-			seen[tw.County] = true
-			t.counties = append(t.counties, tw.County)
-		}
+	}
+	for _, c := range township.CountyBoundaries() {
+		t.counties = append(t.counties, newShape(0, c.County, c.Rings))
 	}
 	return t
 }
@@ -182,37 +188,40 @@ func (t *Tiles) render(z int, x, y int64) []byte {
 	east, south := lonLat(z, x, y, Extent+buffer, Extent+buffer)
 	town := newLayer("town", "CODE", "NAME")
 	city := newLayer("city", "NAME")
-	byCounty := map[string][][]tilePoint{}
-	for _, s := range t.shapes {
-		if s.maxLon < west || s.minLon > east || s.maxLat < south || s.minLat > north {
-			continue
+	for i, s := range t.counties {
+		if rings := s.inTile(z, x, y, west, south, east, north); rings != nil {
+			city.addPolygon(uint64(i+1), rings, stringValue(s.name))
 		}
-		var rings [][]tilePoint
-		for _, p := range s.polygons {
-			outer := tileRing(p.outer, z, x, y, 1)
-			if outer == nil {
-				continue
-			}
-			rings = append(rings, outer)
-			for _, h := range p.holes {
-				if hole := tileRing(h, z, x, y, -1); hole != nil {
-					rings = append(rings, hole)
-				}
-			}
-		}
-		if len(rings) == 0 {
-			continue
-		}
-		tw, _ := township.Lookup(s.code)
-		town.addPolygon(uint64(s.code), rings, uintValue(uint64(s.code)), stringValue(tw.Name))
-		byCounty[s.county] = append(byCounty[s.county], rings...)
 	}
-	for i, c := range t.counties {
-		if rings := byCounty[c]; len(rings) > 0 {
-			city.addPolygon(uint64(i+1), rings, stringValue(c))
+	for _, s := range t.towns {
+		if rings := s.inTile(z, x, y, west, south, east, north); rings != nil {
+			town.addPolygon(uint64(s.code), rings, uintValue(uint64(s.code)), stringValue(s.name))
 		}
 	}
 	return town.appendTo(city.appendTo(nil))
+}
+
+// inTile is what of the shape tile (z, x, y) holds, whose edges and
+// buffer lie at the longitudes and latitudes given: each exterior ring
+// followed by its holes, in tile coordinates; nil for nothing.
+func (s *shape) inTile(z int, x, y int64, west, south, east, north float64) [][]tilePoint {
+	if s.maxLon < west || s.minLon > east || s.maxLat < south || s.minLat > north {
+		return nil
+	}
+	var rings [][]tilePoint
+	for _, p := range s.polygons {
+		outer := tileRing(p.outer, z, x, y, 1)
+		if outer == nil {
+			continue
+		}
+		rings = append(rings, outer)
+		for _, h := range p.holes {
+			if hole := tileRing(h, z, x, y, -1); hole != nil {
+				rings = append(rings, hole)
+			}
+		}
+	}
+	return rings
 }
 
 // tileRing is a ring in the coordinates of tile (z, x, y), cut to the
