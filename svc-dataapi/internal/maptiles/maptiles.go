@@ -165,6 +165,12 @@ func (t *Tiles) Tile(z int, x, y int64) []byte {
 		return b
 	}
 	b = t.render(z, x, y)
+	if len(b) == 0 {
+		// Most of the world: made as fast as looked up, and kept it
+		// would let a client fill memory with the 22 million tiles of
+		// nothing to zoom 12.
+		return b
+	}
 	t.mu.Lock()
 	if _, ok := t.cache[key]; !ok && t.cached+len(b) <= maxCached {
 		t.cache[key] = b

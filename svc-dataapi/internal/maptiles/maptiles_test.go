@@ -260,8 +260,18 @@ func TestTilesPlaceEachTownship(t *testing.T) {
 }
 
 func TestTileFarFromTaiwanIsEmpty(t *testing.T) {
-	if b := New().Tile(3, 0, 0); len(b) != 0 {
+	tiles := New()
+	if b := tiles.Tile(3, 0, 0); len(b) != 0 {
 		t.Fatalf("%d bytes for the Arctic", len(b))
+	}
+	// Tiles of nothing are not kept: a client asking for the world's
+	// must not fill memory.
+	for x := range int64(1000) {
+		tiles.Tile(12, x, 0)
+	}
+	tiles.Tile(7, 107, 55) // Hualien
+	if n := len(tiles.cache); n != 1 {
+		t.Fatalf("%d tiles kept, want Hualien's alone", n)
 	}
 }
 
