@@ -63,8 +63,14 @@ func ListenUDP(addr string, readers int, handle Handler, log *slog.Logger) (*UDP
 	return &UDP{conn: conn, readers: readers, handle: handle, log: log}, nil
 }
 
-// Close closes the socket; Run returns.
-func (u *UDP) Close() error { return u.conn.Close() }
+// Close closes the socket; Run returns. Run closes it too when its
+// context ends, so a second close is not an error.
+func (u *UDP) Close() error {
+	if err := u.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
 
 // Addr returns the bound address.
 func (u *UDP) Addr() net.Addr { return u.conn.LocalAddr() }

@@ -150,3 +150,23 @@ func TestWebSocketLimits(t *testing.T) {
 		t.Errorf("refusals %v", ref.n)
 	}
 }
+
+// TestUDPClosedTwice: the socket is closed by Run when its context ends
+// and by the service's shutdown after; the second close is no failure.
+func TestUDPClosedTwice(t *testing.T) {
+	u, err := ListenUDP("127.0.0.1:0", 1, func([][]byte, ingestv1.Transport) func() [][]byte { return func() [][]byte { return nil } },
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- u.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := u.Close(); err != nil {
+		t.Errorf("Close after Run ended: %v", err)
+	}
+}
