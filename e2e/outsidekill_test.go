@@ -191,6 +191,14 @@ func TestOutsideKills(t *testing.T) {
 		if old == 0 {
 			t.Fatalf("%s has no process ID", target)
 		}
+		if strings.HasSuffix(target, "-ingest") {
+			// Killed once it has a checkpoint (every 10 s): its restart
+			// must restore from it, not read the journal back.
+			cp := filepath.Join(d.dir, "data", target, "checkpoint.bin")
+			if !poll.Within(20*time.Second, func() bool { _, err := os.Stat(cp); return err == nil }) {
+				t.Fatalf("%s wrote no checkpoint (%s) within 20 s", target, cp)
+			}
+		}
 		killedAt := time.Now()
 		t.Logf("kill of %s at %s", target, killedAt.Format("15:04:05.000"))
 		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
@@ -234,6 +242,9 @@ func TestOutsideKills(t *testing.T) {
 			return back != 0
 		}) {
 			t.Fatalf("%s not back within 45 s of its kill:\n%s", target, d.stderr.String())
+		}
+		if strings.HasSuffix(target, "-ingest") {
+			restoredFromCheckpoint(t, filepath.Join(d.dir, "logs", target+".log"), killedAt)
 		}
 		if target == "database" {
 			// Clients retry a 5xx (SPEC §8): a write goes through soon;
@@ -281,4 +292,33 @@ func TestOutsideKills(t *testing.T) {
 			t.Errorf("the client entering at %s: %d ticks out of order: %v", name, len(problems), problems[:min(len(problems), 10)])
 		}
 	}
+}
+
+// restoredFromCheckpoint checks, in an ingest's log, that the process
+// started after since restored its replay windows from its checkpoint and
+// read back only the records after it.
+func restoredFromCheckpoint(t *testing.T, logPath string, since time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct {
+			Time       time.Time `json:"time"`
+			Msg        string    `json:"msg"`
+			Checkpoint bool      `json:"from_checkpoint"`
+			Read       int       `json:"records_read"`
+			Took       int64     `json:"took"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Msg != "replay windows restored" || e.Time.Before(since) {
+			continue
+		}
+		if !e.Checkpoint {
+			t.Errorf("%s: the restart read the journal back (%d records), not from its checkpoint", logPath, e.Read)
+		}
+		t.Logf("%s restored from its checkpoint, %d records read back in %s", filepath.Base(logPath), e.Read, time.Duration(e.Took))
+		return
+	}
+	t.Errorf("%s: no restore of the replay windows logged after the restart", logPath)
 }

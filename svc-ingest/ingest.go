@@ -24,6 +24,7 @@ import (
 	"shindo.dev/lib/registry"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationsource"
+	"shindo.dev/svc-ingest/internal/checkpoint"
 	"shindo.dev/svc-ingest/internal/forward"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
@@ -188,21 +189,29 @@ func wire(ctx context.Context, svc *service.Service, cfg Config) error {
 		links: linkTable, counts: newPacketCounter(svc.Metrics(), cfg.Site), log: log,
 		overloaded: func() bool { return max(toRTS.Lag(), toWaveform.Lag()) > cfg.MaxLag },
 		sampler:    newPacketSampler(cfg.TraceEvery),
+		guard:      &checkpoint.Guard{},
 	}
+	var syncer *peersync.Syncer
 	if cfg.NATS != "" || cfg.PeerNATS != "" {
 		// A component, so it runs only once wire returns, after the
 		// restore below: until then it neither asks the peer nor answers.
-		syncer, err := startSync(ctx, svc, cfg, in, reg.Source)
+		syncer, err = startSync(ctx, svc, cfg, in, reg.Source)
 		if err != nil {
 			return err
 		}
 		in.indexed = syncer.Indexed
 	}
-	// One pass for the replay windows and the sync's index: two read the
-	// newest 4 million records twice.
-	if err := in.rebuild(log); err != nil {
+	// One pass for the replay windows and the sync's index, from the
+	// checkpoint on when there is one.
+	cp := newCheckpointer(cfg.DataDir, j, in.gate, syncer, in.guard, svc.Metrics(), log)
+	if err := in.rebuild(log, cp); err != nil {
 		return err
 	}
+	svc.Go("checkpoint", cp)
+	// Closers run in reverse: this one after the listeners and the sync
+	// stopped, before the journal closes, so a clean restart reads nothing
+	// back.
+	svc.OnShutdown("checkpoint", func(context.Context) error { return cp.Save() })
 	handle := in.handle
 
 	udp, err := listen.ListenUDP(cfg.UDPAddr, cfg.Readers, handle, log)
@@ -370,7 +379,7 @@ func startSync(ctx context.Context, svc *service.Service, cfg Config, in *intake
 		svc.OnShutdown("peer nats", func(context.Context) error { peer.Close(); return nil })
 	}
 	syncer := peersync.New(peersync.Config{
-		Site: cfg.Site, PeerSite: cfg.PeerSite, Local: local, Peer: peer, Gate: in.gate, Journal: in.journal,
+		Site: cfg.Site, PeerSite: cfg.PeerSite, Local: local, Peer: peer, Gate: in.gate, Journal: in.journal, Guard: in.guard,
 		Stations: func() []string {
 			all := src.Current().All()
 			ids := make([]string, len(all))

@@ -11,6 +11,7 @@ import (
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
 	"shindo.dev/seismo/seedcode"
+	"shindo.dev/svc-ingest/internal/checkpoint"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/links"
 	"shindo.dev/svc-ingest/internal/recordwire"
@@ -33,22 +34,35 @@ type intake struct {
 	indexed func(station string, seq, index uint64)
 	// sampler picks the packets that start a trace; nil traces none.
 	sampler *packetSampler
+	// guard, if set, is entered from a batch's append to the journal
+	// until the windows and the index hold it (see checkpoint.Guard).
+	guard *checkpoint.Guard
 }
 
 // rebuildScan bounds how many of the newest journal records a restart reads
 // back to restore the replay windows.
 const rebuildScan = 4_000_000
 
-// rebuild restores, after a restart, which seqs this core holds, from the
-// newest records of the journal: without it a retransmission of a recorded
-// packet would be recorded again, and a replay inside the freshness bound
-// would pass. With the sync, the same pass tells it where those records
-// are (in.indexed), so it can offer the peer what was recorded before.
-func (in *intake) rebuild(log *slog.Logger) error {
+// rebuild restores, after a restart, which seqs this core holds: from
+// the checkpoint (cp, if set and usable) and the journal records after it,
+// or else from the newest records of the journal. Without it a
+// retransmission of a recorded packet would be recorded again, and a
+// replay inside the freshness bound would pass. With the sync, the same
+// pass tells it where those records are (in.indexed), so it can offer the
+// peer what was recorded before.
+func (in *intake) rebuild(log *slog.Logger, cp *checkpointer) error {
 	start := time.Now()
 	n := 0
 	next := in.journal.Next()
 	from := in.journal.First()
+	restored := false
+	if cp != nil {
+		if at, ok := cp.Load(); ok {
+			from, restored = at, true
+		}
+	}
+	// Older records lie below every station's window (4,096 seqs of
+	// 1,000 stations).
 	if next > rebuildScan && next-rebuildScan > from {
 		from = next - rebuildScan
 	}
@@ -63,9 +77,9 @@ func (in *intake) rebuild(log *slog.Logger) error {
 		}
 		n++
 	})
-	if n > 0 {
-		log.Info("replay windows restored from the journal", slog.Int("records", n), slog.Bool("sync_indexed", in.indexed != nil),
-			slog.Duration("took", time.Since(start)))
+	if n > 0 || restored {
+		log.Info("replay windows restored", slog.Bool("from_checkpoint", restored), slog.Uint64("journal_from", from),
+			slog.Int("records_read", n), slog.Bool("sync_indexed", in.indexed != nil), slog.Duration("took", time.Since(start)))
 	}
 	return err
 }
@@ -147,6 +161,10 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 	}
 	var pending *journal.Pending
 	var err error
+	guarded := in.guard != nil && len(payloads) > 0
+	if guarded {
+		in.guard.Enter()
+	}
 	if len(payloads) > 0 {
 		pending, err = in.journal.Begin(context.Background(), payloads...)
 	}
@@ -168,6 +186,9 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 					in.indexed(outs[i].Packet.GetStationId(), outs[i].Packet.GetSeq(), first+uint64(k))
 				}
 			}
+		}
+		if guarded {
+			in.guard.Leave()
 		}
 		for i := range outs {
 			o := &outs[i]

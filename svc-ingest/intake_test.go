@@ -196,7 +196,7 @@ func TestIntakeRestoresFromJournal(t *testing.T) {
 	in, j = newTestIntake(t, dir, 0, tp)
 	idx := indexLog{}
 	in.indexed = idx.Indexed
-	if err := in.rebuild(in.log); err != nil {
+	if err := in.rebuild(in.log, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(idx) != 300 || idx[1] != 0 || idx[300] != 299 {

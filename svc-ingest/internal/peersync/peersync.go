@@ -48,6 +48,7 @@ import (
 	natsbusv1 "shindo.dev/gen/shindo/natsbus/v1"
 	"shindo.dev/lib/natsbus"
 	"shindo.dev/lib/telemetry"
+	"shindo.dev/svc-ingest/internal/checkpoint"
 	"shindo.dev/svc-ingest/internal/journal"
 	"shindo.dev/svc-ingest/internal/recordwire"
 	"shindo.dev/svc-ingest/internal/replay"
@@ -68,6 +69,9 @@ type Config struct {
 	Local, Peer *nats.Conn
 	Gate        Gate
 	Journal     *journal.Journal
+	// Guard, if set, is entered around each recording of what the peer
+	// sent, so a checkpoint never sees the windows and the journal apart.
+	Guard *checkpoint.Guard
 	// Stations lists the stations to compare.
 	Stations func() []string
 
@@ -152,7 +156,7 @@ func New(cfg Config) *Syncer {
 
 // Indexed notes that (station, seq) is at journal index idx.
 func (s *Syncer) Indexed(station string, seq, idx uint64) {
-	n := max(s.cfg.LongWindow/blockSeqs, 1) + 1
+	n := s.slots()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.index[station]
@@ -169,6 +173,40 @@ func (s *Syncer) Indexed(station string, seq, idx uint64) {
 			b.first[slot] = idx
 		}
 	}
+}
+
+// slots is the length of each station's ring of blocks.
+func (s *Syncer) slots() int { return max(s.cfg.LongWindow/blockSeqs, 1) + 1 }
+
+// Index returns a copy of the index, for a checkpoint.
+func (s *Syncer) Index() (map[string]checkpoint.Blocks, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]checkpoint.Blocks, len(s.index))
+	for id, b := range s.index {
+		out[id] = checkpoint.Blocks{Block: slices.Clone(b.block), First: slices.Clone(b.first)}
+	}
+	return out, s.slots()
+}
+
+// RestoreIndex replaces the index with one Index returned before a
+// restart; one of another ring size (the long window was changed) is
+// refused.
+func (s *Syncer) RestoreIndex(index map[string]checkpoint.Blocks, slots int) error {
+	if slots != s.slots() {
+		return fmt.Errorf("sync: index of %d blocks per station, want %d", slots, s.slots())
+	}
+	m := make(map[string]*blocks, len(index))
+	for id, b := range index {
+		if len(b.Block) != slots || len(b.First) != slots {
+			return fmt.Errorf("sync: index of %s has %d blocks, want %d", id, len(b.Block), slots)
+		}
+		m[id] = &blocks{block: slices.Clone(b.Block), first: slices.Clone(b.First)}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index = m
+	return nil
 }
 
 // firstIndex returns where to start scanning for (station, seq), or false
@@ -310,6 +348,10 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 
 // record keeps the records this core does not hold yet.
 func (s *Syncer) record(ctx context.Context, recs []*ingestv1.Record) error {
+	if g := s.cfg.Guard; g != nil {
+		g.Enter()
+		defer g.Leave()
+	}
 	var payloads [][]byte
 	var fresh []*ingestv1.Record
 	for _, r := range recs {

@@ -4,7 +4,11 @@
 // bitmap tells new from already accepted; below it, the packet is a replay.
 package replay
 
-import "sync"
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
 
 // Verdict is the outcome of checking a seq.
 type Verdict int
@@ -175,4 +179,48 @@ func (s *Set) For(station string) *Window {
 		s.m[station] = w
 	}
 	return w
+}
+
+// State is a window's content, for keeping it across a restart.
+type State struct {
+	Top     uint64   // highest accepted seq
+	ResetAt int64    // the counter reset the window follows (Unix ms)
+	Bits    []uint64 // bit (Top - seq) set when seq was accepted
+}
+
+// States returns a copy of every station's window.
+func (s *Set) States() map[string]State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]State, len(s.m))
+	for id, w := range s.m {
+		w.mu.Lock()
+		out[id] = State{Top: w.top, ResetAt: w.resetAt, Bits: slices.Clone(w.bits)}
+		w.mu.Unlock()
+	}
+	return out
+}
+
+// Words is how many 64-bit words of Bits a State of this set has.
+func (s *Set) Words() int { return len(NewWindow(s.size).bits) }
+
+// Restore replaces the set's windows with states (from States, before a
+// restart). A state whose bitmap is not of this set's size is refused
+// whole: the window's size was changed in between.
+func (s *Set) Restore(states map[string]State) error {
+	words := s.Words()
+	m := make(map[string]*Window, len(states))
+	for id, st := range states {
+		if len(st.Bits) != words {
+			return fmt.Errorf("replay: window of %s holds %d seqs, want %d", id, len(st.Bits)*64, words*64)
+		}
+		w := NewWindow(s.size)
+		w.top, w.resetAt = st.Top, st.ResetAt
+		copy(w.bits, st.Bits)
+		m[id] = w
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m = m
+	return nil
 }

@@ -139,3 +139,33 @@ func TestHoldings(t *testing.T) {
 		t.Errorf("holdings beyond the window: %d bytes", len(h))
 	}
 }
+
+// TestStatesRestore: a set restored from another's states answers every
+// check as the other does, and states of another window size are refused
+// whole.
+func TestStatesRestore(t *testing.T) {
+	a := NewSet(256)
+	for _, seq := range []uint64{1, 2, 3, 70, 200, 300, 301, 555} {
+		a.For("S1").Accept(seq)
+	}
+	a.For("S2").Reset(1234)
+	a.For("S2").Accept(9)
+	b := NewSet(256)
+	b.For("S3").Accept(1) // forgotten by the restore
+	if err := b.Restore(a.States()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"S1", "S2", "S3"} {
+		for seq := range uint64(600) {
+			if got, want := b.For(id).Check(seq), a.For(id).Check(seq); got != want {
+				t.Fatalf("%s seq %d: restored set says %v, the original %v", id, seq, got, want)
+			}
+		}
+	}
+	if b.For("S2").Reset(1234) {
+		t.Error("the restored window forgot the counter reset it follows")
+	}
+	if err := NewSet(512).Restore(a.States()); err == nil {
+		t.Error("states of 256-seq windows restored into a set of 512-seq windows")
+	}
+}

@@ -234,6 +234,17 @@ func (g *Gate) Record(station string, seq uint64, recvAtMs int64) bool {
 	return g.windows.For(station).Accept(seq) == replay.New
 }
 
+// Windows returns a copy of every station's replay window, for keeping
+// them across a restart.
+func (g *Gate) Windows() map[string]replay.State { return g.windows.States() }
+
+// WindowWords is how many 64-bit words a replay window's bitmap has.
+func (g *Gate) WindowWords() int { return g.windows.Words() }
+
+// RestoreWindows replaces the replay windows with those Windows returned
+// before a restart.
+func (g *Gate) RestoreWindows(states map[string]replay.State) error { return g.windows.Restore(states) }
+
 // Recorded returns the station's replay window, the record of which seqs
 // this core holds, for the sync with the peer core.
 func (g *Gate) Recorded(station string) *replay.Window { return g.windows.For(station) }
