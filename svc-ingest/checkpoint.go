@@ -168,7 +168,7 @@ func (c *checkpointer) restore(b []byte) (uint64, error) {
 	}
 	if err := c.gate.RestoreWindows(s.Windows); err != nil {
 		if c.syncer != nil {
-			c.syncer.RestoreIndex(nil, s.Slots) // back to empty, as it was
+			_ = c.syncer.RestoreIndex(nil, s.Slots) // back to empty, as it was; the size was taken just above
 		}
 		return 0, err
 	}
