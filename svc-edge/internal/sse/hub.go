@@ -292,13 +292,40 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 	}
 	c.out.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
 	if c.ws {
-		_, err := bufs.WriteTo(c.out)
-		return err
+		return writeAll(c.out, bufs)
 	}
 	size := strconv.AppendInt(nil, int64(n), 16)
 	bufs = slices.Insert(bufs, 0, append(size, '\r', '\n'))
 	bufs = append(bufs, []byte("\r\n"))
-	_, err := bufs.WriteTo(c.out)
+	return writeAll(c.out, bufs)
+}
+
+// joined holds the buffers writeAll copies a chunk into; a tick's chunk is
+// a few kilobytes, and one is in use per writing worker.
+var joined = sync.Pool{New: func() any { return new([]byte) }}
+
+// writeAll writes bufs to out in one go: one writev on a bare socket, and
+// anything else (TLS) given them copied into one buffer. net.Buffers falls
+// back to a Write per buffer there, and each Write to a TLS connection is
+// a record of its own and a system call: a chunk's size line, each event
+// and the closing CRLF, three records at least per client and tick, each
+// sealed here and opened by the client.
+func writeAll(out net.Conn, bufs net.Buffers) error {
+	switch out.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		_, err := bufs.WriteTo(out)
+		return err
+	}
+	bp := joined.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, x := range bufs {
+		b = append(b, x...)
+	}
+	_, err := out.Write(b)
+	if cap(b) <= 64<<10 {
+		*bp = b[:0]
+		joined.Put(bp)
+	}
 	return err
 }
 

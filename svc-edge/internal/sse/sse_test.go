@@ -604,3 +604,85 @@ func TestRepublishedEventNotResent(t *testing.T) {
 		t.Fatalf("%d repeats counted, want 2", n)
 	}
 }
+
+// recordCounter counts the TLS records read through it (their 5-byte
+// headers: type, version, length).
+type recordCounter struct {
+	net.Conn
+	mu      sync.Mutex
+	header  []byte // of the record being read
+	left    int    // bytes of its body still to come
+	records int
+}
+
+func (r *recordCounter) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for b := p[:n]; len(b) > 0; {
+		if r.left > 0 {
+			k := min(r.left, len(b))
+			r.left, b = r.left-k, b[k:]
+			continue
+		}
+		k := min(5-len(r.header), len(b))
+		r.header, b = append(r.header, b[:k]...), b[k:]
+		if len(r.header) == 5 {
+			r.left, r.header = int(r.header[3])<<8|int(r.header[4]), r.header[:0]
+			r.records++
+		}
+	}
+	return n, err
+}
+
+func (r *recordCounter) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.records
+}
+
+// TestTLSTickIsOneRecord: over TLS an event reaches the client as one
+// record — its chunk written in one go (writeAll) — not one record for the
+// chunk's size line, one per event and one for its end, each sealed by the
+// edge, opened by the client and sent with a system call of its own.
+func TestTLSTickIsOneRecord(t *testing.T) {
+	hub, srv := startHub(t, Options{}, true)
+	raw, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &recordCounter{Conn: raw}
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	conn := tls.Client(counted, &tls.Config{RootCAs: roots, ServerName: "example.com"})
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readBlocks(t, resp.Body)
+	for b := range blocks {
+		if strings.Contains(b, "TPE-1") { // the hello, written with the head
+			break
+		}
+	}
+	for i := range 5 {
+		before := counted.count()
+		data := bytes.Repeat([]byte("x"), 2000+i)
+		hub.Publish(NewEvent("rts", data))
+		select {
+		case b := <-blocks:
+			if !strings.Contains(b, string(data)+"\n") {
+				t.Fatalf("event %d: got %q", i, b)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		if got := counted.count() - before; got != 1 {
+			t.Fatalf("event %d came in %d TLS records, want 1", i, got)
+		}
+	}
+}
