@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"shindo.dev/lib/writev"
 )
 
 // Options tune a hub.
@@ -81,8 +83,8 @@ type client struct {
 	onClose    func()
 	// conn is the taken-over connection, written by the hub's workers;
 	// nil for a client its handler goroutine serves, woken through wake.
-	// out is the socket underneath it, which writes go to (net.Buffers
-	// become one writev only on the socket itself).
+	// out is the socket (or TLS connection) underneath it, which writes
+	// go to (lib/writev: one writev on a socket, one record under TLS).
 	conn net.Conn
 	out  net.Conn
 	wake chan struct{}
@@ -292,41 +294,12 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 	}
 	c.out.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
 	if c.ws {
-		return writeAll(c.out, bufs)
+		return writev.Write(c.out, bufs...)
 	}
 	size := strconv.AppendInt(nil, int64(n), 16)
 	bufs = slices.Insert(bufs, 0, append(size, '\r', '\n'))
 	bufs = append(bufs, []byte("\r\n"))
-	return writeAll(c.out, bufs)
-}
-
-// joined holds the buffers writeAll copies a chunk into; a tick's chunk is
-// a few kilobytes, and one is in use per writing worker.
-var joined = sync.Pool{New: func() any { return new([]byte) }}
-
-// writeAll writes bufs to out in one go: one writev on a bare socket, and
-// anything else (TLS) given them copied into one buffer. net.Buffers falls
-// back to a Write per buffer there, and each Write to a TLS connection is
-// a record of its own and a system call: a chunk's size line, each event
-// and the closing CRLF, three records at least per client and tick, each
-// sealed here and opened by the client.
-func writeAll(out net.Conn, bufs net.Buffers) error {
-	switch out.(type) {
-	case *net.TCPConn, *net.UnixConn:
-		_, err := bufs.WriteTo(out)
-		return err
-	}
-	bp := joined.Get().(*[]byte)
-	b := (*bp)[:0]
-	for _, x := range bufs {
-		b = append(b, x...)
-	}
-	_, err := out.Write(b)
-	if cap(b) <= 64<<10 {
-		*bp = b[:0]
-		joined.Put(bp)
-	}
-	return err
+	return writev.Write(c.out, bufs...)
 }
 
 // bytes is e's wire form for c; it tracks c's position. Only the one

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"shindo.dev/devkit/poll"
+	"shindo.dev/devkit/tlsrecord"
 )
 
 func testHub(t *testing.T, opts Options) (*Hub, *httptest.Server) {
@@ -605,42 +606,6 @@ func TestRepublishedEventNotResent(t *testing.T) {
 	}
 }
 
-// recordCounter counts the TLS records read through it (their 5-byte
-// headers: type, version, length).
-type recordCounter struct {
-	net.Conn
-	mu      sync.Mutex
-	header  []byte // of the record being read
-	left    int    // bytes of its body still to come
-	records int
-}
-
-func (r *recordCounter) Read(p []byte) (int, error) {
-	n, err := r.Conn.Read(p)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for b := p[:n]; len(b) > 0; {
-		if r.left > 0 {
-			k := min(r.left, len(b))
-			r.left, b = r.left-k, b[k:]
-			continue
-		}
-		k := min(5-len(r.header), len(b))
-		r.header, b = append(r.header, b[:k]...), b[k:]
-		if len(r.header) == 5 {
-			r.left, r.header = int(r.header[3])<<8|int(r.header[4]), r.header[:0]
-			r.records++
-		}
-	}
-	return n, err
-}
-
-func (r *recordCounter) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.records
-}
-
 // TestTLSTickIsOneRecord: over TLS an event reaches the client as one
 // record — its chunk written in one go (writeAll) — not one record for the
 // chunk's size line, one per event and one for its end, each sealed by the
@@ -651,7 +616,7 @@ func TestTLSTickIsOneRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counted := &recordCounter{Conn: raw}
+	counted := &tlsrecord.Counter{Conn: raw}
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
 	conn := tls.Client(counted, &tls.Config{RootCAs: roots, ServerName: "example.com"})
@@ -670,7 +635,7 @@ func TestTLSTickIsOneRecord(t *testing.T) {
 		}
 	}
 	for i := range 5 {
-		before := counted.count()
+		before := counted.Records()
 		data := bytes.Repeat([]byte("x"), 2000+i)
 		hub.Publish(NewEvent("rts", data))
 		select {
@@ -681,7 +646,7 @@ func TestTLSTickIsOneRecord(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no event")
 		}
-		if got := counted.count() - before; got != 1 {
+		if got := counted.Records() - before; got != 1 {
 			t.Fatalf("event %d came in %d TLS records, want 1", i, got)
 		}
 	}

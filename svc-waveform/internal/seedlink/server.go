@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"shindo.dev/lib/service"
+	"shindo.dev/lib/writev"
 )
 
 // Options configure a Server.
@@ -391,9 +392,9 @@ func (t *tcpTransport) write(parts ...[]byte) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	_ = t.c.SetWriteDeadline(time.Now().Add(t.writeTimeout))
-	bufs := net.Buffers(parts)
-	_, err := bufs.WriteTo(t.c)
-	return err
+	// One record per write under TLS (an edge's connection under mutual
+	// TLS), not one per packet header and record.
+	return writev.Write(t.c, parts...)
 }
 
 func (t *tcpTransport) writePackets(parts [][]byte) error { return t.write(parts...) }
