@@ -162,8 +162,9 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 	var pending *journal.Pending
 	var err error
 	guarded := in.guard != nil && len(payloads) > 0
+	var token uint64
 	if guarded {
-		in.guard.Enter()
+		token = in.guard.Enter()
 	}
 	if len(payloads) > 0 {
 		pending, err = in.journal.Begin(context.Background(), payloads...)
@@ -188,7 +189,7 @@ func (in *intake) handle(batch [][]byte, tr ingestv1.Transport) func() [][]byte 
 			}
 		}
 		if guarded {
-			in.guard.Leave()
+			in.guard.Leave(token)
 		}
 		for i := range outs {
 			o := &outs[i]

@@ -20,26 +20,72 @@ import (
 	"shindo.dev/svc-ingest/internal/replay"
 )
 
-// Guard makes a checkpoint whole: every change to the windows and the
-// sync's index happens with the journal records behind it, between Enter
-// and Leave; Quiesce runs when no such change is under way, so the journal
-// index it reads has every record below it in the windows and none above.
-type Guard struct{ mu sync.RWMutex }
+// Guard makes a checkpoint whole without holding stations' packets back.
+// A batch of packets enters it before its journal append and leaves once
+// its seqs are in the windows and its indexes in the sync's (Enter,
+// Leave); the sync's recording of what the peer sent, which marks seqs
+// before its append and takes them back if the append fails, holds it
+// (Hold, Release). Quiesce reads the journal's end while no recording of
+// the peer's is under way, then waits for the batches that entered before
+// that — not for those after, whose records lie above it — and copies.
+type Guard struct {
+	serial  sync.Mutex   // one Quiesce at a time
+	held    sync.RWMutex // the peer's recordings
+	mu      sync.Mutex
+	drained *sync.Cond
+	epoch   uint64
+	active  [2]int // batches inside, by epoch's parity
+}
 
-// Enter starts a change: before the records are handed to the journal.
-func (g *Guard) Enter() { g.mu.RLock() }
-
-// Leave ends it: once the windows and the index hold what was appended, or
-// were given back after a failed append. Another goroutine than Enter's
-// may call it.
-func (g *Guard) Leave() { g.mu.RUnlock() }
-
-// Quiesce runs fn while no change is under way. Changes that start
-// meanwhile wait for fn, so fn must be short.
-func (g *Guard) Quiesce(fn func()) {
+// Enter starts a batch, before its records are handed to the journal; its
+// token goes to Leave. It never waits.
+func (g *Guard) Enter() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	fn()
+	e := g.epoch
+	g.active[e&1]++
+	return e
+}
+
+// Leave ends a batch: once the windows and the index hold what it
+// appended, or were given nothing after a failed append. Another goroutine
+// than Enter's may call it.
+func (g *Guard) Leave(token uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.active[token&1]--
+	if g.active[token&1] == 0 && g.drained != nil {
+		g.drained.Broadcast()
+	}
+}
+
+// Hold starts a recording of what the peer sent; Release ends it.
+func (g *Guard) Hold()    { g.held.RLock() }
+func (g *Guard) Release() { g.held.RUnlock() }
+
+// Quiesce calls mark, which reads the journal's end, then waits until
+// every batch that entered before it has left, then calls copy; no
+// recording of the peer's runs meanwhile. Whatever copy reads holds every
+// record below the end mark read; it may hold later ones too.
+func (g *Guard) Quiesce(mark, copy func()) {
+	g.serial.Lock()
+	defer g.serial.Unlock()
+	g.held.Lock()
+	defer g.held.Unlock()
+	// A batch that appended below the mark entered before it, so in the
+	// epoch being closed; one entering after appends above it.
+	mark()
+	g.mu.Lock()
+	if g.drained == nil {
+		g.drained = sync.NewCond(&g.mu)
+	}
+	old := g.epoch
+	g.epoch++
+	for g.active[old&1] > 0 {
+		g.drained.Wait()
+	}
+	g.mu.Unlock()
+	copy()
 }
 
 // Blocks is one station's sync index: for each slot of a ring of 64-seq

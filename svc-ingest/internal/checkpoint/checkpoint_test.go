@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"reflect"
 	"testing"
+	"time"
 
 	"shindo.dev/svc-ingest/internal/replay"
 )
@@ -82,4 +83,58 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestQuiesceHoldsNoBatchBack: a snapshot waits for the batch that was
+// inside when it read the journal's end, not for one that entered after,
+// and never keeps a new batch from entering; a recording of the peer's
+// waits for it.
+func TestQuiesceHoldsNoBatchBack(t *testing.T) {
+	var g Guard
+	before := g.Enter()
+	copied := make(chan struct{})
+	marked := make(chan struct{})
+	go g.Quiesce(func() { close(marked) }, func() { close(copied) })
+	<-marked
+	// A batch entering between the mark and the epoch's close is waited
+	// for too (it might have appended below the mark); this one enters
+	// after.
+	for flipped := false; !flipped; {
+		g.mu.Lock()
+		flipped = g.epoch == 1
+		g.mu.Unlock()
+	}
+	entered := make(chan uint64)
+	go func() { entered <- g.Enter() }()
+	var after uint64
+	select {
+	case after = <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a batch could not enter while a snapshot waited")
+	}
+	held := make(chan struct{})
+	go func() { g.Hold(); close(held); g.Release() }()
+	select {
+	case <-copied:
+		t.Fatal("the snapshot copied before the batch inside at its mark left")
+	case <-held:
+		t.Fatal("the peer's recording ran during the snapshot")
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.Leave(before)
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the snapshot waited for a batch that entered after its mark")
+	}
+	<-held
+	g.Leave(after)
+	// And the next snapshot waits for none.
+	done := make(chan struct{})
+	go g.Quiesce(func() {}, func() { close(done) })
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a snapshot with no batch inside waited")
+	}
 }

@@ -69,7 +69,7 @@ type Config struct {
 	Local, Peer *nats.Conn
 	Gate        Gate
 	Journal     *journal.Journal
-	// Guard, if set, is entered around each recording of what the peer
+	// Guard, if set, is held around each recording of what the peer
 	// sent, so a checkpoint never sees the windows and the journal apart.
 	Guard *checkpoint.Guard
 	// Stations lists the stations to compare.
@@ -349,8 +349,8 @@ func (s *Syncer) ask(ctx context.Context, req *ingestv1.SyncRequest) error {
 // record keeps the records this core does not hold yet.
 func (s *Syncer) record(ctx context.Context, recs []*ingestv1.Record) error {
 	if g := s.cfg.Guard; g != nil {
-		g.Enter()
-		defer g.Leave()
+		g.Hold()
+		defer g.Release()
 	}
 	var payloads [][]byte
 	var fresh []*ingestv1.Record
