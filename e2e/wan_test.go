@@ -273,8 +273,18 @@ func TestWan(t *testing.T) {
 			}
 		}
 		everyTick(t, khhTicks, "KHH-1 with TPE-1 down", downAt, 1)
-		if code, body := httpGet(t, d.endpoints.get(t, "TNN-1", "etcd", "client")+"/health"); code != http.StatusOK || !strings.Contains(body, `"health":"true"`) {
-			t.Errorf("quorum store without TPE-1's member: %d %s", code, body)
+		// If TPE-1's member led, the other two elect a new leader first:
+		// an election timeout of 1–2 s (cli/internal/etcdcmd), a pre-vote
+		// and a vote across the emulated WAN, on a busy machine.
+		var code int
+		var body string
+		if !poll.Within(15*time.Second, func() bool {
+			code, body = httpGet(t, d.endpoints.get(t, "TNN-1", "etcd", "client")+"/health")
+			return code == http.StatusOK && strings.Contains(body, `"health":"true"`)
+		}) {
+			t.Errorf("quorum store without TPE-1's member, %s after the kill: %d %s", time.Since(downAt).Round(time.Millisecond), code, body)
+		} else {
+			t.Logf("quorum store without TPE-1's member has a leader %s after the kill", time.Since(downAt).Round(time.Millisecond))
 		}
 		faultWait(t, d, 2*time.Minute, "start", "TPE-1")
 	})
