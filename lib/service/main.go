@@ -3,8 +3,6 @@ package service
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"shindo.dev/lib/conf"
 )
@@ -14,7 +12,7 @@ import (
 // environment, runs it with run until SIGINT or SIGTERM, and returns the exit
 // status, which main alone passes to os.Exit.
 func Main[C any](name, prefix string, cfg *C, run func(context.Context, C) error) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := SignalContext()
 	defer stop()
 	err := conf.Load(cfg, prefix, os.Args[1:], conf.Options{Name: name})
 	if err == nil {

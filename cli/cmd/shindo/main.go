@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
-	"syscall"
 
 	"shindo.dev/cli/internal/certcmd"
 	"shindo.dev/cli/internal/chaoscmd"
@@ -23,6 +21,7 @@ import (
 	"shindo.dev/cli/internal/natscmd"
 	"shindo.dev/cli/internal/provision"
 	"shindo.dev/cli/internal/stationcmd"
+	"shindo.dev/lib/service"
 )
 
 type command struct {
@@ -45,7 +44,7 @@ var commands = map[string]command{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.SignalContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -230,6 +230,13 @@ func (in *injector) inject(ctx context.Context, kind string) faultRecord {
 	if err != nil {
 		rec.Error = err.Error()
 	}
+	if ctx.Err() != nil {
+		// The fault is undone even when interrupted, so that chaos leaves
+		// a whole topology behind; a second interrupt leaves at once
+		// (service.SignalContext).
+		in.log.Warn("chaos: interrupted; waiting for the topology to be whole again (interrupt again to leave it as it is)",
+			slog.String("fault", kind), slog.String("target", rec.Target), slog.Duration("up_to", in.recovery))
+	}
 	if werr := in.awaitRecovery(context.WithoutCancel(ctx), &rec); werr != nil {
 		rec.Unrecovered = werr.Error()
 	}
