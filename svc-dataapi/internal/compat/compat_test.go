@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/json"
+	"math"
 	"net/url"
 	"regexp"
 	"strings"
@@ -124,8 +125,9 @@ func TestRenderEscapesAndNames(t *testing.T) {
 // its detail, and throws — no notification, no speech — when the location
 // has no place after 位於 (src/js/index/core/audio.js:303 of
 // ExpTechTW/TREM-Lite at 9bbaccf) or a town's intensity is not 1 to 9
-// (:340, intensityStations[townData.int].push). Reports entered by hand
-// may have either; the apps get them in the form they read.
+// (:340, intensityStations[townData.int].push), or when no county of
+// "list" has the highest intensity (:311, an empty list). Reports entered
+// by hand may have any of these; the apps get them in the form they read.
 func TestReportsTREMLiteCanAnnounce(t *testing.T) {
 	t.Parallel()
 	// What audio.js:303 runs, in Go's syntax: the first place it extracts.
@@ -172,6 +174,48 @@ func TestReportsTREMLiteCanAnnounce(t *testing.T) {
 					t.Errorf("%s%s at %d", county, town, tw.Int)
 				}
 			}
+		}
+	}
+	// A report nobody felt: audio.js:311 takes the county whose intensity
+	// is the highest of list's (0 when list is empty) and throws when
+	// there is none.
+	for _, tc := range []struct {
+		name     string
+		lat, lon float64
+		areas    []metadb.AreaLevel
+		county   string
+	}{
+		{"no areas", 23.888, 121.558, nil, "花蓮縣"},
+		{"areas at level 0 only", 23.888, 121.558, []metadb.AreaLevel{{Code: 970, Level: 0}}, "花蓮縣"},
+		{"at sea", 22.9, 121.5, nil, "臺東縣"},
+		{"no coordinate", math.NaN(), 121.5, nil, otherCounty},
+	} {
+		r := metadb.Report{ID: "X", Location: "x", Lat: tc.lat, Lon: tc.lon, Areas: tc.areas}
+		var got struct {
+			List map[string]struct {
+				Int  int             `json:"int"`
+				Town json.RawMessage `json:"town"`
+			} `json:"list"`
+		}
+		body := AppendReport(nil, &r, nil)
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, body)
+		}
+		maxInt, with := 0, ""
+		for _, c := range got.List {
+			maxInt = max(maxInt, c.Int)
+		}
+		for name, c := range got.List {
+			if c.Int == maxInt {
+				with = name
+			}
+		}
+		if with == "" {
+			t.Errorf("%s: TREM-Lite finds no county at the highest intensity in %s", tc.name, body)
+			continue
+		}
+		if with != tc.county || maxInt != 0 || string(got.List[with].Town) != "{}" {
+			t.Errorf("%s: list %s; want %s at 0 with no towns", tc.name, body, tc.county)
 		}
 	}
 	// The list gives every report's location in the same form.

@@ -109,6 +109,15 @@ func AppendReport(b []byte, r *metadb.Report, stations []metadb.StationInfo) []b
 		c.towns = append(c.towns, town{name: tn, lat: lat, lon: lon, level: a.Level})
 		c.level = max(c.level, a.Level)
 	}
+	if len(counties) == 0 {
+		// TREM-Lite names the county of the highest intensity in a new
+		// report's alert (audio.js:311) and throws on none; the throw
+		// also keeps its report list's handler of the same event from
+		// running, so the report never shows and is fetched again at
+		// every poll (report.js:398-404). A report nobody felt names the
+		// epicentre's nearest county at intensity 0, with no towns.
+		counties = append(counties, &county{name: nearestCounty(r.Lat, r.Lon)})
+	}
 	for i, c := range counties {
 		if i > 0 {
 			b = append(b, ',')
@@ -251,6 +260,16 @@ func appendFloat(b []byte, f float64) []byte {
 		return append(b, '0')
 	}
 	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
+
+// nearestCounty is the county or city nearest a position, otherCounty for
+// a position that is not a coordinate.
+func nearestCounty(lat, lon float64) string {
+	t, km := township.Nearest(lat, lon)
+	if math.IsInf(km, 1) {
+		return otherCounty
+	}
+	return t.County
 }
 
 // otherCounty holds the townships of codes without a name.
