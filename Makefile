@@ -119,8 +119,15 @@ unit: system-packages
 system-packages:
 	@deploy/dev/system-packages
 
+# The end-to-end tier prints a line as each test ends and, at the end, every
+# test's duration, longest first (devkit/cmd/testtimes); a failed test's log
+# is printed as plain go test would, and every test's is kept in
+# var/e2e-test.json.
 e2e: build system-packages
-	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin go test -count=1 -timeout $(E2E_TIMEOUT) ./...
+	@mkdir -p var
+	cd devkit && GOWORK=off go build -o $(TOOLS)/testtimes ./cmd/testtimes
+	cd e2e && GOWORK=off SHINDO_BIN=$(CURDIR)/bin go test -json -count=1 -timeout $(E2E_TIMEOUT) ./... \
+	  | $(TOOLS)/testtimes -json $(CURDIR)/var/e2e-test.json
 
 # vet is left out: gowork-off vets every module on its own.
 test: check-generate lint breaking gowork-off unit e2e
