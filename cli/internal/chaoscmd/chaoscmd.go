@@ -259,7 +259,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	defer stopPosting()
 	notes.run(postCtx, readCtx)
 
-	time.Sleep(5 * time.Second) // the readers are in
+	if err := sleep(ctx, 5*time.Second); err != nil { // the readers are in
+		return nil, err
+	}
 	checkFrom := time.Now()
 
 	// Every process life is sampled through the run (lives): its baseline
@@ -290,7 +292,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 	}
 	log.Info("chaos: faults over; letting the system settle", slog.Int("faults", len(rep.Faults)), slog.Duration("up_to", cfg.settle))
 	// Tick continuity is judged up to here; what follows is catching up.
-	time.Sleep(3 * time.Second)
+	if err := sleep(ctx, 3*time.Second); err != nil {
+		return nil, err
+	}
 	checkTo := time.Now()
 	settleCtx, cancel := context.WithTimeout(ctx, cfg.settle)
 	defer cancel()
@@ -347,4 +351,17 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (*report, error) {
 		fmt.Sprintf("%d process lives compared with themselves (baseline after %s, judged at least %s later), %d too short to judge",
 			checked, procLives.warm, leakJudgeAfter, short), append(v, after...))
 	return rep, nil
+}
+
+// sleep waits for d, or returns ctx's error if it ends first: an
+// interrupted run stops at once, not after a pause.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

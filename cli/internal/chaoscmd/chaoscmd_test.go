@@ -244,3 +244,20 @@ func TestDetectionChecks(t *testing.T) {
 		t.Fatalf("a core silent for 5 s: blind %q", b)
 	}
 }
+
+// An interrupted chaos run stops its pauses at once (the second Ctrl-C is
+// for a process that does not).
+func TestSleepEndsWithTheContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if err := sleep(ctx, time.Hour); err != context.Canceled {
+		t.Fatalf("sleep: %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("sleep took %s after its context ended", d)
+	}
+	if err := sleep(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("sleep: %v", err)
+	}
+}

@@ -344,7 +344,9 @@ func (in *injector) awaitRecovery(ctx context.Context, rec *faultRecord) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not recovered within %s: %s", in.recovery, last)
 		}
-		time.Sleep(200 * time.Millisecond)
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
 	}
 }
 
