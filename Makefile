@@ -105,16 +105,22 @@ gowork-off:
 
 # --- tests -----------------------------------------------------------------------
 
-# Every module's tests under the race detector, two modules at a time (one
-# module's slowest packages leave a core idle otherwise), each module's
-# output printed whole once it ends; then the RTS scenario simulations,
-# which a race build leaves out (single-threaded numeric work it slows
-# tenfold: svc-rts/internal/shake/scenario_test.go).
+# Every module's tests under the race detector, two jobs at a time (one
+# module's slowest packages leave a core idle otherwise), each job's output
+# printed whole once it ends, with how long it took; and beside them the RTS
+# scenario simulations, which a race build leaves out (single-threaded
+# numeric work it slows tenfold: svc-rts/internal/shake/scenario_test.go).
+# The longest jobs are listed first, so the last to end is a short one.
+UNIT_JOBS := scenarios svc-rts seismo lib svc-dataapi cli svc-edge svc-ingest devkit svc-waveform sdk gen web
 unit: system-packages
-	@printf '%s\n' $(filter-out e2e,$(MODULES)) | xargs -P 2 -I{} sh -c \
-	  'out=$$(cd {} && GOWORK=off go test -race -count=1 ./... 2>&1); rc=$$?; printf "== %s\n%s\n" {} "$$out"; exit $$rc' \
+	@test "$(sort $(filter-out scenarios,$(UNIT_JOBS)))" = "$(sort $(filter-out e2e,$(MODULES)))" \
+	  || { echo "unit: UNIT_JOBS must list every module but e2e"; exit 1; }
+	@printf '%s\n' $(UNIT_JOBS) | xargs -P 2 -I{} sh -c \
+	  'start=$$(date +%s); \
+	   if [ {} = scenarios ]; then out=$$(cd svc-rts && GOWORK=off go test -count=1 ./internal/shake 2>&1); \
+	   else out=$$(cd {} && GOWORK=off go test -race -count=1 ./... 2>&1); fi; rc=$$?; \
+	   printf "== %s (%ss)\n%s\n" {} $$(( $$(date +%s) - start )) "$$out"; exit $$rc' \
 	  || { echo "unit: a module's tests failed (above)"; exit 1; }
-	cd svc-rts && GOWORK=off go test -count=1 ./internal/shake
 
 system-packages:
 	@deploy/dev/system-packages
