@@ -31,6 +31,7 @@ import (
 // a place their speech code can say, replays equal to what the live stream
 // carried, and no route they call answering 404.
 func TestAppsDuringAnEarthquake(t *testing.T) {
+	t.Parallel() // waits more than it works: see doc.go
 	d := startDev(t, "-stations", "100", "-scenario", "hualien-m6", "-scenario-in", "15s")
 	tpe := d.endpoints.get(t, "TPE-1", "edge", "http")
 	khh := d.endpoints.get(t, "KHH-1", "edge", "http")

@@ -203,6 +203,7 @@ func (f *feeder) expected(i int, from, to int64) map[int64][3]int32 {
 //   - the cores partitioned from each other while each receives a different
 //     station, then healed: both archives hold both stations.
 func TestCoresConverge(t *testing.T) {
+	t.Parallel() // waits more than it works: see doc.go
 	d := startDev(t, "-stations", "2", "-simulate=false")
 	api := map[string]string{}
 	for _, c := range []string{"TNN-1", "TYO-1"} {

@@ -124,6 +124,7 @@ func leader(t testing.TB, client *http.Client, rest string) (string, bool) {
 // HAProxy's checks, the other member and the test ask — is mutual TLS, and
 // refuses a client without a certificate of the dev CA.
 func TestMetadataFailover(t *testing.T) {
+	t.Parallel() // waits more than it works: see doc.go
 	d := startDev(t, "-ha", "-tls", "-stations", "1", "-simulate=false")
 	ha, stopWriting := startWriting(t, d, d.endpoints.get(t, "KHH-1", "edge", "http"))
 	defer stopWriting()

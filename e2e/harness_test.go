@@ -126,8 +126,52 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startDev runs `shindo dev` with args in a fresh directory on a random
-// port base and waits for its "ready" line.
+// portPlans hands out shindo dev's port bases so that topologies running
+// at once (tests marked parallel) never share a port: each gets a whole
+// plan (1,000 ports) of its own until its test ends. The plans lie between
+// `make run`'s (17000) and the ephemeral range (32768 and up), where
+// outgoing connections would take the plan's ports; which free plan a test
+// gets is random, so a test's ports are not the last test's, still in
+// TIME_WAIT.
+var portPlans = &planSlots{used: map[int]bool{}}
+
+type planSlots struct {
+	mu   sync.Mutex
+	used map[int]bool
+}
+
+const (
+	firstPlan = 18000
+	planSpan  = 1000 // cli/internal/devstack's portSpan
+	plans     = 14   // 18000–31999
+)
+
+// take returns a free plan's base, released when t ends.
+func (p *planSlots) take(t testing.TB) int {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var free []int
+	for i := range plans {
+		if base := firstPlan + i*planSpan; !p.used[base] {
+			free = append(free, base)
+		}
+	}
+	if len(free) == 0 {
+		t.Fatalf("all %d port plans are in use", plans)
+	}
+	base := free[rand.IntN(len(free))]
+	p.used[base] = true
+	t.Cleanup(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.used, base)
+	})
+	return base
+}
+
+// startDev runs `shindo dev` with args in a fresh directory on a port
+// plan of its own and waits for its "ready" line.
 func startDev(t testing.TB, args ...string) *dev {
 	t.Helper()
 	return startDevEnv(t, nil, args...)
@@ -142,9 +186,7 @@ func startDevEnv(t testing.TB, env []string, args ...string) *dev {
 	var lastErr string
 	for range 3 {
 		d := &dev{dir: t.TempDir(), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-		// Below the ephemeral port range (32768 and up), where outgoing
-		// connections would collide with the plan; 17000 is `make run`'s.
-		base := 18000 + rand.IntN(137)*100
+		base := portPlans.take(t)
 		all := append([]string{"dev", "-dir", d.dir, "-port-base", fmt.Sprint(base)}, args...)
 		d.cmd = exec.Command(filepath.Join(bin, "shindo"), all...)
 		d.cmd.Env = append(os.Environ(), env...)
