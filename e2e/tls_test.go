@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -37,6 +38,7 @@ import (
 
 	"shindo.dev/devkit/pki"
 	"shindo.dev/devkit/poll"
+	"shindo.dev/devkit/tlsrecord"
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 	"shindo.dev/lib/certfile"
 	"shindo.dev/lib/natsbus"
@@ -819,6 +821,8 @@ func testSeedLinkTLS(t *testing.T, d *dev, caFile string) {
 		t.Errorf("wss:// through TPE-1: %q %v, want HELLO's first line", b, err)
 	}
 
+	checkSeedLinkRecordPerPacket(t, d, pool)
+
 	for _, core := range []string{"TNN-1", "TYO-1"} {
 		addr := d.endpoints.get(t, core, "waveform", "seedlink")
 		dial := func(cfg *tls.Config) (string, error) {
@@ -924,6 +928,82 @@ func testSeedLinkTLS(t *testing.T, d *dev, caFile string) {
 		p := processes(t, control)[target]
 		return p.State == "running" && p.PID != old && p.PID != 0 && reachable(d.endpoints.get(t, site, "waveform", "seedlink"))
 	})
+}
+
+// checkSeedLinkRecordPerPacket: a live SeedLink 3 packet reaches a client
+// of an edge's TLS entrance as one TLS record — sealed once by the core for
+// its mutual-TLS hop and once by the edge — not one record for its 8-byte
+// header and another for its 512-byte miniSEED record (what writing the two
+// as separate buffers to a tls.Conn gave, lib/writev). The client follows
+// one station's PGA channel (MXA) while a probe sends it a frame per tick.
+func checkSeedLinkRecordPerPacket(t *testing.T, d *dev, pool *x509.CertPool) {
+	t.Helper()
+	const frames = 8
+	st := d.stations[0]
+	var codes seedCodes
+	var list struct {
+		Stations []seedCodes `json:"stations"`
+	}
+	resp, err := d.endpoints.operatorClient(t, 10*time.Second).Get(d.endpoints.get(t, "TPE-1", "edge", "http") + "/v1/stations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("/v1/stations: %v", err)
+	}
+	for _, c := range list.Stations {
+		if c.ID == st.ID {
+			codes = c
+		}
+	}
+	if codes.Sta == "" {
+		t.Fatalf("/v1/stations lists no %s", st.ID)
+	}
+
+	addr := d.endpoints.get(t, "TPE-1", "edge", "seedlink_tls")
+	host, _, _ := net.SplitHostPort(addr)
+	raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &tlsrecord.Counter{Conn: raw}
+	c := tls.Client(counted, &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12})
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReader(c)
+	if _, err := fmt.Fprintf(c, "STATION %s %s\r\nSELECT MXA\r\nDATA\r\nEND\r\n", codes.Sta, codes.Net); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if l, err := r.ReadString('\n'); err != nil || l != "OK\r\n" {
+			t.Fatalf("SeedLink over TLS through TPE-1: %q %v, want OK", l, err)
+		}
+	}
+	before := counted.Records()
+
+	prb := newProbe(t, st, d.endpoints.get(t, "TNN-1", "ingest", "udp"), d.endpoints.get(t, "TYO-1", "ingest", "udp"))
+	go func() {
+		for i := range frames {
+			prb.send(nextBoundary(), 1, float32(10+i))
+		}
+	}()
+	pkt := make([]byte, 8+512)
+	for i := range frames {
+		if _, err := io.ReadFull(r, pkt); err != nil {
+			t.Fatalf("SeedLink packet %d of %d over TLS: %v", i+1, frames, err)
+		}
+		if string(pkt[:2]) != "SL" || string(pkt[8+15:8+18]) != "MXA" {
+			t.Fatalf("SeedLink packet %d: %q, want an MXA record", i+1, pkt[:8+20])
+		}
+	}
+	// The client's TLS may have read the start of one record more.
+	records := counted.Records() - before
+	t.Logf("%d live SeedLink packets through TPE-1's TLS entrance came in %d TLS records", frames, records)
+	if records > frames+1 {
+		t.Errorf("%d live SeedLink packets came in %d TLS records, want one each", frames, records)
+	}
 }
 
 // infoConnections asks INFO CONNECTIONS in SeedLink 4 over c and returns
