@@ -226,9 +226,9 @@ func bareHandler(store *metadb.Store) http.Handler {
 // BenchmarkDataselectDay streams one day of one station's three 50 Hz
 // channels (BN?) as miniSEED through fdsnws-dataselect — the data API's
 // handler, gRPC Export, a real svc-waveform reading its SDS day files —
-// and reports MB/s and the time to the first byte; the baseline, in the
-// same run, is cat of the same day files (warm in the page cache, as the
-// archive's are).
+// and reports MB/s and the time to the first byte; the baselines, in the
+// same run, are cat of the same day files (warm in the page cache, as the
+// archive's are) to /dev/null and into a pipe this process reads.
 //
 //	cd svc-dataapi && go test -run '^$' -bench BenchmarkDataselectDay -benchtime 5x .
 func BenchmarkDataselectDay(b *testing.B) {
@@ -274,6 +274,31 @@ func BenchmarkDataselectDay(b *testing.B) {
 	}))
 	defer bare.Close()
 	b.Run("http-sendfile", func(b *testing.B) { dataselectDay(b, bare.URL) })
+	// cat streaming the files to this process, which reads them as
+	// dataselectDay reads an answer (io.Copy to io.Discard): the same bytes
+	// handed from one process to another, as dataselect does, without a
+	// network.
+	b.Run("cat-pipe", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command("cat", files...)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, out)
+			if err != nil || n != size {
+				b.Fatalf("cat | this process: %d of %d bytes, %v", n, size, err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatalf("cat: %v", err)
+			}
+		}
+		b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e6, "MB/s")
+		b.ReportMetric(float64(size)/1e6, "MB/day")
+	})
 	b.Run("cat", func(b *testing.B) {
 		for b.Loop() {
 			cmd := exec.Command("sh", "-c", `cat "$@" > /dev/null`, "cat")
