@@ -22,9 +22,9 @@ export GOFLAGS := -buildvcs=false
 MODULES  := gen lib devkit seismo sdk web svc-ingest svc-rts svc-waveform svc-dataapi svc-edge cli e2e
 SERVICES := ingest rts waveform dataapi edge
 BINARIES := bin/shindo $(addprefix bin/shindo-,$(SERVICES))
-# The e2e package takes 22-23 minutes here (1,306-1,345 s over the last
-# five CI runs, five minutes of it the chaos test); a timeout reports a hang,
-# not a slow run, so it stays well clear of that.
+# The e2e package takes 19-20 minutes here (1,150-1,201 s in CI, five
+# minutes of it the chaos test; 22-23 before its waiting tests ran side by
+# side); a timeout reports a hang, not a slow run, so it stays well clear.
 E2E_TIMEOUT ?= 30m
 
 .PHONY: all run build test tools generate check-generate lint breaking vet gowork-off unit e2e bench bench-wan chaos chaos-soak clean system-packages

@@ -6,8 +6,9 @@
 // (harness_test.go, portPlans). Most run one after the other; the few that
 // spend most of their time waiting on the system — an earthquake's report,
 // failovers, partitions healing — and whose checks are of what arrived,
-// not how fast, are marked t.Parallel and run beside each other, two at a
-// time, once the rest have ended: TestAppsDuringAnEarthquake,
+// not how fast, are marked t.Parallel and run beside each other (as many
+// at a time as -parallel allows, GOMAXPROCS by default: two on our CI
+// machine), once the rest have ended: TestAppsDuringAnEarthquake,
 // TestMetadataFailover and TestCoresConverge (and TestCompose, which starts
 // nothing). The chaos run, the WAN test and the tests that time the system
 // keep the machine to themselves.

@@ -984,7 +984,13 @@ func checkSeedLinkRecordPerPacket(t *testing.T, d *dev, pool *x509.CertPool) {
 	before := counted.Records()
 
 	prb := newProbe(t, st, d.endpoints.get(t, "TNN-1", "ingest", "udp"), d.endpoints.get(t, "TYO-1", "ingest", "udp"))
+	// The sender ends before the test does, whichever way it ends: the
+	// probe's sockets close with the test, and a send after that would
+	// report to a finished test.
+	sent := make(chan struct{})
+	defer func() { <-sent }()
 	go func() {
+		defer close(sent)
 		for i := range frames {
 			prb.send(nextBoundary(), 1, float32(10+i))
 		}
