@@ -34,7 +34,7 @@ type Config struct {
 	stationsource.Config
 	TickMaxDelay   time.Duration `conf:"tick-max-delay" default:"150ms" help:"latest a tick is emitted after its time when some stations have not reported"`
 	TickQuorum     float64       `conf:"tick-quorum" default:"0.995" help:"share of the stations online at the previous tick whose frames let a tick close after tick-quorum-grace, without the last few (1: wait for every station up to tick-max-delay)"`
-	TickGrace      time.Duration `conf:"tick-quorum-grace" default:"20ms" help:"how long after its quorum a tick waits for the remaining stations' frames"`
+	TickGrace      time.Duration `conf:"tick-quorum-grace" default:"20ms" help:"how long a tick that has its quorum waits for the next of the remaining stations' frames (again after each that comes, up to tick-max-delay)"`
 	AlertIntensity float64       `conf:"alert-intensity" default:"1.5" help:"real-time intensity at which a station counts as triggered"`
 	MaxAhead       time.Duration `conf:"max-ahead" default:"1m" help:"frames ending further than this after the server clock are ignored (0: no bound)"`
 	DisplayDecay   float64       `conf:"display-decay" default:"0.15" help:"decay of the display intensity after shaking, units per second"`

@@ -153,7 +153,7 @@ func New(engine *shake.Engine, site string, maxDelay time.Duration, stopping <-c
 		}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shindo_rts_ticks_closed_total",
-			Help: "Ticks by what closed them: complete (every awaited station's frame in), quorum (the tick-quorum share in, and the grace after it passed), deadline (tick-max-delay).",
+			Help: "Ticks by what closed them: complete (every awaited station's frame in), quorum (the tick-quorum share in, then the grace without another frame), deadline (tick-max-delay).",
 		}, []string{"by"}),
 		tickCompute: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shindo_rts_tick_compute_seconds", Help: "Time to compute one snapshot.",
@@ -496,16 +496,27 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // close waits until tick t may be computed: every awaited station has
-// delivered (complete), or the quorum has and the grace after it passed
-// (quorum), or the deadline came (deadline); never before the tick itself,
-// when frames ending at it cannot all be in yet whatever the count says.
-// It reports false when ctx ends.
+// delivered (complete), or the quorum has and then the grace passed
+// without another frame for t (quorum), or the deadline came (deadline);
+// never before the tick itself, when frames ending at it cannot all be in
+// yet whatever the count says. It reports false when ctx ends.
+//
+// The grace starts again at each frame that arrives after the quorum: the
+// stations that make up the rest are mostly the tail of the same burst,
+// queued behind it, and a tick that closed while they were still coming
+// would show each of them half a second late, in the next tick. A frame
+// lost on its way never comes, so the tick closes the grace after the last
+// one that did.
 func (s *Server) close(ctx context.Context, t int64) (by string, ok bool) {
 	complete, quorum := s.engine.Await(t), s.engine.Quorum()
 	tickTime := time.UnixMilli(t)
 	deadline := time.NewTimer(time.Until(tickTime.Add(s.maxDelay)))
 	defer deadline.Stop()
-	var grace <-chan time.Time
+	grace := time.NewTimer(0)
+	grace.Stop()
+	defer grace.Stop()
+	var arrivals <-chan struct{}
+	var graceDone <-chan time.Time
 	for by == "" {
 		select {
 		case <-ctx.Done():
@@ -513,11 +524,11 @@ func (s *Server) close(ctx context.Context, t int64) (by string, ok bool) {
 		case <-complete:
 			by = "complete"
 		case <-quorum:
-			quorum = nil
-			g := time.NewTimer(max(time.Until(tickTime), 0) + s.grace)
-			defer g.Stop()
-			grace = g.C
-		case <-grace:
+			quorum, arrivals, graceDone = nil, s.engine.Arrivals(), grace.C
+			grace.Reset(max(time.Until(tickTime), 0) + s.grace)
+		case <-arrivals:
+			grace.Reset(max(time.Until(tickTime), 0) + s.grace)
+		case <-graceDone:
 			by = "quorum"
 		case <-deadline.C:
 			by = "deadline"
@@ -534,8 +545,8 @@ func (s *Server) close(ctx context.Context, t int64) (by string, ok bool) {
 }
 
 // SetQuorumGrace sets how long after the quorum of a tick's frames (the
-// engine's TickQuorum) the tick closes without the rest. Call it before
-// Run; 0 closes at the quorum.
+// engine's TickQuorum), or after the last frame that came since, the tick
+// closes without the rest. Call it before Run; 0 closes at the quorum.
 func (s *Server) SetQuorumGrace(d time.Duration) { s.grace = d }
 
 func (s *Server) emit(ctx context.Context, t int64) {

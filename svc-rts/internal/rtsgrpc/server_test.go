@@ -422,3 +422,46 @@ func TestTickClosesAtQuorum(t *testing.T) {
 		}
 	}
 }
+
+// TestTickWaitsForFramesStillComing: of 300 stations with a quorum of 0.99
+// (297), a tick whose 298th and 299th frames come after its quorum, each
+// within the grace of the one before, closes the grace after the last of
+// them, with both in, and not at the first grace's end without them; the
+// 300th, lost, does not hold it to the deadline.
+func TestTickWaitsForFramesStillComing(t *testing.T) {
+	t.Parallel()
+	const stations, maxDelay, grace, step = 300, 600 * time.Millisecond, 80 * time.Millisecond, 30 * time.Millisecond
+	eng := shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15, TickQuorum: 0.99})
+	srv := New(eng, "TNN-1", maxDelay, make(chan struct{}), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.SetQuorumGrace(grace)
+	tick := (time.Now().UnixMilli()/500 + 2) * 500
+	for i := range stations {
+		srv.apply(record(fmt.Sprint(i), tick-500, 0.5))
+	}
+	for i := range stations - 3 {
+		srv.apply(record(fmt.Sprint(i), tick, 0.5))
+	}
+	go func() {
+		// The frames' arrival times are the stimulus, not a condition
+		// waited for.
+		time.Sleep(time.Until(time.UnixMilli(tick))) //nolint:forbidigo // the tick's time
+		for i := stations - 3; i < stations-1; i++ {
+			time.Sleep(step) //nolint:forbidigo // a frame arriving step after the one before
+			srv.apply(record(fmt.Sprint(i), tick, 0.5))
+		}
+	}()
+	by, ok := srv.close(context.Background(), tick)
+	late := time.Since(time.UnixMilli(tick))
+	if !ok || by != "quorum" || late < 2*step+grace || late >= maxDelay {
+		t.Fatalf("closed by %q %s after the tick, want %q from %s on, before the deadline %s", by, late, "quorum", 2*step+grace, maxDelay)
+	}
+	current := 0
+	for _, v := range eng.Snapshot(tick).Stations {
+		if v.AgeMs == 0 {
+			current++
+		}
+	}
+	if current != stations-1 {
+		t.Errorf("%d stations current in the tick, want %d (all but the lost one)", current, stations-1)
+	}
+}

@@ -230,6 +230,7 @@ type Engine struct {
 	quorum        int
 	completeAlert chan struct{}
 	quorumAlert   chan struct{}
+	arrivalAlert  chan struct{}
 }
 
 // New returns an empty engine.
@@ -246,7 +247,7 @@ func New(cfg Config) *Engine {
 		cfg: cfg, areas: areas,
 		stations: map[string]*station{}, hot: map[string]*station{}, finals: map[string]detect.Detection{},
 		published: map[string]int64{}, holding: map[string]int{},
-		completeAlert: make(chan struct{}, 1), quorumAlert: make(chan struct{}, 1),
+		completeAlert: make(chan struct{}, 1), quorumAlert: make(chan struct{}, 1), arrivalAlert: make(chan struct{}, 1),
 	}
 }
 
@@ -314,7 +315,7 @@ func (e *Engine) now() time.Time {
 func (e *Engine) Await(t int64) <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, c := range []chan struct{}{e.completeAlert, e.quorumAlert} {
+	for _, c := range []chan struct{}{e.completeAlert, e.quorumAlert, e.arrivalAlert} {
 		select {
 		case <-c:
 		default:
@@ -342,14 +343,22 @@ func (e *Engine) Await(t int64) <-chan struct{} {
 // stations awaited for the pending tick (Await) has delivered.
 func (e *Engine) Quorum() <-chan struct{} { return e.quorumAlert }
 
+// Arrivals returns the channel that receives when a frame for the pending
+// tick arrives once its quorum is in (one receive may stand for several
+// frames): the frames of a burst still draining come one after another,
+// the one lost on its way never does.
+func (e *Engine) Arrivals() <-chan struct{} { return e.arrivalAlert }
+
 func (e *Engine) alertLocked() {
 	if e.expected == 0 {
 		return
 	}
 	if e.pendingCount >= e.quorum {
-		select {
-		case e.quorumAlert <- struct{}{}:
-		default:
+		for _, c := range []chan struct{}{e.quorumAlert, e.arrivalAlert} {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
 		}
 	}
 	if e.pendingCount >= e.expected {

@@ -223,7 +223,7 @@ func TestAwaitCompletesWhenAllOnlineStationsReported(t *testing.T) {
 // TestAwaitQuorum: with TickQuorum 0.995, the quorum of a tick is all but
 // 0.5 % of the stations online at the previous tick, rounded down — 2 of
 // 400 may be missing; below 200 stations it is every one of them, as is
-// completion.
+// completion. From the quorum on each new frame for the tick is an arrival.
 func TestAwaitQuorum(t *testing.T) {
 	t.Parallel()
 	ready := func(c <-chan struct{}) bool {
@@ -244,15 +244,28 @@ func TestAwaitQuorum(t *testing.T) {
 		for i := range c.quorum - 1 {
 			e.Apply(fmt.Sprint(i), Frame{WindowEndMs: tick})
 		}
-		if ready(e.Quorum()) {
-			t.Fatalf("%d stations: quorum with %d frames in", c.stations, c.quorum-1)
+		if ready(e.Quorum()) || ready(e.Arrivals()) {
+			t.Fatalf("%d stations: quorum or an arrival after it with %d frames in", c.stations, c.quorum-1)
 		}
 		e.Apply(fmt.Sprint(c.quorum-1), Frame{WindowEndMs: tick})
-		if !ready(e.Quorum()) {
-			t.Fatalf("%d stations: no quorum with %d frames in", c.stations, c.quorum)
+		if !ready(e.Quorum()) || !ready(e.Arrivals()) {
+			t.Fatalf("%d stations: no quorum or no arrival with %d frames in", c.stations, c.quorum)
 		}
 		if got := ready(complete); got != (c.quorum == c.stations) {
 			t.Fatalf("%d stations: complete %v with %d frames in", c.stations, got, c.quorum)
+		}
+		if c.quorum < c.stations {
+			// A frame after the quorum is an arrival; the same frame
+			// again, or one for another tick, is not.
+			e.Apply(fmt.Sprint(c.quorum), Frame{WindowEndMs: tick})
+			if !ready(e.Arrivals()) {
+				t.Fatalf("%d stations: no arrival for frame %d after the quorum", c.stations, c.quorum+1)
+			}
+			e.Apply(fmt.Sprint(c.quorum), Frame{WindowEndMs: tick})
+			e.Apply(fmt.Sprint(c.quorum), Frame{WindowEndMs: tick + 500})
+			if ready(e.Arrivals()) {
+				t.Fatalf("%d stations: an arrival for a repeated frame or another tick's", c.stations)
+			}
 		}
 	}
 }
