@@ -199,7 +199,13 @@ func sliceLatency(b *testing.B, n, ticks int, devArgs ...string) probeResult {
 func probeLatencies(ctx context.Context, b testing.TB, events <-chan sseEvent, probe *probe, ticks int) (res probeResult) {
 	b.Helper()
 	for k := 1; k <= ticks; k++ {
-		end := nextBoundary()
+		// Sent as its window ends, as every station of the fleet sends
+		// (cli/internal/fleet), not a few milliseconds after it: under
+		// -wan all the stations share one namespace and its one queue
+		// into the router, and a frame sent after the fleet's burst waits
+		// there behind all of its sensor frames too, which no station on
+		// a link of its own does.
+		end := boundaryPlus(0)
 		pga := float32(k)
 		sent := probe.send(end, 0.5, pga)
 		if res.sent == nil {

@@ -126,11 +126,15 @@ type rtsDoc struct {
 
 // nextBoundary waits until just after the next 500 ms boundary and returns
 // it (Unix ms).
-func nextBoundary() int64 {
+func nextBoundary() int64 { return boundaryPlus(5 * time.Millisecond) }
+
+// boundaryPlus waits until lag after the next 500 ms boundary and returns
+// the boundary (Unix ms).
+func boundaryPlus(lag time.Duration) int64 {
 	now := time.Now().UnixMilli()
 	t := (now/500 + 1) * 500
 	// The wall clock is what is waited for: a tick boundary, not a state.
-	time.Sleep(time.Until(time.UnixMilli(t)) + 5*time.Millisecond) //nolint:forbidigo // aligns to the 500 ms boundary
+	time.Sleep(time.Until(time.UnixMilli(t)) + lag) //nolint:forbidigo // aligns to the 500 ms boundary
 	return t
 }
 
