@@ -130,6 +130,8 @@ func runPushClients(spec string) int {
 	lat := make([][]float64, n)
 	var hello, done sync.WaitGroup
 	var failed atomic.Int64
+	phaseEnd := func(start int64) time.Time { return time.UnixMilli(start + int64(ticks)*500).Add(time.Minute) }
+	conns := make([]net.Conn, 0, n)
 	for i := range n {
 		lat[i] = slices.Repeat([]float64{-1}, ticks) // -1: not read (a read may take 0 ms)
 		hello.Add(1)
@@ -141,6 +143,7 @@ func runPushClients(spec string) int {
 			fmt.Fprintf(os.Stderr, "client %d: %v\n", i, err)
 			return 1
 		}
+		conns = append(conns, conn)
 		if srv.ws {
 			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 				"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", srv.path, addr)
@@ -165,7 +168,19 @@ func runPushClients(spec string) int {
 				return
 			}
 			for got := 0; got < ticks; {
-				conn.SetReadDeadline(time.Now().Add(5 * time.Minute))
+				// Until the last tick is well past, once it is known: a
+				// client the server stopped sending to (one it dropped,
+				// a message it lost) while it keeps the connection alive
+				// with pings must end as missing reads, not hold the run.
+				if start.Load() == 0 {
+					conn.SetReadDeadline(time.Now().Add(5 * time.Minute))
+				}
+				if s := start.Load(); s != 0 {
+					// Also when the start came just now: the deadline
+					// set on every connection then may be the one
+					// overwritten above.
+					conn.SetReadDeadline(phaseEnd(s))
+				}
 				chunk, err := next()
 				if err != nil {
 					failed.Add(1)
@@ -207,6 +222,9 @@ func runPushClients(spec string) int {
 		return 1
 	}
 	start.Store(s)
+	for _, c := range conns {
+		c.SetReadDeadline(phaseEnd(s)) // a read already waiting, too
+	}
 	done.Wait()
 
 	res := pushClientsResult{Connected: n - int(failed.Load()), LastClient: make([]float64, ticks)}
