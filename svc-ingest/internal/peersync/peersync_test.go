@@ -147,6 +147,16 @@ func run(t *testing.T, cs ...*core) {
 	}
 }
 
+// serving waits until c's syncer answers requests: its server has its
+// subscription.
+func serving(t *testing.T, c *core) {
+	t.Helper()
+	subject := natsbus.Sync.Subject(c.site)
+	if !poll.Within(10*time.Second, func() bool { return c.srv.GlobalAccount().SubscriptionInterest(subject) }) {
+		t.Fatalf("%s does not serve %s", c.site, subject)
+	}
+}
+
 func waitConverged(t *testing.T, a, b *core, want map[string]int) {
 	t.Helper()
 	waitConvergedWithin(t, 10*time.Second, a, b, want)
@@ -309,7 +319,11 @@ func TestAnswerWithinBudget(t *testing.T) {
 		b.bulk(t, "X", lo*25, lo*25+4999)
 	}
 	a.receive(t, "S1", seqs(1, 2000, func(s uint64) bool { return s%10 == 0 })...)
-	run(t, a, b)
+	// b answers before a asks: a request that finds no responder yet is
+	// an exchange failed, and this test counts them.
+	run(t, b)
+	serving(t, b)
+	run(t, a)
 	// An answer a round, many rounds: slow under the race detector.
 	waitConvergedWithin(t, time.Minute, a, b, map[string]int{"S1": 2000})
 	if f := counter(a.syncer.failures); f != 0 {
