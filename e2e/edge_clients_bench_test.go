@@ -130,7 +130,7 @@ func runPushClients(spec string) int {
 	lat := make([][]float64, n)
 	var hello, done sync.WaitGroup
 	var failed atomic.Int64
-	phaseEnd := func(start int64) time.Time { return time.UnixMilli(start + int64(ticks)*500).Add(time.Minute) }
+	phaseEnd := func(start int64) time.Time { return time.UnixMilli(start + int64(ticks)*pushTickMS).Add(time.Minute) }
 	conns := make([]net.Conn, 0, n)
 	for i := range n {
 		lat[i] = slices.Repeat([]float64{-1}, ticks) // -1: not read (a read may take 0 ms)

@@ -430,7 +430,7 @@ func TestTickClosesAtQuorum(t *testing.T) {
 // 300th, lost, does not hold it to the deadline.
 func TestTickWaitsForFramesStillComing(t *testing.T) {
 	t.Parallel()
-	const stations, maxDelay, grace, step = 300, 600 * time.Millisecond, 80 * time.Millisecond, 30 * time.Millisecond
+	const stations, maxDelay, grace, step = 300, time.Second, 150 * time.Millisecond, 30 * time.Millisecond
 	eng := shake.New(shake.Config{AlertIntensity: 1.5, DisplayDecayPerSec: 0.15, TickQuorum: 0.99})
 	srv := New(eng, "TNN-1", maxDelay, make(chan struct{}), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv.SetQuorumGrace(grace)
