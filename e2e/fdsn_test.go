@@ -60,9 +60,19 @@ type seisplotjsStations struct {
 				SampleRate, Azimuth, Dip        float64
 				Sensitivity                     float64
 				InputUnits, OutputUnits         string
+				Stages                          []seisplotjsStage
 			}
 		}
 	}
+}
+
+// seisplotjsStage is a response stage as seisplotjs parsed it.
+type seisplotjsStage struct {
+	Type                    string
+	InputUnits, OutputUnits string
+	Poles, Zeros            int
+	DecimationRate          *float64
+	Gain                    float64
 }
 
 // archivedChannels are the channels each station's data is archived under
@@ -128,6 +138,16 @@ func checkSeisplotjsStations(t *testing.T, d *dev, dir, edge string) {
 					c.SourceID != fmt.Sprintf("FDSN:%s_%s_%s_%c_%c_%c", n.Code, s.Code, c.Location, c.Code[0], c.Code[1], c.Code[2]) {
 					t.Errorf("%s.%s: channel %d read as %+v", n.Code, s.Code, i, c)
 					continue
+				}
+				// One flat stage carrying the sensitivity (fdsnstation's
+				// flatStage): what ObsPy's response removal needs.
+				var rate *float64
+				if c.OutputUnits == "count" {
+					rate = &c.SampleRate
+				}
+				if len(c.Stages) != 1 || c.Stages[0] != (seisplotjsStage{"PolesZeros", c.InputUnits, c.OutputUnits, 0, 0, c.Stages[0].DecimationRate, c.Sensitivity}) ||
+					(rate == nil) != (c.Stages[0].DecimationRate == nil) || (rate != nil && *rate != *c.Stages[0].DecimationRate) {
+					t.Errorf("%s.%s.%s: stages read as %+v", n.Code, s.Code, c.Code, c.Stages)
 				}
 				switch c.Code {
 				case "BNZ":

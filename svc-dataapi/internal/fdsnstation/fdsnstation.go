@@ -330,9 +330,28 @@ func describeChannel(st *registry.Station, c seedcode.Channel, e epoch, withResp
 	}
 	ch.sens = sensitivityOf(st, c)
 	if withResponse {
-		ch.Response = &response{InstrumentSensitivity: ch.sens}
+		ch.Response = &response{InstrumentSensitivity: ch.sens, Stages: []stage{flatStage(ch.sens, c)}}
 	}
 	return ch
+}
+
+// flatStage is a channel's response as one stage: flat (a filter without
+// poles or zeros) from its input units to its output units, with the
+// overall sensitivity as its gain, and for counts the decimation of a
+// digital output at the channel's rate. The sensitivity alone says as
+// much, but readers work from the stages: ObsPy's remove_sensitivity,
+// remove_response and recalculate_overall_sensitivity fail on a response
+// without any (obspy/core/trace.py, Trace.remove_sensitivity, reads
+// response_stages[0]), and evalresp requires a digital stage's decimation.
+func flatStage(sens sensitivity, c seedcode.Channel) stage {
+	st := stage{Number: 1,
+		PolesZeros: polesZeros{InputUnits: sens.InputUnits, OutputUnits: sens.OutputUnits,
+			PzTransferFunctionType: "LAPLACE (RADIANS/SECOND)", NormalizationFactor: 1, NormalizationFrequency: sens.Frequency},
+		StageGain: stageGain{Value: sens.Value, Frequency: sens.Frequency}}
+	if c.Counts {
+		st.Decimation = &decimation{InputSampleRate: c.RateHz, Factor: 1}
+	}
+	return st
 }
 
 // sensorDescription is every station's accelerometer.

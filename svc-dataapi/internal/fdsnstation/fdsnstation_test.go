@@ -93,6 +93,15 @@ type parsed struct {
 					Value float64 `xml:"Value"`
 					Input string  `xml:"InputUnits>Name"`
 				} `xml:"Response>InstrumentSensitivity"`
+				Stages []struct {
+					Number     int      `xml:"number,attr"`
+					Input      string   `xml:"PolesZeros>InputUnits>Name"`
+					Output     string   `xml:"PolesZeros>OutputUnits>Name"`
+					Poles      []string `xml:"PolesZeros>Pole"`
+					Zeros      []string `xml:"PolesZeros>Zero"`
+					Decimation *float64 `xml:"Decimation>InputSampleRate"`
+					Gain       float64  `xml:"StageGain>Value"`
+				} `xml:"Response>Stage"`
 			} `xml:"Channel"`
 		} `xml:"Station"`
 	} `xml:"Network"`
@@ -189,6 +198,26 @@ func TestStationXMLContent(t *testing.T) {
 			if bnz.Code != "BNZ" || bnz.Rate != 50 || bnz.Dip != -90 || bnz.Sensitivity == nil ||
 				bnz.Sensitivity.Value != 50000 || bnz.Sensitivity.Input != "m/s**2" {
 				t.Errorf("HL01.BNZ: %+v %+v", bnz, bnz.Sensitivity)
+			}
+			// One flat stage whose gain is the sensitivity, so that
+			// readers which work from the stages (ObsPy) find it; a
+			// digital output's decimation at the channel's rate.
+			for _, c := range s.Channels {
+				want := 0.0 // no decimation
+				if c.Sensitivity.Input == "m/s**2" {
+					want = c.Rate
+				}
+				switch {
+				case len(c.Stages) != 1:
+					t.Errorf("HL01.%s: %d stages, want 1", c.Code, len(c.Stages))
+				case c.Stages[0].Number != 1 || c.Stages[0].Gain != c.Sensitivity.Value || c.Stages[0].Input != c.Sensitivity.Input ||
+					len(c.Stages[0].Poles)+len(c.Stages[0].Zeros) != 0 || (c.Stages[0].Decimation == nil) != (want == 0) ||
+					(want != 0 && *c.Stages[0].Decimation != want):
+					t.Errorf("HL01.%s: stage %+v, sensitivity %+v", c.Code, c.Stages[0], c.Sensitivity)
+				}
+				if c.Sensitivity.Input == "m/s**2" && c.Stages[0].Output != "count" {
+					t.Errorf("HL01.%s: stage output %q, want count", c.Code, c.Stages[0].Output)
+				}
 			}
 		case "TP001":
 			if s.Alternate != "" || s.Channels[1].Sensitivity.Value != 100000 {

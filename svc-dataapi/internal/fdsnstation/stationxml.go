@@ -85,6 +85,38 @@ type equipment struct {
 
 type response struct {
 	InstrumentSensitivity sensitivity `xml:"InstrumentSensitivity"`
+	Stages                []stage     `xml:"Stage"`
+}
+
+// stage is the schema's ResponseStageType, as far as a flat response
+// needs it: a filter of poles and zeros (here none), the stage's
+// decimation when it outputs counts, and its gain.
+type stage struct {
+	Number     int         `xml:"number,attr"`
+	PolesZeros polesZeros  `xml:"PolesZeros"`
+	Decimation *decimation `xml:"Decimation"`
+	StageGain  stageGain   `xml:"StageGain"`
+}
+
+type polesZeros struct {
+	InputUnits             units   `xml:"InputUnits"`
+	OutputUnits            units   `xml:"OutputUnits"`
+	PzTransferFunctionType string  `xml:"PzTransferFunctionType"`
+	NormalizationFactor    float64 `xml:"NormalizationFactor"`
+	NormalizationFrequency float64 `xml:"NormalizationFrequency"`
+}
+
+type decimation struct {
+	InputSampleRate float64 `xml:"InputSampleRate"`
+	Factor          int     `xml:"Factor"`
+	Offset          int     `xml:"Offset"`
+	Delay           float64 `xml:"Delay"`
+	Correction      float64 `xml:"Correction"`
+}
+
+type stageGain struct {
+	Value     float64 `xml:"Value"`
+	Frequency float64 `xml:"Frequency"`
 }
 
 type sensitivity struct {

@@ -85,9 +85,38 @@ func (x *xmlWriter) channel(c *channel) {
 		x.units("InputUnits", s.InputUnits)
 		x.units("OutputUnits", s.OutputUnits)
 		x.close("InstrumentSensitivity")
+		for i := range r.Stages {
+			x.stage(&r.Stages[i])
+		}
 		x.close("Response")
 	}
 	x.close("Channel")
+}
+
+func (x *xmlWriter) stage(s *stage) {
+	x.open("Stage", "number", strconv.Itoa(s.Number))
+	pz := &s.PolesZeros
+	x.open("PolesZeros")
+	x.units("InputUnits", pz.InputUnits)
+	x.units("OutputUnits", pz.OutputUnits)
+	x.text("PzTransferFunctionType", pz.PzTransferFunctionType)
+	x.float("NormalizationFactor", pz.NormalizationFactor)
+	x.float("NormalizationFrequency", pz.NormalizationFrequency)
+	x.close("PolesZeros")
+	if d := s.Decimation; d != nil {
+		x.open("Decimation")
+		x.float("InputSampleRate", d.InputSampleRate)
+		x.int("Factor", d.Factor)
+		x.int("Offset", d.Offset)
+		x.float("Delay", d.Delay)
+		x.float("Correction", d.Correction)
+		x.close("Decimation")
+	}
+	x.open("StageGain")
+	x.float("Value", s.StageGain.Value)
+	x.float("Frequency", s.StageGain.Frequency)
+	x.close("StageGain")
+	x.close("Stage")
 }
 
 func (x *xmlWriter) units(name string, u units) {
