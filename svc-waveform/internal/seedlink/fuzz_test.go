@@ -58,6 +58,9 @@ func FuzzSession(f *testing.F) {
 		"DATA 000040 2026,12,02,10,00,00",
 		"SLPROTO 4.0\nSELECT 00_B_N_Z:3\nSELECT x:native\nDATA 18446744073709551615\nEND",
 		"STATION [ SH\nSELECT [\nINFO STATIONS [",
+		// ObsPy's EasySeedLinkClient: capabilities first, and a resume
+		// in Python's hex().
+		"HELLO\nINFO CAPABILITIES\nSTATION  00002 SH\nSELECT MXA\nDATA 0xdf5ea\nEND",
 	} {
 		f.Add(seed)
 	}

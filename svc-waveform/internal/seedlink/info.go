@@ -13,10 +13,17 @@ import (
 	"shindo.dev/seismo/mseed"
 )
 
-// Capabilities this server announces in HELLO (after "::") and INFO.
+// Capabilities this server announces in HELLO (after "::") and INFO:
+// protocol 4's tokens in its JSON, and protocol 3's names in its XML —
+// those ringserver lists there (src/infoxml.c, info_xml_slv3_capabilities)
+// less info:connections, which protocol 3 is refused here. ObsPy's
+// EasySeedLinkClient reads the XML and selects streams only from a server
+// that names "multistation" (obspy/clients/seedlink/easyseedlink.py,
+// select_stream).
 const (
 	helloCapabilities = "SLPROTO:4.0 SLPROTO:3.1 CAP WS:13"
 	infoCapabilities  = "SLPROTO:4.0 SLPROTO:3.1 TIME WS:13"
+	infoCapabilities3 = "dialup multistation window-extraction info:id info:capabilities info:stations info:streams"
 )
 
 // info answers INFO level [station [stream]]: JSON in an "SE" packet for
@@ -231,7 +238,7 @@ func (s *session) infoXML(level string, wants func(StationKey) bool, sels []sele
 	v := xmlInfo{Software: s.srv.software(), Organization: s.srv.organization(), Started: xmlTime(s.srv.started.UnixMilli())}
 	switch level {
 	case "CAPABILITIES":
-		for _, c := range strings.Fields(infoCapabilities) {
+		for _, c := range strings.Fields(infoCapabilities3) {
 			v.Capability = append(v.Capability, xmlCap{c})
 		}
 	case "STATIONS", "STREAMS":

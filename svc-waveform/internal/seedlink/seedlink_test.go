@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"log/slog"
@@ -194,6 +195,40 @@ func TestProtocol3(t *testing.T) {
 		}
 		if !rec.Start.Equal(time.UnixMilli(f.FirstMs)) || !slices.Equal(rec.Ints, f.UD) {
 			t.Errorf("frame %d: record from %v holds %v, want %v from %v", seq, rec.Start, rec.Ints, f.UD, time.UnixMilli(f.FirstMs))
+		}
+	}
+}
+
+// TestResumeAsObsPy: ObsPy's SeedLink client, reconnecting, asks for the
+// packet after the last it got as Python's hex() writes it — "DATA
+// 0x…" after its STATION and SELECT (obspy/clients/seedlink/client/
+// seedlinkconnection.py, negotiate_station) — and gets exactly the
+// packets from there; the number after 0xFFFFFF is 0.
+func TestResumeAsObsPy(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	for seq := uint64(1); seq <= 3; seq++ {
+		s.Publish(sensorFrame(seq))
+	}
+	second := uint64(sensorFrame(2).FirstMs/20*8+3) & 0xFFFFFF
+	c := dial(t, s.addr)
+	c.cmd("STATION 00001 SH", "OK")
+	c.cmd("SELECT BNZ", "OK")
+	c.cmd(fmt.Sprintf("DATA %#x", second), "OK")
+	c.send("END")
+	for n := uint64(2); n <= 3; n++ {
+		got, rec := c.packet3()
+		if want := uint64(sensorFrame(n).FirstMs/20*8+3) & 0xFFFFFF; got != want || !rec.Start.Equal(time.UnixMilli(sensorFrame(n).FirstMs)) {
+			t.Fatalf("after DATA %#x: packet %X from %v, want %X from frame %d", second, got, rec.Start, want, n)
+		}
+	}
+	for _, tc := range []struct {
+		arg  string
+		seq  uint64
+		good bool
+	}{{"0x1000000", 0, true}, {"0XABC", 0xABC, true}, {"abc", 0xABC, true}, {"0x", 0, false}, {"0x1000001", 0, false}, {"-0x1", 0, false}, {"0x+1", 0, false}} {
+		if seq, ok := parseSeq3(tc.arg); ok != tc.good || seq != tc.seq {
+			t.Errorf("parseSeq3(%q) = %X, %v; want %X, %v", tc.arg, seq, ok, tc.seq, tc.good)
 		}
 	}
 }
@@ -409,27 +444,53 @@ func TestInfo(t *testing.T) {
 	}
 
 	c3 := dial(t, s.addr)
-	c3.send("INFO STATIONS")
+	if xmlDoc := c3.info3("STATIONS"); !strings.Contains(string(xmlDoc), `<station name="00001" network="SH"`) {
+		t.Fatalf("INFO STATIONS XML %s", xmlDoc)
+	}
+	// Protocol 3's capability names, as ringserver lists them: ObsPy's
+	// EasySeedLinkClient selects streams only where "multistation" is.
+	var caps struct {
+		Capability []struct {
+			Name string `xml:"name,attr"`
+		} `xml:"capability"`
+	}
+	xmlDoc := c3.info3("CAPABILITIES")
+	if err := xml.Unmarshal(xmlDoc, &caps); err != nil {
+		t.Fatalf("INFO CAPABILITIES XML %s: %v", xmlDoc, err)
+	}
+	var names []string
+	for _, c := range caps.Capability {
+		names = append(names, c.Name)
+	}
+	for _, want := range []string{"dialup", "multistation", "window-extraction", "info:id", "info:capabilities", "info:stations", "info:streams"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("INFO CAPABILITIES lacks %q: %s", want, xmlDoc)
+		}
+	}
+}
+
+// info3 reads the XML of a protocol 3 INFO answer from its "SLINFO"
+// records.
+func (c *client) info3(level string) []byte {
+	c.t.Helper()
+	c.send("INFO " + level)
 	var xmlDoc []byte
 	for {
 		head := make([]byte, 8+RecordLen)
-		if _, err := io.ReadFull(c3.r, head); err != nil {
-			t.Fatal(err)
+		if _, err := io.ReadFull(c.r, head); err != nil {
+			c.t.Fatal(err)
 		}
 		if string(head[:6]) != "SLINFO" {
-			t.Fatalf("INFO record starts %q", head[:8])
+			c.t.Fatalf("INFO record starts %q", head[:8])
 		}
 		h, err := mseed.ParseHeader(head[8:])
 		if err != nil {
-			t.Fatal(err)
+			c.t.Fatal(err)
 		}
 		xmlDoc = append(xmlDoc, head[8+h.DataOffset:8+h.DataOffset+h.NumSamples]...)
 		if head[7] == ' ' {
-			break
+			return xmlDoc
 		}
-	}
-	if !strings.Contains(string(xmlDoc), `<station name="00001" network="SH"`) {
-		t.Fatalf("INFO STATIONS XML %s", xmlDoc)
 	}
 }
 

@@ -263,8 +263,8 @@ func (s *session) dataCmd(verb string, args []string) (bool, error) {
 			}
 			r.hasSeq, r.seq = true, n
 		default:
-			n, err := strconv.ParseUint(args[0], 16, 32)
-			if err != nil || n > 0xFFFFFF {
+			n, ok := parseSeq3(args[0])
+			if !ok {
 				return false, s.fail("ARGUMENTS", "invalid sequence number")
 			}
 			r.hasSeq, r.seq, r.seq24 = true, n, true
@@ -288,6 +288,23 @@ func (s *session) dataCmd(verb string, args []string) (bool, error) {
 		s.fetch = true
 	}
 	return s.endStation()
+}
+
+// parseSeq3 reads protocol 3's 24-bit hexadecimal sequence number. A "0x"
+// prefix is taken, as ringserver's strtoull takes it (src/cmdtoken.c,
+// cmdtoken_u32): ObsPy's SeedLinkConnection resumes with Python's hex() of
+// the last sequence it got plus one (client/seedlinkconnection.py,
+// negotiate_station) — "DATA 0xdf5ea", and 0x1000000 after 0xFFFFFF,
+// which is 0 again.
+func parseSeq3(arg string) (uint64, bool) {
+	if len(arg) > 2 && arg[0] == '0' && (arg[1] == 'x' || arg[1] == 'X') {
+		arg = arg[2:]
+	}
+	n, err := strconv.ParseUint(arg, 16, 32)
+	if err != nil || n > 0x1000000 {
+		return 0, false
+	}
+	return n & 0xFFFFFF, true
 }
 
 // endStation ends a STATION's negotiation after its DATA, FETCH or TIME.
