@@ -164,6 +164,17 @@ func TestDuringAnEarthquake(t *testing.T) {
 		}
 		checkSlinktool(t, d, p)
 	})
+	t.Run("ObsPy reads stations, waveforms, events and SeedLink through an edge", func(t *testing.T) {
+		python := obspyPython()
+		if python == "" {
+			t.Skip("ObsPy not importable (Debian has no package, PyPI is not reachable here): build it from its source as docs/ARCHITECTURE.md shows and name its python in SHINDO_OBSPY_PYTHON")
+		}
+		token, err := os.ReadFile(filepath.Join(d.dir, "admin-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkObsPy(t, d, python, "TPE-1", strings.TrimSpace(string(token)))
+	})
 	for _, proto := range []int{3, 4} {
 		t.Run(fmt.Sprintf("seisplotjs SeedLink %d moves from core to core", proto), func(t *testing.T) {
 			b := <-spj
