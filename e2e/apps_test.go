@@ -599,19 +599,30 @@ func TestAppsDuringAnEarthquake(t *testing.T) {
 		defer liveMu.Unlock()
 		otherMu.Lock()
 		defer otherMu.Unlock()
-		same, topics := 0, map[string]int{}
+		same, carried, topics := 0, 0, map[string]int{}
 		for id, data := range other {
 			if d, ok := live[id]; ok {
 				if d != data {
-					t.Errorf("event %s differs between the edges:\n TPE-1 %.200s\n KHH-1 %.200s", id, d, data)
+					// Allowed where the cores' own snapshots of the tick
+					// differ in those stations because one carried a
+					// station's values over (its frame came after the
+					// tick's deadline there): an edge that hedged or
+					// switched serves the other core's (ARCHITECTURE,
+					// "What the cores agree on").
+					if why, ok := carriedOver(t, tnn, tyo, id, d, data); ok {
+						carried++
+						t.Logf("event %s differs between the edges where the cores' snapshots differ: %s", id, why)
+					} else {
+						t.Errorf("event %s differs between the edges (%s):\n TPE-1 %.200s\n KHH-1 %.200s", id, why, d, data)
+					}
 				}
 				same++
 			}
 			_, topic, _ := strings.Cut(id, "-")
 			topics[topic]++
 		}
-		if same < 200 || topics["3"] == 0 || topics["4"] == 0 {
-			t.Errorf("%d events compared; KHH-1's by topic %v", same, topics)
+		if same < 200 || topics["3"] == 0 || topics["4"] == 0 || carried > same/50 {
+			t.Errorf("%d events compared, %d differing where the cores' did; KHH-1's by topic %v", same, carried, topics)
 		}
 	})
 
@@ -977,4 +988,85 @@ func replayOf(t *testing.T, base, path, live, otherCore string) (int, string) {
 		}
 	}
 	return code, body
+}
+
+// carriedOver tells whether two edges' forms of RTS event id (the
+// compatible JSON, a and b) differ only in stations whose values the two
+// cores' snapshots of that tick differ in, one core having carried them
+// over from an earlier frame (age_ms > 0): what the cores are documented
+// to disagree on. It says why not otherwise.
+func carriedOver(t *testing.T, tnn, tyo, id, a, b string) (string, bool) {
+	t.Helper()
+	ms, topic, _ := strings.Cut(id, "-")
+	if topic != "0" {
+		return "not an RTS event", false
+	}
+	stationsOf := func(s string) (map[string]json.RawMessage, bool) {
+		var c struct {
+			Station map[string]json.RawMessage `json:"station"`
+		}
+		return c.Station, json.Unmarshal([]byte(s), &c) == nil
+	}
+	sa, okA := stationsOf(a)
+	sb, okB := stationsOf(b)
+	if !okA || !okB {
+		return "not JSON", false
+	}
+	// The other fields (boxes, areas, alerts) follow from the stations.
+	var differ []string
+	for id := range sa {
+		if string(sa[id]) != string(sb[id]) {
+			differ = append(differ, id)
+		}
+	}
+	for id := range sb {
+		if _, ok := sa[id]; !ok {
+			differ = append(differ, id)
+		}
+	}
+	if len(differ) == 0 {
+		return "the same stations, other fields differ", false
+	}
+	type state struct {
+		ID        string  `json:"station_id"`
+		PGA       float64 `json:"pga"`
+		PGV       float64 `json:"pgv"`
+		Intensity float64 `json:"intensity"`
+		Alert     bool    `json:"alert"`
+		AgeMs     int64   `json:"age_ms"`
+	}
+	snapshot := func(base string) (map[string]state, bool) {
+		var resp struct {
+			Snapshot struct {
+				TimeMs   string  `json:"time_ms"`
+				Stations []state `json:"stations"`
+			} `json:"snapshot"`
+		}
+		code, body := httpGet(t, base+"/v1/rts/snapshot?time_ms="+ms)
+		if code != 200 || json.Unmarshal([]byte(body), &resp) != nil || resp.Snapshot.TimeMs != ms {
+			return nil, false
+		}
+		out := map[string]state{}
+		for _, s := range resp.Snapshot.Stations {
+			out[s.ID] = s
+		}
+		return out, true
+	}
+	ct, okT := snapshot(tnn)
+	cy, okY := snapshot(tyo)
+	if !okT || !okY {
+		return "a core's snapshot of the tick not found", false
+	}
+	for _, id := range differ {
+		x, y := ct[id], cy[id]
+		x.AgeMs, y.AgeMs = 0, 0
+		if x == y {
+			return fmt.Sprintf("both cores have the same values of %s", id), false
+		}
+		if ct[id].AgeMs == 0 && cy[id].AgeMs == 0 {
+			return fmt.Sprintf("the cores differ in %s, neither carried over", id), false
+		}
+	}
+	slices.Sort(differ)
+	return fmt.Sprintf("stations %v carried over at a core", differ), true
 }
