@@ -44,9 +44,14 @@ type obspyFindings struct {
 	Traces                  []string
 	SensitivityRemovedError float64 `json:"sensitivity_removed_error"`
 	VelocityFinite          bool    `json:"velocity_finite"`
-	Events                  []struct{ ID, Type string }
-	SeedLinkCapabilities    []string  `json:"seedlink_capabilities"`
-	SeedLinkSteps           []float64 `json:"seedlink_steps"`
+	MassDownloader          struct {
+		MatchTimeSeriesListed bool     `json:"matchtimeseries_listed"`
+		MiniSEED              []string `json:"mseed"`
+		StationXML            []string `json:"stationxml"`
+	} `json:"mass_downloader"`
+	Events               []struct{ ID, Type string }
+	SeedLinkCapabilities []string  `json:"seedlink_capabilities"`
+	SeedLinkSteps        []float64 `json:"seedlink_steps"`
 }
 
 // checkObsPy reads the network through an edge with ObsPy's FDSN and
@@ -56,10 +61,11 @@ type obspyFindings struct {
 // where the channel's are centimetres, as ObsPy states them,
 // obspy/core/inventory/response.py); the BN? waveforms with their
 // responses attached, the sensitivity removed exactly and the response to
-// velocity; the report posted among the events; and over SeedLink the
-// capabilities ObsPy's EasySeedLinkClient requires, and a stream of MXI
-// that goes on across a dropped connection with no record missing or
-// repeated (one each 500 ms).
+// velocity; the same BN? through ObsPy's MassDownloader, one file per
+// channel and the station's StationXML; the report posted among the
+// events; and over SeedLink the capabilities ObsPy's EasySeedLinkClient
+// requires, and a stream of MXI that goes on across a dropped connection
+// with no record missing or repeated (one each 500 ms).
 func checkObsPy(t *testing.T, d *dev, python, edge, adminToken string) {
 	t.Helper()
 	base := d.endpoints.get(t, edge, "edge", "http")
@@ -122,6 +128,10 @@ func checkObsPy(t *testing.T, d *dev, python, edge, adminToken string) {
 	if len(got.Traces) != 3 || got.SensitivityRemovedError != 0 || !got.VelocityFinite {
 		t.Errorf("waveforms with responses: traces %v, sensitivity removed off by %g, velocity finite %v",
 			got.Traces, got.SensitivityRemovedError, got.VelocityFinite)
+	}
+	if m := got.MassDownloader; m.MatchTimeSeriesListed || len(m.MiniSEED) != 3 || len(m.StationXML) != 1 {
+		t.Errorf("ObsPy's MassDownloader: matchtimeseries listed %v, miniSEED files %v, StationXML files %v (want BN? and the station's)",
+			m.MatchTimeSeriesListed, m.MiniSEED, m.StationXML)
 	}
 	if !slices.ContainsFunc(got.Events, func(e struct{ ID, Type string }) bool { return strings.HasSuffix(e.ID, "/"+posted) && e.Type == "M" }) {
 		t.Errorf("ObsPy's events lack the report posted (%s, magnitude type M): %+v", posted, got.Events)

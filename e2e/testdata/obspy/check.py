@@ -5,9 +5,10 @@ Usage: python3 check.py EDGE_HTTP_BASE EDGE_SEEDLINK_HOST:PORT NET STA START END
 
 - fdsnws: the services ObsPy's FDSN client discovers; each channel's
   response (its stages, the sensitivity ObsPy recalculates from them);
-  20 s of the station's BN? channels with their responses attached, the
+  the station's BN? channels from START to END (ISO times) with their
+  responses attached, the
   sensitivity removed (and the response, to velocity); the events of the
-  last hour.
+  last hour; the same window of BN? through ObsPy's MassDownloader.
 - SeedLink: ObsPy's EasySeedLinkClient reads the server's capabilities,
   selects the station's MXI, loses its connection after three records
   (as a network drop would) and goes on: ObsPy reconnects and resumes from
@@ -16,7 +17,9 @@ Usage: python3 check.py EDGE_HTTP_BASE EDGE_SEEDLINK_HOST:PORT NET STA START END
 import copy
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 
 import numpy as np
@@ -46,6 +49,22 @@ out["sensitivity_removed_error"] = max(
     float(np.abs(a.data - r.data / r.stats.response.instrument_sensitivity.value).max()) for a, r in zip(acc, raw))
 vel = raw.copy().remove_response(output="VEL", pre_filt=[0.05, 0.1, 20, 24])
 out["velocity_finite"] = all(bool(np.isfinite(tr.data).all()) and len(tr.data) > 0 for tr in vel)
+
+# ObsPy's MassDownloader, the bulk tool: the station service's channels
+# (with matchtimeseries where the WADL lists it), then the waveforms and
+# the StationXML of each station it keeps, into directories.
+from obspy.clients.fdsn.mass_downloader import GlobalDomain, MassDownloader, Restrictions
+
+storage = tempfile.mkdtemp(prefix="obspy-mass-")
+restrictions = Restrictions(starttime=UTCDateTime(start), endtime=UTCDateTime(end), network=net, station=sta,
+                            channel="BN?", reject_channels_with_gaps=False, minimum_length=0.0,
+                            minimum_interstation_distance_in_m=0.0)
+MassDownloader(providers=[fdsn]).download(GlobalDomain(), restrictions, mseed_storage=os.path.join(storage, "mseed"),
+                                          stationxml_storage=os.path.join(storage, "stations"), print_report=False)
+out["mass_downloader"] = {"matchtimeseries_listed": "matchtimeseries" in fdsn.services["station"],
+                          "mseed": sorted(os.listdir(os.path.join(storage, "mseed"))) if os.path.isdir(os.path.join(storage, "mseed")) else [],
+                          "stationxml": sorted(os.listdir(os.path.join(storage, "stations"))) if os.path.isdir(os.path.join(storage, "stations")) else []}
+shutil.rmtree(storage, ignore_errors=True)
 
 cat = fdsn.get_events(starttime=UTCDateTime() - 3600)
 out["events"] = [{"id": str(e.resource_id), "magnitude": (e.preferred_magnitude() or e.magnitudes[0]).mag,

@@ -59,6 +59,13 @@ type Param struct {
 	Min, Max float64
 	// Default is the value when the request gives none ("" for none).
 	Default string
+	// Unlisted leaves the parameter out of the WADL: the service takes it
+	// at its default only (an optional feature it lacks), and clients
+	// decide from the WADL whether to use a feature — ObsPy's
+	// MassDownloader sends matchtimeseries=true to a station service
+	// that lists it (obspy/clients/fdsn/mass_downloader/
+	// download_helpers.py).
+	Unlisted bool
 }
 
 // Spec is a service's parameters.

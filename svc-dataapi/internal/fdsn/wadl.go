@@ -14,6 +14,9 @@ import (
 func (s *Spec) WADL(base string, media ...string) string {
 	var params strings.Builder
 	for _, p := range s.Params {
+		if p.Unlisted {
+			continue
+		}
 		typ := map[Kind]string{Time: "xs:dateTime", Float: "xs:double", Int: "xs:int", Bool: "xs:boolean"}[p.Kind]
 		if typ == "" {
 			typ = "xs:string"

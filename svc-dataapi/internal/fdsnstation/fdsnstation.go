@@ -47,9 +47,11 @@ var spec = &fdsn.Spec{Params: append(fdsn.Common("xml", "text"),
 	fdsn.Param{Name: "maxradius", Kind: fdsn.Float, Min: 0, Max: 180},
 	fdsn.Param{Name: "level", Kind: fdsn.Enum, Options: []string{"station", "network", "channel", "response"}, Default: "station"},
 	fdsn.Param{Name: "includerestricted", Kind: fdsn.Bool, Default: "true"},
-	fdsn.Param{Name: "includeavailability", Kind: fdsn.Bool, Default: "false"},
-	fdsn.Param{Name: "matchtimeseries", Kind: fdsn.Bool, Default: "false"},
-	fdsn.Param{Name: "updatedafter", Kind: fdsn.Time},
+	// Taken at their defaults only (refused otherwise, with the reason),
+	// so not listed in the WADL.
+	fdsn.Param{Name: "includeavailability", Kind: fdsn.Bool, Default: "false", Unlisted: true},
+	fdsn.Param{Name: "matchtimeseries", Kind: fdsn.Bool, Default: "false", Unlisted: true},
+	fdsn.Param{Name: "updatedafter", Kind: fdsn.Time, Unlisted: true},
 )}
 
 // Handler serves the service.

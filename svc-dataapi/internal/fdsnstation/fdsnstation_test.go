@@ -352,20 +352,29 @@ func TestVersionAndWADL(t *testing.T) {
 		types[p.Name] = p.Type
 	}
 	for _, p := range spec.Params {
-		if _, ok := types[p.Name]; !ok {
-			t.Errorf("wadl lacks %s", p.Name)
+		if _, ok := types[p.Name]; ok == p.Unlisted {
+			t.Errorf("wadl lists %s: %v, want %v", p.Name, ok, !p.Unlisted)
 		}
 	}
 	// ObsPy's FDSN client reads the WADL before its first query and warns
-	// of any parameter of its lists the service lacks
-	// (obspy/clients/fdsn/header.py DEFAULT_STATION_PARAMETERS and
-	// OPTIONAL_STATION_PARAMETERS; wadl_parser.py takes the params of the
-	// GET method whose id is "query" under a base that names the service).
+	// of any of its default parameters the service lacks
+	// (obspy/clients/fdsn/header.py DEFAULT_STATION_PARAMETERS,
+	// wadl_parser.py, which takes the params of the GET method whose id is
+	// "query" under a base that names the service), and refuses to send
+	// an optional one (OPTIONAL_STATION_PARAMETERS) it does not list.
 	for _, name := range strings.Fields(`starttime endtime network station location channel minlatitude maxlatitude
 		minlongitude maxlongitude level startbefore startafter endbefore endafter latitude longitude minradius maxradius
-		includerestricted includeavailability updatedafter matchtimeseries format`) {
+		includerestricted format`) {
 		if _, ok := types[name]; !ok {
 			t.Errorf("wadl lacks %s, which ObsPy looks for", name)
+		}
+	}
+	// Those taken at their defaults only are not listed: ObsPy's
+	// MassDownloader asks for matchtimeseries=true where it is
+	// (mass_downloader/download_helpers.py), which would be refused.
+	for _, name := range []string{"includeavailability", "matchtimeseries", "updatedafter"} {
+		if _, ok := types[name]; ok {
+			t.Errorf("wadl lists %s, which the service takes at its default only", name)
 		}
 	}
 	if !strings.Contains(app.Resources.Base, "station") || !strings.Contains(string(body), `<method name="GET" id="query">`) {
