@@ -143,3 +143,29 @@ func checkObsPy(t *testing.T, d *dev, python, edge, adminToken string) {
 		t.Errorf("ObsPy's SeedLink records, steps between them across a dropped connection: %v (want seven of 0.5 s)", got.SeedLinkSteps)
 	}
 }
+
+// checkPublicOrigin: what the data API writes of where it is served from —
+// the FDSN services' WADL base and StationXML ModuleURI, the base map's
+// TileJSON — names the edge a client asked, never the core behind it,
+// which the public does not reach (clients such as ObsPy and MapLibre
+// follow those addresses).
+func checkPublicOrigin(t *testing.T, d *dev) {
+	t.Helper()
+	for _, edge := range []string{"TPE-1", "KHH-1"} {
+		base := d.endpoints.get(t, edge, "edge", "http")
+		for _, svc := range []string{"station", "dataselect", "event", "availability"} {
+			code, body := httpGet(t, base+"/fdsnws/"+svc+"/1/application.wadl")
+			if want := `base="` + base + "/fdsnws/" + svc + `/1/"`; code != 200 || !strings.Contains(body, want) {
+				t.Errorf("%s %s WADL: %d, want %s in %.300s", edge, svc, code, want, body)
+			}
+		}
+		code, body := httpGet(t, base+"/fdsnws/station/1/query?level=network")
+		if want := "<ModuleURI>" + base + "/fdsnws/station/1/query"; code != 200 || !strings.Contains(body, want) {
+			t.Errorf("%s StationXML: %d, want %s in %.400s", edge, code, want, body)
+		}
+		code, body = httpGet(t, base+"/api/v1/map/tiles/tiles.json")
+		if want := `"` + base + "/api/v1/map/tiles/{z}/{x}/{y}.pbf"; code != 200 || !strings.Contains(body, want) {
+			t.Errorf("%s TileJSON: %d, want %s in %.300s", edge, code, want, body)
+		}
+	}
+}

@@ -164,6 +164,7 @@ func TestDuringAnEarthquake(t *testing.T) {
 		}
 		checkSlinktool(t, d, p)
 	})
+	t.Run("documents name the edge they came through", func(t *testing.T) { checkPublicOrigin(t, d) })
 	t.Run("ObsPy reads stations, waveforms, events and SeedLink through an edge", func(t *testing.T) {
 		python := obspyPython()
 		if python == "" {

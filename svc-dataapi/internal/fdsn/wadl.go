@@ -87,8 +87,13 @@ func xmlEscape(s string) string {
 }
 
 // Scheme is the scheme a request came by, for the addresses the services
-// write into their answers.
+// write into their answers: at the edge in front when it came through one
+// (X-Forwarded-Proto, which the data API's guard keeps from trusted
+// proxies only, as it sets Host to theirs: httpapi.Guard), here otherwise.
 func Scheme(r *http.Request) string {
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || p == "http" {
+		return p
+	}
 	if r.TLS != nil {
 		return "https"
 	}

@@ -87,6 +87,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, g.MaxBody)
 		}
+		g.forwardedOrigin(r)
 		if no := g.admit(r.Context(), r.Header.Get("Authorization"), g.bucketOf(r)); no != nil {
 			if no.retryAfter > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(no.retryAfter.Seconds())))))
@@ -96,6 +97,44 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// forwardedOrigin makes a request carry the address its client used. An
+// edge forwards with the core's address as Host, and names the client's
+// in X-Forwarded-Host and X-Forwarded-Proto (httputil.ProxyRequest's
+// SetXForwarded); the documents that name where they are served from —
+// the FDSN services' WADL, error documents and StationXML ModuleURI, the
+// base map's TileJSON — must name the edge, which the public reaches, not
+// a core, which it does not. From a trusted proxy, Host becomes
+// X-Forwarded-Host (when it is a plausible host); from anyone else both
+// headers are removed, so that no client names an address for others.
+func (g *Guard) forwardedOrigin(r *http.Request) {
+	if !cidr.Contains(g.Trusted, peerAddr(r)) {
+		r.Header.Del("X-Forwarded-Host")
+		r.Header.Del("X-Forwarded-Proto")
+		return
+	}
+	host, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ",")
+	host = strings.TrimSpace(host)
+	if host != "" && len(host) <= 255 && !strings.ContainsAny(host, "/\\ \t\"<>@?#") {
+		r.Host = host
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p != "http" && p != "https" {
+		r.Header.Del("X-Forwarded-Proto")
+	}
+}
+
+// peerAddr is a request's peer: the address it came from.
+func peerAddr(r *http.Request) netip.Addr {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return peer.Unmap()
 }
 
 // refusal is why the guard turns a call away, in both protocols' terms.
@@ -225,16 +264,8 @@ func addrBucket(a netip.Addr) string {
 // the peer is a trusted proxy, the rightmost address of X-Forwarded-For
 // that is not a trusted proxy (the one the nearest untrusted hop gave).
 func ClientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	peer, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.Addr{}
-	}
-	peer = peer.Unmap()
-	if !cidr.Contains(trusted, peer) {
+	peer := peerAddr(r)
+	if !peer.IsValid() || !cidr.Contains(trusted, peer) {
 		return peer
 	}
 	client := peer

@@ -83,6 +83,38 @@ func TestClientAddr(t *testing.T) {
 	}
 }
 
+// TestForwardedOrigin: behind a trusted proxy a request carries the
+// address its client used (X-Forwarded-Host as Host, X-Forwarded-Proto
+// kept); anyone else's forwarding headers are removed, and a host that
+// is no host is not taken.
+func TestForwardedOrigin(t *testing.T) {
+	t.Parallel()
+	g := &Guard{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	for _, tc := range []struct {
+		remote, xfh, xfp string
+		host, proto      string
+	}{
+		{"127.0.0.1:5000", "edge.example:443", "https", "edge.example:443", "https"},
+		{"127.0.0.1:5000", "edge.example, other.example", "http", "edge.example", "http"},
+		{"127.0.0.1:5000", "", "", "core:17030", ""},
+		{"127.0.0.1:5000", "evil.example/path", "gopher", "core:17030", ""},
+		{"192.0.2.7:5000", "evil.example", "https", "core:17030", ""}, // not a proxy
+	} {
+		r := httptest.NewRequest("GET", "http://core:17030/fdsnws/station/1/application.wadl", nil)
+		r.RemoteAddr = tc.remote
+		if tc.xfh != "" {
+			r.Header.Set("X-Forwarded-Host", tc.xfh)
+		}
+		if tc.xfp != "" {
+			r.Header.Set("X-Forwarded-Proto", tc.xfp)
+		}
+		g.forwardedOrigin(r)
+		if host, proto := r.Host, r.Header.Get("X-Forwarded-Proto"); host != tc.host || proto != tc.proto {
+			t.Errorf("%s %q %q: host %q proto %q, want %q %q", tc.remote, tc.xfh, tc.xfp, host, proto, tc.host, tc.proto)
+		}
+	}
+}
+
 // FuzzClientAddr: any forwarding header gives an address or none, never
 // a trusted proxy when an untrusted address was named.
 func FuzzClientAddr(f *testing.F) {

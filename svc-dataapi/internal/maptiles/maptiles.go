@@ -305,12 +305,12 @@ func (t *Tiles) serveTile(w http.ResponseWriter, r *http.Request) {
 }
 
 // tileJSON answers TileJSON 3.0.0. The tiles' address is the one the
-// client used: its host, and https where it came over TLS, here or at
-// the edge in front (X-Forwarded-Proto; a client that sends it itself
-// only changes its own answer, which is not cached).
+// client used: its host and scheme, at the edge in front when it came
+// through one (X-Forwarded-Host and -Proto, which the data API's guard
+// applies from trusted proxies only: httpapi.Guard).
 func (t *Tiles) tileJSON(w http.ResponseWriter, r *http.Request) {
 	scheme := "http"
-	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || (p == "" && r.TLS != nil) {
 		scheme = "https"
 	}
 	doc := map[string]any{
