@@ -1014,14 +1014,14 @@ func carriedOver(t *testing.T, tnn, tyo, id, a, b string) (string, bool) {
 	}
 	// The other fields (boxes, areas, alerts) follow from the stations.
 	var differ []string
-	for id := range sa {
-		if string(sa[id]) != string(sb[id]) {
-			differ = append(differ, id)
+	for st := range sa {
+		if string(sa[st]) != string(sb[st]) {
+			differ = append(differ, st)
 		}
 	}
-	for id := range sb {
-		if _, ok := sa[id]; !ok {
-			differ = append(differ, id)
+	for st := range sb {
+		if _, ok := sa[st]; !ok {
+			differ = append(differ, st)
 		}
 	}
 	if len(differ) == 0 {
@@ -1057,14 +1057,14 @@ func carriedOver(t *testing.T, tnn, tyo, id, a, b string) (string, bool) {
 	if !okT || !okY {
 		return "a core's snapshot of the tick not found", false
 	}
-	for _, id := range differ {
-		x, y := ct[id], cy[id]
+	for _, st := range differ {
+		x, y := ct[st], cy[st]
 		x.AgeMs, y.AgeMs = 0, 0
 		if x == y {
-			return fmt.Sprintf("both cores have the same values of %s", id), false
+			return fmt.Sprintf("both cores have the same values of %s", st), false
 		}
-		if ct[id].AgeMs == 0 && cy[id].AgeMs == 0 {
-			return fmt.Sprintf("the cores differ in %s, neither carried over", id), false
+		if ct[st].AgeMs == 0 && cy[st].AgeMs == 0 {
+			return fmt.Sprintf("the cores differ in %s, neither carried over", st), false
 		}
 	}
 	slices.Sort(differ)

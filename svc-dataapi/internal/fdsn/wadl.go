@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"shindo.dev/svc-dataapi/internal/httpapi"
 )
 
 // WADL describes a service in WADL (wadl.dev.java.net/2009/02), as the
@@ -87,18 +89,8 @@ func xmlEscape(s string) string {
 }
 
 // Scheme is the scheme a request came by, for the addresses the services
-// write into their answers: at the edge in front when it came through one
-// (X-Forwarded-Proto, which the data API's guard keeps from trusted
-// proxies only, as it sets Host to theirs: httpapi.Guard), here otherwise.
-func Scheme(r *http.Request) string {
-	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || p == "http" {
-		return p
-	}
-	if r.TLS != nil {
-		return "https"
-	}
-	return "http"
-}
+// write into their answers (httpapi.Scheme: the edge's, through one).
+func Scheme(r *http.Request) string { return httpapi.Scheme(r) }
 
 // Describe adds a service's version and application.wadl routes under
 // base to mux: the two every FDSN client asks before its first query.

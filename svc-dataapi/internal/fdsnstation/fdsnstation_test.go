@@ -203,6 +203,10 @@ func TestStationXMLContent(t *testing.T) {
 			// readers which work from the stages (ObsPy) find it; a
 			// digital output's decimation at the channel's rate.
 			for _, c := range s.Channels {
+				if c.Sensitivity == nil {
+					t.Errorf("HL01.%s: no sensitivity", c.Code)
+					continue
+				}
 				want := 0.0 // no decimation
 				if c.Sensitivity.Input == "m/s**2" {
 					want = c.Rate

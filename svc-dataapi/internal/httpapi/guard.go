@@ -115,13 +115,41 @@ func (g *Guard) forwardedOrigin(r *http.Request) {
 		return
 	}
 	host, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ",")
-	host = strings.TrimSpace(host)
-	if host != "" && len(host) <= 255 && !strings.ContainsAny(host, "/\\ \t\"<>@?#") {
+	if host = strings.TrimSpace(host); plausibleHost(host) {
 		r.Host = host
 	}
 	if p := r.Header.Get("X-Forwarded-Proto"); p != "http" && p != "https" {
 		r.Header.Del("X-Forwarded-Proto")
 	}
+}
+
+// plausibleHost tells whether h can be a host[:port] a client asked for:
+// a name, an IPv4 address or a bracketed IPv6 one, at most 255 bytes. It
+// goes into the addresses answers give, XML and JSON among them.
+func plausibleHost(h string) bool {
+	if h == "" || len(h) > 255 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(".-:[]", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Scheme is the scheme a request came by, for the addresses answers
+// give: at the edge in front when it came through one (X-Forwarded-Proto,
+// which Guard keeps from trusted proxies only), here otherwise.
+func Scheme(r *http.Request) string {
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || p == "http" {
+		return p
+	}
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // peerAddr is a request's peer: the address it came from.

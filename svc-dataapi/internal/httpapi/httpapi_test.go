@@ -98,6 +98,8 @@ func TestForwardedOrigin(t *testing.T) {
 		{"127.0.0.1:5000", "edge.example, other.example", "http", "edge.example", "http"},
 		{"127.0.0.1:5000", "", "", "core:17030", ""},
 		{"127.0.0.1:5000", "evil.example/path", "gopher", "core:17030", ""},
+		{"127.0.0.1:5000", "[2001:db8::1]:8443", "https", "[2001:db8::1]:8443", "https"},
+		{"127.0.0.1:5000", `a"><x`, "", "core:17030", ""},
 		{"192.0.2.7:5000", "evil.example", "https", "core:17030", ""}, // not a proxy
 	} {
 		r := httptest.NewRequest("GET", "http://core:17030/fdsnws/station/1/application.wadl", nil)
@@ -113,6 +115,29 @@ func TestForwardedOrigin(t *testing.T) {
 			t.Errorf("%s %q %q: host %q proto %q, want %q %q", tc.remote, tc.xfh, tc.xfp, host, proto, tc.host, tc.proto)
 		}
 	}
+}
+
+// FuzzForwardedOrigin: whatever a trusted proxy's X-Forwarded-Host, the
+// request's host is it only when it is a plausible host, and stays the
+// request's own otherwise; X-Forwarded-Proto is http, https or gone.
+func FuzzForwardedOrigin(f *testing.F) {
+	for _, s := range []string{"edge.example:443", "a, b", "[::1]:80", "", " ", "x/y", "\x00", strings.Repeat("a", 300)} {
+		f.Add(s, "https")
+	}
+	g := &Guard{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	f.Fuzz(func(t *testing.T, xfh, xfp string) {
+		r := httptest.NewRequest("GET", "http://core:17030/", nil)
+		r.RemoteAddr = "127.0.0.1:5000"
+		r.Header.Set("X-Forwarded-Host", xfh)
+		r.Header.Set("X-Forwarded-Proto", xfp)
+		g.forwardedOrigin(r)
+		if r.Host != "core:17030" && !plausibleHost(r.Host) {
+			t.Fatalf("host %q from %q", r.Host, xfh)
+		}
+		if p := r.Header.Get("X-Forwarded-Proto"); p != "" && p != "http" && p != "https" {
+			t.Fatalf("proto %q kept", p)
+		}
+	})
 }
 
 // FuzzClientAddr: any forwarding header gives an address or none, never

@@ -33,6 +33,7 @@ import (
 	"sync"
 
 	"shindo.dev/lib/township"
+	"shindo.dev/svc-dataapi/internal/httpapi"
 )
 
 // MaxZoom is the largest zoom served.
@@ -307,12 +308,9 @@ func (t *Tiles) serveTile(w http.ResponseWriter, r *http.Request) {
 // tileJSON answers TileJSON 3.0.0. The tiles' address is the one the
 // client used: its host and scheme, at the edge in front when it came
 // through one (X-Forwarded-Host and -Proto, which the data API's guard
-// applies from trusted proxies only: httpapi.Guard).
+// applies from trusted proxies only: httpapi.Guard, httpapi.Scheme).
 func (t *Tiles) tileJSON(w http.ResponseWriter, r *http.Request) {
-	scheme := "http"
-	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || (p == "" && r.TLS != nil) {
-		scheme = "https"
-	}
+	scheme := httpapi.Scheme(r)
 	doc := map[string]any{
 		"tilejson": "3.0.0",
 		"name":     "shindo: Taiwan's counties and townships",
