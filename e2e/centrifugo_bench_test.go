@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/tls"
 	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -31,7 +33,9 @@ import (
 // and over WebSocket, with and without TLS, and report the same metrics as
 // BenchmarkEdgeSSEClients: resident memory per idle client, and latency
 // from each message's time to each client's read and, per message, to the
-// last client's read.
+// last client's read; and the same latencies from each message's
+// publication (pub-), which for the edge's ticks comes after their time
+// (published-p50-ms, published-p99-ms: the cores computing the tick).
 //
 // Run them in one go test run, so they share the machine's state:
 //
@@ -113,8 +117,11 @@ func benchCentrifugo(b *testing.B, server string) {
 // process per 19,000 clients sharing one address (-http-reuse-port).
 // Latency is from each tick's time, its 500 ms boundary, so it includes
 // the cores' work and the hop to the edge, which Centrifugo's publish time
-// does not: the comparison leans against the edge. Its clients receive
-// ticks while their memory is measured; Centrifugo's are idle.
+// does not; the pub- metrics are from the tick's publication, when the
+// first core's Subscribe stream brought it to a subscriber beside the
+// edge (edgeTarget), which Centrifugo's messages carry as their time. Its
+// clients receive ticks while their memory is measured; Centrifugo's are
+// idle.
 func BenchmarkEdgeSSE(b *testing.B) { benchEdge(b, "edge") }
 
 // BenchmarkEdgeWS is BenchmarkEdgeSSE over the edge's WebSocket API
@@ -164,15 +171,32 @@ func edgePushClients(b *testing.B, server string, n, procs int, overTLS bool) {
 		token = subscriberKey(b, d, tnn, "websocket.trem.rts.v1")
 	}
 	addr, edges, admins := startSharedEdges(b, d, procs, args...)
-	target := edgeTarget(server, addr, ca, edges, admins)
+	target := edgeTarget(b, d, server, addr, ca, edges, admins)
 	target.token = token
 	pushClients(b, target, n, 20)
 }
 
 // edgeTarget is the edge processes edges (their admin base URLs admins)
-// at addr, read as server by clients trusting ca.
-func edgeTarget(server, addr, ca string, edges []*exec.Cmd, admins []string) pushTarget {
+// at addr, read as server by clients trusting ca, serving the ticks of
+// d's cores. A tick is published when the first of the cores' Subscribe
+// streams brings it to a subscriber of this process, as it brings it to
+// the edges.
+func edgeTarget(t testing.TB, d *dev, server, addr, ca string, edges []*exec.Cmd, admins []string) pushTarget {
 	target := pushTarget{server: server, addrs: []string{addr}, ca: ca, token: "-"}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cores := []*coreTicks{
+		watchCoreTicks(ctx, t, d.endpoints.get(t, "TNN-1", "rts", "grpc")),
+		watchCoreTicks(ctx, t, d.endpoints.get(t, "TYO-1", "rts", "grpc")),
+	}
+	target.published = func(tick int64) (first time.Time, ok bool) {
+		for _, c := range cores {
+			if at, found := c.arrived(tick); found && (!ok || at.Before(first)) {
+				first, ok = at, true
+			}
+		}
+		return first, ok
+	}
 	for _, e := range edges {
 		target.pids = append(target.pids, e.Process.Pid)
 	}
@@ -256,6 +280,11 @@ type pushTarget struct {
 	// publish publishes ticks messages, the first at start (Unix ms),
 	// pushTickMS apart; nil when the server ticks by itself.
 	publish func(start int64, ticks int) error
+	// published tells when the message of a tick (its time, Unix ms) was
+	// published, where that is not the time it carries: the edge's ticks
+	// carry their 500 ms boundary, and a core publishes the tick once it
+	// has computed it. nil: a message's time is its publication.
+	published func(tick int64) (time.Time, bool)
 }
 
 // pushClients connects n clients to target from client processes
@@ -329,27 +358,64 @@ func pushClients(b *testing.B, target pushTarget, n, ticks int) {
 			}
 		})
 	}
-	var perClient []float64
-	last := make([]float64, ticks)
+	byTick := make([][]float64, ticks)
 	for i, c := range children {
 		var res pushClientsResult
 		if err := json.NewDecoder(c.out).Decode(&res); err != nil {
 			b.Fatalf("client process %d: %v", i, err)
 		}
-		if res.Missing > 0 {
-			b.Fatalf("client process %d: %d reads missing of %d clients", i, res.Missing, res.Connected)
+		if res.Missing > 0 || len(res.ByTick) != ticks {
+			b.Fatalf("client process %d: %d reads missing of %d clients, %d ticks", i, res.Missing, res.Connected, len(res.ByTick))
 		}
-		perClient = append(perClient, res.PerClient...)
-		for k, l := range res.LastClient {
-			last[k] = max(last[k], l)
+		for k, row := range res.ByTick {
+			byTick[k] = append(byTick[k], row...)
 		}
+	}
+	for _, c := range children {
+		c.stdin.Close() // every client has read: they may let go now
 	}
 	// Signed: a collection between the two readings can leave RSS lower.
 	b.ReportMetric(float64(after-before)/float64(n), "rss-B/client")
-	b.ReportMetric(loadtest.Quantile(perClient, 0.5), "p50-ms")
-	b.ReportMetric(loadtest.Quantile(perClient, 0.99), "p99-ms")
-	b.ReportMetric(loadtest.Quantile(last, 0.5), "last-p50-ms")
-	b.ReportMetric(loadtest.Quantile(last, 0.99), "last-p99-ms")
+	// From each message's time, and from its publication: the same for a
+	// message stamped as it is published (Centrifugo's), later than the
+	// boundary a tick of the edge carries by the cores' work on the tick.
+	lag := make([]float64, ticks)
+	if target.published != nil {
+		for k := range lag {
+			tick := start + int64(k)*pushTickMS
+			at, ok := target.published(tick)
+			if !ok {
+				b.Fatalf("tick %d was never published", tick)
+			}
+			lag[k] = float64(at.Sub(time.UnixMilli(tick))) / float64(time.Millisecond)
+		}
+		b.ReportMetric(loadtest.Quantile(lag, 0.5), "published-p50-ms")
+		b.ReportMetric(loadtest.Quantile(lag, 0.99), "published-p99-ms")
+	}
+	reportPushLatency(b, byTick, make([]float64, ticks), "")
+	last := reportPushLatency(b, byTick, lag, "pub-")
+	b.Logf("per tick, publication → last client (ms): %.0f", last)
+}
+
+// reportPushLatency reports the latencies byTick, each tick's less its
+// offset, as prefix+"p50-ms" and "p99-ms" over every read and
+// "last-p50-ms" and "last-p99-ms" over each tick's last read, which it
+// returns.
+func reportPushLatency(b *testing.B, byTick [][]float64, offset []float64, prefix string) []float64 {
+	var all, last []float64
+	for k, row := range byTick {
+		worst := math.Inf(-1)
+		for _, l := range row {
+			all = append(all, l-offset[k])
+			worst = max(worst, l-offset[k])
+		}
+		last = append(last, worst)
+	}
+	b.ReportMetric(loadtest.Quantile(all, 0.5), prefix+"p50-ms")
+	b.ReportMetric(loadtest.Quantile(all, 0.99), prefix+"p99-ms")
+	b.ReportMetric(loadtest.Quantile(last, 0.5), prefix+"last-p50-ms")
+	b.ReportMetric(loadtest.Quantile(last, 0.99), prefix+"last-p99-ms")
+	return last
 }
 
 // clientTLS is the clients' TLS configuration: trusting the CA file ca

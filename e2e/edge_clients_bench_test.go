@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -63,7 +64,7 @@ func BenchmarkEdgeSSEClients(b *testing.B) {
 func edgeClients(b *testing.B, n, procs, ticks int) {
 	d := startDev(b, "-stations", "5", "-log-level", "warn")
 	addr, edges, admins := startSharedEdges(b, d, procs, "-sse-max-per-ip", "100000", "-sse-max-clients", "19500", "-log-level", "warn")
-	pushClients(b, edgeTarget("edge", addr, "-", edges, admins), n, ticks)
+	pushClients(b, edgeTarget(b, d, "edge", addr, "-", edges, admins), n, ticks)
 }
 
 // startSharedEdges starts procs edge processes of site TPE-1 on one
@@ -98,10 +99,9 @@ func startSharedEdges(t testing.TB, d *dev, procs int, args ...string) (string, 
 type pushClientsResult struct {
 	Connected int
 	Missing   int
-	// PerClient are every client's latencies (tick → read), ms.
-	PerClient []float64
-	// LastClient is, per tick, the latency of this process's last client.
-	LastClient []float64
+	// ByTick are, per tick, the latencies (the message's time → a
+	// client's read) of every client that read it, ms.
+	ByTick [][]float64
 }
 
 // runPushClients is a client process: "addr clients ticks index server
@@ -110,7 +110,8 @@ type pushClientsResult struct {
 // of its own: each has only its own ephemeral ports), with the API key
 // token where the server asks for one, each reading from the start,
 // prints "ready" once all read the hello, reads the first recorded tick
-// from stdin, records ticks ticks and prints the result as JSON.
+// from stdin, records ticks ticks, prints the result as JSON and holds
+// its connections until stdin closes.
 func runPushClients(spec string) int {
 	var addr, server, ca, token string
 	var n, ticks, index int
@@ -152,7 +153,12 @@ func runPushClients(spec string) int {
 		}
 		go func() {
 			defer done.Done()
-			defer conn.Close()
+			// A client that read every tick keeps its connection until the
+			// process ends, which the parent does once every client of
+			// every process has read: ten thousand connections closing as
+			// they finish would load both sides while the last of them are
+			// still reading the last tick, and make it the slowest of all.
+			// A client that fails lets go at once.
 			greeted := false
 			greet := func() {
 				if !greeted {
@@ -165,6 +171,7 @@ func runPushClients(spec string) int {
 			next, err := srv.open(conn, r, token)
 			if err != nil {
 				failed.Add(1)
+				conn.Close()
 				return
 			}
 			for got := 0; got < ticks; {
@@ -184,6 +191,7 @@ func runPushClients(spec string) int {
 				chunk, err := next()
 				if err != nil {
 					failed.Add(1)
+					conn.Close()
 					return
 				}
 				now := time.Now().UnixMilli()
@@ -227,18 +235,19 @@ func runPushClients(spec string) int {
 	}
 	done.Wait()
 
-	res := pushClientsResult{Connected: n - int(failed.Load()), LastClient: make([]float64, ticks)}
+	res := pushClientsResult{Connected: n - int(failed.Load()), ByTick: make([][]float64, ticks)}
 	for _, row := range lat {
 		for k, l := range row {
 			if l < 0 {
 				res.Missing++
 				continue
 			}
-			res.PerClient = append(res.PerClient, l)
-			res.LastClient[k] = max(res.LastClient[k], l)
+			res.ByTick[k] = append(res.ByTick[k], l)
 		}
 	}
 	json.NewEncoder(os.Stdout).Encode(res)
+	// Until the parent has every process's result and closes stdin.
+	io.Copy(io.Discard, os.Stdin)
 	return 0
 }
 

@@ -20,15 +20,17 @@ import (
 	rtsv1 "shindo.dev/gen/shindo/rts/v1"
 )
 
-// coreTicks records the detections a core's RTS lists at each tick, over
-// its Subscribe stream, reconnecting while the core is down.
+// coreTicks records the detections a core's RTS lists at each tick, and
+// when each tick reached this subscriber, over its Subscribe stream,
+// reconnecting while the core is down.
 type coreTicks struct {
 	mu    sync.Mutex
 	ticks []int64
-	ids   [][]string // "ID/serial" per tick
+	ids   [][]string  // "ID/serial" per tick
+	at    []time.Time // when the tick was received
 }
 
-func watchCoreTicks(ctx context.Context, t *testing.T, addr string) *coreTicks {
+func watchCoreTicks(ctx context.Context, t testing.TB, addr string) *coreTicks {
 	c := &coreTicks{}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -43,6 +45,7 @@ func watchCoreTicks(ctx context.Context, t *testing.T, addr string) *coreTicks {
 				if resp, err = sub.Recv(); err != nil {
 					break
 				}
+				at := time.Now()
 				s := resp.GetSnapshot()
 				var ids []string
 				for _, d := range s.GetDetections() {
@@ -52,6 +55,7 @@ func watchCoreTicks(ctx context.Context, t *testing.T, addr string) *coreTicks {
 				if n := len(c.ticks); n == 0 || s.GetTimeMs() > c.ticks[n-1] {
 					c.ticks = append(c.ticks, s.GetTimeMs())
 					c.ids = append(c.ids, ids)
+					c.at = append(c.at, at)
 				}
 				c.mu.Unlock()
 			}
@@ -70,6 +74,17 @@ func (c *coreTicks) since(t int64) (ticks []int64, ids [][]string) {
 	defer c.mu.Unlock()
 	i, _ := slices.BinarySearch(c.ticks, t)
 	return slices.Clone(c.ticks[i:]), slices.Clone(c.ids[i:])
+}
+
+// arrived returns when tick reached the subscriber.
+func (c *coreTicks) arrived(tick int64) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, found := slices.BinarySearch(c.ticks, tick)
+	if !found {
+		return time.Time{}, false
+	}
+	return c.at[i], true
 }
 
 // TestDuringAnEarthquake runs, on one topology playing the Hualien
