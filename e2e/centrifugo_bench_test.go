@@ -522,9 +522,14 @@ func centrifugoClients(b *testing.B, bin, server string, n, nodes int, overTLS b
 }
 
 // centrifugoPublish publishes ticks messages to one node, the first at
-// start (Unix ms), pushTickMS apart, each with its send time.
+// start (Unix ms), pushTickMS apart, each with its send time, after
+// loadtest.WarmupTicks more.
 func centrifugoPublish(c *http.Client, api string, start int64, ticks int) error {
-	for k := range ticks {
+	// Warm-up messages first, before start, which the clients do not
+	// record (loadtest.WarmupTicks): the edge's clients have had ticks
+	// since they connected, Centrifugo's would otherwise meet their first
+	// message in the first recorded tick.
+	for k := -loadtest.WarmupTicks; k < ticks; k++ {
 		//nolint:forbidigo // publishes at the edge's tick rate, two a second: the pacing is the load under test
 		time.Sleep(time.Until(time.UnixMilli(start + int64(k)*pushTickMS)))
 		req := struct {

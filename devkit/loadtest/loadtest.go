@@ -1,7 +1,7 @@
 // Package loadtest holds what the load benchmarks that run clients in
 // child processes share: the descriptor limit their sockets need, the
-// resident memory of the processes they measure, and quantiles of the
-// latencies they collect.
+// resident memory of the processes they measure, the ticks they publish,
+// and quantiles of the latencies they collect.
 package loadtest
 
 import (
@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // RaiseFileLimit lifts this process's RLIMIT_NOFILE to want, or as far as
@@ -129,4 +130,25 @@ func ParseTick(msg []byte) (seq int, t int64, ok bool) {
 	n, err1 := strconv.Atoi(string(s))
 	tt, err2 := strconv.ParseInt(string(v), 10, 64)
 	return n, tt, err1 == nil && err2 == nil && n >= 0 && tt > 0
+}
+
+// WarmupTicks are published before a benchmark's recorded ticks and not
+// recorded. A client's first event after it connected and idled costs
+// more than the steady state — the first write's buffers on both sides,
+// the first record of its TLS connection, its reader waking — and a live
+// edge's clients meet that once each, at their connects, spread out; a
+// benchmark's clients, connected all at once and then left idle while
+// memory is measured, would all meet it in the same first tick.
+const WarmupTicks = 2
+
+// PublishTicks calls publish for WarmupTicks ticks and then ticks more,
+// 500 ms apart, the live rate: k counts them from 0, and payload is the
+// tick's {"seq":n,"t":unix ns}, n from -WarmupTicks, so that ParseTick
+// refuses the warm-up ticks and numbers the recorded ones from 0.
+func PublishTicks(ticks int, publish func(k int, payload []byte)) {
+	for k := range WarmupTicks + ticks {
+		publish(k, fmt.Appendf(nil, `{"seq":%d,"t":%d}`, k-WarmupTicks, time.Now().UnixNano()))
+		//nolint:forbidigo // ticks at the live rate, two a second: the pacing is the load under test
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -228,11 +228,9 @@ func benchClients(b *testing.B, n, ticks int, overTLS bool) {
 	clients, _ := h.Stats()
 	after, rssAfter := loadtest.GoMemory(), loadtest.RSS(0)
 
-	for seq := range ticks {
-		h.Publish(NewEventID("rts", ID(int64(seq+1)*500, 0), "", fmt.Appendf(nil, `{"seq":%d,"t":%d}`, seq, time.Now().UnixNano())))
-		//nolint:forbidigo // ticks at the live rate, two a second: the pacing is the load under test
-		time.Sleep(500 * time.Millisecond)
-	}
+	loadtest.PublishTicks(ticks, func(k int, payload []byte) {
+		h.Publish(NewEventID("rts", ID(int64(k+1)*500, 0), "", payload))
+	})
 	body, _ := io.ReadAll(r)
 	cmd.Wait()
 	var res loadtest.Ticks
@@ -249,4 +247,5 @@ func benchClients(b *testing.B, n, ticks int, overTLS bool) {
 	b.ReportMetric(loadtest.Quantile(res.PerClient, 0.99), "p99-ms")
 	b.ReportMetric(loadtest.Quantile(res.LastClient, 0.5), "last-p50-ms")
 	b.ReportMetric(loadtest.Quantile(res.LastClient, 0.99), "last-p99-ms")
+	b.Logf("per tick, last client (ms): %.0f", res.LastClient)
 }

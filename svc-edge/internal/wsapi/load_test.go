@@ -222,11 +222,9 @@ func benchClients(b *testing.B, mode string, n, ticks int) {
 	clients, _ := h.Stats()
 	after, rssAfter := loadtest.GoMemory(), loadtest.RSS(0)
 
-	for seq := range ticks {
-		h.Publish(sse.NewEventID("rts", sse.ID(int64(seq)*500, 0), "", fmt.Appendf(nil, `{"seq":%d,"t":%d}`, seq, time.Now().UnixNano())))
-		//nolint:forbidigo // ticks at the live rate, two a second: the pacing is the load under test
-		time.Sleep(500 * time.Millisecond)
-	}
+	loadtest.PublishTicks(ticks, func(k int, payload []byte) {
+		h.Publish(sse.NewEventID("rts", sse.ID(int64(k)*500, 0), "", payload))
+	})
 	body, _ := io.ReadAll(r)
 	cmd.Wait()
 	var res loadtest.Ticks
