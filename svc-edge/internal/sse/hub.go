@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,7 +27,9 @@ type Options struct {
 	// dropped.
 	Buffer int
 	// WriteTimeout bounds one write to a client; a client that cannot take
-	// a write within it is dropped.
+	// a write within it is dropped. A taken-over connection's deadline is
+	// renewed only once half of it has passed (see writeChunk), so such a
+	// write is given between half of WriteTimeout and all of it.
 	WriteTimeout time.Duration
 	// MaxClients caps connections; more are refused with 503.
 	MaxClients int
@@ -87,8 +90,11 @@ type client struct {
 	// go to (lib/writev: one writev on a socket, one record under TLS).
 	conn net.Conn
 	out  net.Conn
-	wake chan struct{}
-	done chan struct{} // closed when the client is removed
+	// deadline is out's write deadline; only the goroutine writing to
+	// the client reads or sets it.
+	deadline time.Time
+	wake     chan struct{}
+	done     chan struct{} // closed when the client is removed
 
 	// mu-guarded:
 	pos string // ID of the newest event written: private events carry it
@@ -292,7 +298,14 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 		}
 		n = len(bufs[0])
 	}
-	c.out.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	// Setting a deadline is a timer update in the runtime's poller, a
+	// tenth of the writers' time with a write per client and tick (and
+	// the write itself most of the rest); renewing it only once half of
+	// it has passed does that every few seconds instead.
+	if now := time.Now(); c.deadline.Sub(now) < h.opts.WriteTimeout/2 {
+		c.deadline = now.Add(h.opts.WriteTimeout)
+		c.out.SetWriteDeadline(c.deadline)
+	}
 	if c.ws {
 		return writev.Write(c.out, bufs...)
 	}
@@ -331,8 +344,8 @@ func socket(c net.Conn) net.Conn {
 	}
 }
 
-// removeLocked takes c off the hub and closes its connection; the caller
-// runs finish on it after unlocking.
+// removeLocked takes c off the hub; the caller runs finish on it after
+// unlocking, which closes its connection.
 func (h *Hub) removeLocked(c *client) *client {
 	if c.removed {
 		return nil
@@ -340,9 +353,6 @@ func (h *Hub) removeLocked(c *client) *client {
 	c.removed = true
 	delete(h.clients, c)
 	close(c.done)
-	if c.conn != nil {
-		c.conn.Close()
-	}
 	return c
 }
 
@@ -353,13 +363,36 @@ func (h *Hub) remove(c *client) {
 	finish([]*client{closed})
 }
 
-// finish runs the removed clients' OnClose, outside the hub's lock.
+// finish closes the removed clients' connections and runs their OnClose,
+// outside the hub's lock.
 func finish(cs []*client) {
 	for _, c := range cs {
-		if c != nil && c.onClose != nil {
+		if c == nil {
+			continue
+		}
+		if c.conn != nil {
+			closeConn(c.conn)
+		}
+		if c.onClose != nil {
 			c.onClose()
 		}
 	}
+}
+
+// closeConn closes a client's connection without waiting on the client.
+// crypto/tls's Close first writes a closing alert, under a deadline of its
+// own of 5 s; to a client that stopped reading — the one being dropped —
+// that write waits the whole 5 s on a full socket. So the alert is sent
+// only when the socket has nothing left unsent; otherwise the socket is
+// closed underneath first (the kernel still sends what it holds, then
+// FIN) and the alert's write fails at once.
+func closeConn(conn net.Conn) {
+	if tc, ok := socket(conn).(*tls.Conn); ok {
+		if q, ok := unread(tc); !ok || q > 0 {
+			tc.NetConn().Close()
+		}
+	}
+	conn.Close()
 }
 
 // watch runs while the hub has clients: it queues keep-alives for silent
@@ -527,7 +560,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, o ServeOptions) {
 	if c.removed {
 		// Dropped or stopped while its head was written.
 		h.mu.Unlock()
-		conn.Close()
+		closeConn(conn)
 		return
 	}
 	c.conn, c.out = conn, socket(conn)
@@ -617,7 +650,7 @@ func takeOver(w http.ResponseWriter, body []byte, timeout time.Duration) (net.Co
 	_, _ = bw.WriteString("\r\n")
 	conn.SetWriteDeadline(time.Now().Add(timeout))
 	if err := bw.Flush(); err != nil {
-		conn.Close()
+		closeConn(conn)
 		return nil, err
 	}
 	return conn, nil

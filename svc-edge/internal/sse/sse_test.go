@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,8 +47,12 @@ func startHub(t *testing.T, opts Options, https bool) (*Hub, *httptest.Server) {
 	h := NewHub(opts)
 	hello := NewEvent("info", []byte(`{"location":"TPE-1"}`))
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.Serve(w, r, ServeOptions{Compressed: r.URL.Query().Get("compress") == "1", Hello: []*Event{hello},
-			Latest: true, LastID: r.Header.Get("Last-Event-ID")})
+		o := ServeOptions{Compressed: r.URL.Query().Get("compress") == "1", Hello: []*Event{hello},
+			Latest: true, LastID: r.Header.Get("Last-Event-ID")}
+		if topics, ok := r.URL.Query()["topic"]; ok {
+			o.Want = func(topic string) bool { return slices.Contains(topics, topic) }
+		}
+		h.Serve(w, r, o)
 	}))
 	if https {
 		srv.StartTLS()
@@ -513,20 +518,19 @@ func TestNonReaderDropped(t *testing.T) {
 	}
 }
 
-func testNonReaderDropped(t *testing.T, https bool) {
-	h, srv := startHub(t, Options{Buffer: 10_000, WriteTimeout: time.Minute, MaxQueued: 16 << 10, MaxStall: 300 * time.Millisecond}, https)
-	// The non-reader: a small receive buffer, so its window closes soon
-	// and the bytes wait in the edge's socket.
+// nonReader opens a stream from srv (over TLS with https) that is never
+// read: its receive buffer is small, so its window closes soon and the
+// bytes wait in the hub's socket. It is closed when the test ends.
+func nonReader(t *testing.T, srv *httptest.Server, https bool) {
+	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}
-	var conn net.Conn
-	var err error
-	conn, err = d.Dial("tcp", srv.Listener.Addr().String())
+	conn, err := d.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	if https {
 		roots := x509.NewCertPool()
 		roots.AddCert(srv.Certificate())
@@ -536,16 +540,31 @@ func testNonReaderDropped(t *testing.T, https bool) {
 		}
 		conn = tc
 	}
-	conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-	resp, err := srv.Client().Get(srv.URL)
+	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// beside opens a non-reader and then a reading client (with query) on
+// h, and returns the reader's blocks once both are streaming.
+func beside(t *testing.T, h *Hub, srv *httptest.Server, https bool, query string) <-chan string {
+	t.Helper()
+	nonReader(t, srv, https)
+	resp, err := srv.Client().Get(srv.URL + query)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	reader := readBlocks(t, resp.Body)
-	<-reader
+	<-reader // the head: two blocks
 	<-reader
 	waitClients(t, h, 2)
+	return reader
+}
+
+func testNonReaderDropped(t *testing.T, https bool) {
+	h, srv := startHub(t, Options{Buffer: 10_000, WriteTimeout: time.Minute, MaxQueued: 16 << 10, MaxStall: 300 * time.Millisecond}, https)
+	reader := beside(t, h, srv, https, "")
 
 	event := bytes.Repeat([]byte("y"), 4<<10)
 	deadline := time.Now().Add(20 * time.Second)
@@ -649,5 +668,141 @@ func TestTLSTickIsOneRecord(t *testing.T) {
 		if got := counted.Records() - before; got != 1 {
 			t.Fatalf("event %d came in %d TLS records, want 1", i, got)
 		}
+	}
+}
+
+// TestWriteDeadline: a taken-over connection's write deadline is renewed
+// only once half of WriteTimeout has passed, not on every write. A client
+// that keeps reading for many times WriteTimeout is never dropped (the
+// deadline moves on), and one whose write blocks is dropped within
+// WriteTimeout (the deadline is never further away than that).
+func TestWriteDeadline(t *testing.T) {
+	t.Parallel()
+	for _, https := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[https], func(t *testing.T) {
+			t.Parallel()
+			const timeout = 300 * time.Millisecond
+			h, srv := startHub(t, Options{Buffer: 10_000, WriteTimeout: timeout}, https)
+
+			// The blocked client's writes block once the kernels' buffers
+			// are full. The reader takes the untitled topic only, not the
+			// big event below: it must not need CPU for that, nor be
+			// dropped itself.
+			reader := beside(t, h, srv, https, "?topic=")
+
+			// Small events for 6 × WriteTimeout: the reader takes each
+			// one; the blocked client's socket fills slowly.
+			start := time.Now()
+			for i := 0; time.Since(start) < 6*timeout; i++ {
+				h.Publish(NewEvent("", []byte(fmt.Sprintf(`{"n":%d}`, i))))
+				select {
+				case got := <-reader:
+					if !strings.Contains(got, fmt.Sprintf(`{"n":%d}`, i)) {
+						t.Fatalf("event %d: reader got %q", i, got)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("the reading client stalled at event %d", i)
+				}
+				//nolint:forbidigo // writes spread over several deadlines
+				time.Sleep(10 * time.Millisecond)
+			}
+			if _, dropped := h.Stats(); dropped != 0 {
+				t.Fatalf("%d dropped while reading: a deadline was not renewed", dropped)
+			}
+
+			// Now an event larger than the kernels' buffers take (some
+			// megabytes on loopback): the write to the blocked client
+			// blocks, and it must be dropped within WriteTimeout.
+			big := bytes.Repeat([]byte("z"), 8<<20)
+			blocked := time.Now()
+			h.Publish(NewEventID("big", "", "", big))
+			if !poll.Within(5*time.Second, func() bool { _, dropped := h.Stats(); return dropped == 1 }) {
+				t.Fatal("the blocked client was never dropped")
+			}
+			// Within WriteTimeout, with room for building and copying the
+			// event (slow under the race detector) and for the scheduler.
+			if took := time.Since(blocked); took > timeout+700*time.Millisecond {
+				t.Fatalf("dropped %v after the write; WriteTimeout is %v", took, timeout)
+			}
+			waitClients(t, h, 1)
+
+			// Dropping it did not hold up the hub: crypto/tls's Close
+			// would wait 5 s to write its closing alert to the full
+			// socket, and must not do so under the hub's lock.
+			h.Publish(NewEvent("", []byte("still here")))
+			select {
+			case got := <-reader:
+				if !strings.Contains(got, "still here") {
+					t.Fatalf("reader got %q", got)
+				}
+			case <-time.After(time.Second):
+				t.Fatal("the hub stalled after dropping the blocked client")
+			}
+		})
+	}
+}
+
+// TestCloseConnDoesNotWait: closing a TLS connection whose client stopped
+// reading returns at once. crypto/tls's own Close would first write its
+// closing alert into the full socket and wait up to 5 s for room.
+func TestCloseConnDoesNotWait(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	cert := srv.TLS.Certificates
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	srv.Close()
+
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: cert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// The client: a small receive buffer, a handshake, and no reads.
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	client, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	tc := tls.Client(client, &tls.Config{RootCAs: roots, ServerName: "example.com"})
+	go tc.Handshake()
+
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Write until a write cannot finish: the socket is full. Then single
+	// bytes under TLS (which a timed-out write leaves refusing writes of
+	// its own): the kernel fits small writes into its last buffer's
+	// room, which must be gone too, or the alert might still fit.
+	chunk := bytes.Repeat([]byte("w"), 64<<10)
+	for {
+		conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := conn.Write(chunk); err != nil {
+			break
+		}
+	}
+	raw := conn.(*tls.Conn).NetConn()
+	for {
+		raw.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := raw.Write([]byte("w")); err != nil {
+			break
+		}
+	}
+	conn.SetWriteDeadline(time.Time{})
+	if q, ok := unread(conn); !ok || q == 0 {
+		t.Fatalf("socket holds %d bytes unsent (%v), want some", q, ok)
+	}
+	start := time.Now()
+	closeConn(conn)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("closing took %v", took)
+	}
+	if _, err := conn.Write([]byte("x")); err == nil {
+		t.Fatal("the connection still takes writes")
 	}
 }
