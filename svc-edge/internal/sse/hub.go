@@ -2,7 +2,6 @@ package sse
 
 import (
 	"bufio"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"shindo.dev/lib/peerwrite"
 	"shindo.dev/lib/writev"
 )
 
@@ -91,8 +91,8 @@ type client struct {
 	conn net.Conn
 	out  net.Conn
 	// deadline is out's write deadline; only the goroutine writing to
-	// the client reads or sets it.
-	deadline time.Time
+	// the client uses it.
+	deadline peerwrite.Deadline
 	wake     chan struct{}
 	done     chan struct{} // closed when the client is removed
 
@@ -111,6 +111,7 @@ type client struct {
 	scheduled bool      // in ready, being written, or still writing its head
 	lastWrite time.Time
 	removed   bool
+	dropped   bool // removed for not keeping up: closed without a TLS alert
 }
 
 // NewHub returns a hub with no clients.
@@ -152,6 +153,7 @@ func (h *Hub) Publish(e *Event) {
 		}
 		if len(c.pending) >= h.opts.Buffer {
 			h.dropped++
+			c.dropped = true
 			closed = append(closed, h.removeLocked(c))
 			continue
 		}
@@ -259,6 +261,7 @@ func (h *Hub) work() {
 		case c.removed:
 		case err != nil:
 			h.dropped++ // it could not take a write within WriteTimeout
+			c.dropped = true
 			closed = h.removeLocked(c)
 		case last && len(c.pending) == 0:
 			closed = h.removeLocked(c)
@@ -298,14 +301,10 @@ func (h *Hub) writeChunk(c *client, evs []*Event, keepAlive bool) error {
 		}
 		n = len(bufs[0])
 	}
-	// Setting a deadline is a timer update in the runtime's poller, a
-	// tenth of the writers' time with a write per client and tick (and
-	// the write itself most of the rest); renewing it only once half of
-	// it has passed does that every few seconds instead.
-	if now := time.Now(); c.deadline.Sub(now) < h.opts.WriteTimeout/2 {
-		c.deadline = now.Add(h.opts.WriteTimeout)
-		c.out.SetWriteDeadline(c.deadline)
-	}
+	// Renewed at half-time, not per write: a deadline per write was a
+	// tenth of the writers' time with a write per client and tick.
+	c.deadline.Timeout = h.opts.WriteTimeout
+	c.deadline.Renew(c.out)
 	if c.ws {
 		return writev.Write(c.out, bufs...)
 	}
@@ -330,18 +329,6 @@ func (c *client) bytes(e *Event) []byte {
 		c.pos = e.id
 	}
 	return e.Bytes(c.compressed)
-}
-
-// socket is the connection underneath wrappers that count it (the
-// service's connection budget), for writing.
-func socket(c net.Conn) net.Conn {
-	for {
-		u, ok := c.(interface{ Unwrap() net.Conn })
-		if !ok {
-			return c
-		}
-		c = u.Unwrap()
-	}
 }
 
 // removeLocked takes c off the hub; the caller runs finish on it after
@@ -370,29 +357,17 @@ func finish(cs []*client) {
 		if c == nil {
 			continue
 		}
-		if c.conn != nil {
-			closeConn(c.conn)
+		switch {
+		case c.conn == nil:
+		case c.dropped:
+			peerwrite.Drop(c.conn)
+		default:
+			_ = peerwrite.Close(c.conn)
 		}
 		if c.onClose != nil {
 			c.onClose()
 		}
 	}
-}
-
-// closeConn closes a client's connection without waiting on the client.
-// crypto/tls's Close first writes a closing alert, under a deadline of its
-// own of 5 s; to a client that stopped reading — the one being dropped —
-// that write waits the whole 5 s on a full socket. So the alert is sent
-// only when the socket has nothing left unsent; otherwise the socket is
-// closed underneath first (the kernel still sends what it holds, then
-// FIN) and the alert's write fails at once.
-func closeConn(conn net.Conn) {
-	if tc, ok := socket(conn).(*tls.Conn); ok {
-		if q, ok := unread(tc); !ok || q > 0 {
-			tc.NetConn().Close()
-		}
-	}
-	conn.Close()
 }
 
 // watch runs while the hub has clients: it queues keep-alives for silent
@@ -427,13 +402,14 @@ func (h *Hub) watch() {
 					h.kickLocked(c)
 				}
 				if h.opts.MaxQueued > 0 && c.conn != nil {
-					switch q, ok := unread(c.out); {
+					switch q, ok := peerwrite.Unsent(c.out); {
 					case !ok || q <= h.opts.MaxQueued:
 						c.stalled = time.Time{}
 					case c.stalled.IsZero():
 						c.stalled = now
 					case now.Sub(c.stalled) >= h.opts.MaxStall:
 						h.dropped++
+						c.dropped = true
 						slow = append(slow, h.removeLocked(c))
 					}
 				}
@@ -560,10 +536,10 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, o ServeOptions) {
 	if c.removed {
 		// Dropped or stopped while its head was written.
 		h.mu.Unlock()
-		closeConn(conn)
+		_ = peerwrite.Close(conn)
 		return
 	}
-	c.conn, c.out = conn, socket(conn)
+	c.conn, c.out = conn, peerwrite.Socket(conn)
 	c.lastWrite = time.Now()
 	c.scheduled = false
 	if len(c.pending) > 0 {
@@ -650,7 +626,7 @@ func takeOver(w http.ResponseWriter, body []byte, timeout time.Duration) (net.Co
 	_, _ = bw.WriteString("\r\n")
 	conn.SetWriteDeadline(time.Now().Add(timeout))
 	if err := bw.Flush(); err != nil {
-		closeConn(conn)
+		_ = peerwrite.Close(conn)
 		return nil, err
 	}
 	return conn, nil
@@ -745,7 +721,7 @@ func (h *Hub) ServeConn(conn net.Conn, head []byte, o ServeOptions) (*Conn, bool
 	if c.removed {
 		return nil, false
 	}
-	c.conn, c.out = conn, socket(conn)
+	c.conn, c.out = conn, peerwrite.Socket(conn)
 	c.lastWrite = time.Now()
 	c.scheduled = false
 	if len(c.pending) > 0 {

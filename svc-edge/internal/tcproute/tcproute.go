@@ -14,11 +14,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"shindo.dev/lib/peerwrite"
 	"shindo.dev/lib/service"
 )
 
@@ -45,6 +47,11 @@ type Options struct {
 	Release func(addr string)
 	// MaxConns bounds the connections carried at once.
 	MaxConns int
+	// WriteTimeout bounds a write to a client: one that takes nothing of
+	// what its core sends for that long is dropped (the write deadline is
+	// renewed at half-time, so it is dropped after between half of it and
+	// all of it); 0: 10 s, as a core's SeedLink server gives the edge.
+	WriteTimeout time.Duration
 	// Name labels the metrics (the protocol carried).
 	Name string
 }
@@ -62,12 +69,16 @@ type Proxy struct {
 	turnedAway *prometheus.CounterVec
 	routed     *prometheus.CounterVec
 	redialed   prometheus.Counter
+	stalled    prometheus.Counter
 }
 
 // New returns a proxy; Serve runs it.
 func New(opts Options, log *slog.Logger) (*Proxy, error) {
 	if len(opts.Targets) == 0 || opts.Order == nil || opts.DialTimeout <= 0 || opts.MaxConns < 1 {
 		return nil, errors.New("tcproute: targets, order, a dial timeout and a connection limit are required")
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 10 * time.Second
 	}
 	labels := prometheus.Labels{"protocol": opts.Name}
 	return &Proxy{opts: opts, log: log, conns: map[net.Conn]struct{}{},
@@ -79,12 +90,14 @@ func New(opts Options, log *slog.Logger) (*Proxy, error) {
 			Help: "Connections carried, by core address."}, []string{"core"}),
 		redialed: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_tcp_redialed_total", ConstLabels: labels,
 			Help: "Connections carried to another core because theirs closed before its first byte."}),
+		stalled: prometheus.NewCounter(prometheus.CounterOpts{Name: "shindo_edge_tcp_stalled_total", ConstLabels: labels,
+			Help: "Connections dropped because the client took nothing of what its core sent within the write timeout."}),
 	}, nil
 }
 
 // Collectors are the proxy's metrics.
 func (p *Proxy) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{p.open, p.turnedAway, p.routed, p.redialed}
+	return []prometheus.Collector{p.open, p.turnedAway, p.routed, p.redialed, p.stalled}
 }
 
 // Serve carries the connections ln accepts until ctx ends, then closes
@@ -93,11 +106,18 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		<-ctx.Done()
 		_ = ln.Close()
+		// Closed outside the lock, which every connection's end takes, and
+		// without waiting on clients that stopped reading (a TLS
+		// connection's closing alert).
 		p.mu.Lock()
+		conns := make([]net.Conn, 0, len(p.conns))
 		for c := range p.conns {
-			_ = c.Close()
+			conns = append(conns, c)
 		}
 		p.mu.Unlock()
+		for _, c := range conns {
+			_ = peerwrite.Close(c)
+		}
 	}()
 	for {
 		c, err := service.Accept(ln)
@@ -142,7 +162,7 @@ func (p *Proxy) admit(c net.Conn, addr string) string {
 }
 
 func (p *Proxy) drop(c net.Conn, addr string) {
-	_ = c.Close()
+	_ = peerwrite.Close(c)
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
@@ -174,7 +194,7 @@ func (p *Proxy) carry(ctx context.Context, c net.Conn) {
 		p.turnedAway.WithLabelValues("no_core").Inc()
 		return
 	}
-	s := &splice{client: c, up: up}
+	s := &splice{client: &peerwrite.Writer{Conn: c, Deadline: peerwrite.Deadline{Timeout: p.opts.WriteTimeout}}, up: up}
 	defer func() { s.closeUp() }()
 	done := make(chan struct{}, 2)
 	go func() {
@@ -203,7 +223,12 @@ func (p *Proxy) carry(ctx context.Context, c net.Conn) {
 	<-done
 	// Either side's end ends the connection: a core that went away must
 	// not leave its client waiting on a half-open one.
-	_ = c.Close()
+	if s.stalledClient() {
+		p.stalled.Inc()
+		peerwrite.Drop(c)
+	} else {
+		_ = peerwrite.Close(c)
+	}
 	s.closeUp()
 	<-done
 }
@@ -238,7 +263,10 @@ const replayLimit = 16 << 10
 // byte it keeps what the client sent, for another core should this one
 // close without a word.
 type splice struct {
-	client net.Conn
+	// client is written with a deadline: one that stops reading is
+	// dropped, where a write without one would wait for as long as its
+	// kernel keeps answering with a closed window.
+	client *peerwrite.Writer
 
 	mu       sync.Mutex
 	up       net.Conn
@@ -246,6 +274,7 @@ type splice struct {
 	sent     []byte // the client's bytes before that
 	tooMuch  bool   // more than replayLimit of them: no replay
 	ended    bool   // the client's side ended
+	stalled  bool   // a write to the client timed out
 }
 
 // fromClient copies the client's bytes to the core until either ends.
@@ -259,10 +288,10 @@ func (s *splice) fromClient() {
 		up, answered := s.up, s.answered
 		s.mu.Unlock()
 		if answered {
-			_, _ = io.Copy(up, s.client)
+			_, _ = io.Copy(up, s.client.Conn)
 			break
 		}
-		n, err := s.client.Read(buf)
+		n, err := s.client.Conn.Read(buf)
 		if n > 0 {
 			s.mu.Lock()
 			up, answered = s.up, s.answered
@@ -300,7 +329,7 @@ func (s *splice) fromCore() bool {
 	s.mu.Lock()
 	up := s.up
 	s.mu.Unlock()
-	buf := make([]byte, 4<<10) // the core's first answer; io.Copy takes the rest
+	buf := make([]byte, 4<<10) // the core's first answer, then everything it sends
 	n, err := up.Read(buf)
 	if n == 0 && err != nil {
 		s.mu.Lock()
@@ -311,13 +340,27 @@ func (s *splice) fromCore() bool {
 	s.mu.Lock()
 	s.answered, s.sent = true, nil
 	s.mu.Unlock()
-	if _, werr := s.client.Write(buf[:n]); werr == nil && err == nil {
-		_, _ = io.Copy(s.client, up)
+	_, werr := s.client.Write(buf[:n])
+	if werr == nil && err == nil {
+		// Through buf, each write under the deadline: the core's records
+		// are small, and a kernel-to-kernel copy could not be bounded.
+		_, werr = io.CopyBuffer(s.client, struct{ io.Reader }{up}, buf)
 	}
-	if tc, ok := s.client.(*net.TCPConn); ok {
+	if errors.Is(werr, os.ErrDeadlineExceeded) {
+		s.mu.Lock()
+		s.stalled = true
+		s.mu.Unlock()
+	}
+	if tc, ok := s.client.Conn.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
 	}
 	return false
+}
+
+func (s *splice) stalledClient() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stalled
 }
 
 // replace makes up the core, sending it what the client sent so far;

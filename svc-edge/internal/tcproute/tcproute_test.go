@@ -30,22 +30,29 @@ type core struct {
 
 func startCore(t *testing.T, name string) *core {
 	t.Helper()
+	ln := fakeCore(t, func(conn net.Conn) {
+		defer conn.Close()
+		io.WriteString(conn, name+"\n")
+		io.Copy(conn, conn)
+	})
+	return &core{ln: ln, name: name}
+}
+
+// fakeCore listens on loopback until the test ends and serves each
+// connection with handle, in a goroutine of its own.
+func fakeCore(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
 	ln := listenLocal(t)
-	c := &core{ln: ln, name: name}
 	go func() {
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer conn.Close()
-				io.WriteString(conn, name+"\n")
-				io.Copy(conn, conn)
-			}()
+			go handle(conn)
 		}
 	}()
-	return c
+	return ln
 }
 
 func startProxy(t *testing.T, targets []string, order func() []int, perAddr int) (*Proxy, string) {
@@ -195,20 +202,12 @@ func listenLocal(t *testing.T) net.Listener {
 // goes.
 func dyingCore(t *testing.T, wait time.Duration) net.Listener {
 	t.Helper()
-	ln := listenLocal(t)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			time.AfterFunc(wait, func() {
-				_ = c.(*net.TCPConn).SetLinger(0)
-				_ = c.Close()
-			})
-		}
-	}()
-	return ln
+	return fakeCore(t, func(c net.Conn) {
+		time.AfterFunc(wait, func() {
+			_ = c.(*net.TCPConn).SetLinger(0)
+			_ = c.Close()
+		})
+	})
 }
 
 // TestCoreClosingUnansweredIsPassedOver: a core that closes a connection
@@ -364,5 +363,59 @@ func TestTLSBothSides(t *testing.T) {
 	})
 	if n := accepted.Load(); n != 1 {
 		t.Errorf("the core accepted %d connections, want 1: the stalled client cost one", n)
+	}
+}
+
+// TestClientThatStopsReadingIsDropped: a client that takes nothing of
+// what its core sends is dropped within the write timeout, counted, and
+// its slots given back, where a write without a deadline would wait for
+// as long as its kernel answers with a closed window.
+func TestClientThatStopsReadingIsDropped(t *testing.T) {
+	t.Parallel()
+	// A core that greets, then sends as fast as it may.
+	ln := fakeCore(t, func(conn net.Conn) {
+		defer conn.Close()
+		_ = conn.SetWriteDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(conn, "TNN-1\n")
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := conn.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	const timeout = 300 * time.Millisecond
+	var held atomic.Int64
+	p, err := New(Options{Targets: []string{ln.Addr().String()}, Order: func() []int { return []int{0} },
+		DialTimeout: time.Second, MaxConns: 10, Name: "seedlink", WriteTimeout: timeout,
+		Acquire: func(string) bool { held.Add(1); return true }, Release: func(string) { held.Add(-1) },
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln := listenLocal(t)
+	serve(t, p, pln)
+
+	// The client reads the greeting, then nothing.
+	c, err := net.Dial("tcp", pln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "TNN-1\n" {
+		t.Fatalf("greeting %q, %v", line, err)
+	}
+	start := time.Now()
+	if !poll.Within(5*time.Second, func() bool { return testutil.ToFloat64(p.stalled) == 1 }) {
+		t.Fatal("the client that stopped reading was never dropped")
+	}
+	// The kernels' buffers fill first (some megabytes on loopback), then
+	// the write waits out the timeout.
+	if took := time.Since(start); took > timeout+time.Second {
+		t.Errorf("dropped after %v; the write timeout is %v", took, timeout)
+	}
+	if !poll.Within(2*time.Second, func() bool { return testutil.ToFloat64(p.open) == 0 && held.Load() == 0 }) {
+		t.Fatalf("after the drop: %v connections open, %d address slots held", testutil.ToFloat64(p.open), held.Load())
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"shindo.dev/lib/peerwrite"
 	"shindo.dev/lib/service"
 	"shindo.dev/lib/writev"
 )
@@ -193,11 +194,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		close(stop)
 		_ = ln.Close()
 		web.close()
+		// Closed outside the lock, which every session's end takes, and
+		// without waiting on clients that stopped reading (a TLS
+		// connection's closing alert waits up to 5 s on a full socket).
 		s.mu.Lock()
+		conns := make([]net.Conn, 0, len(s.conns))
 		for c := range s.conns {
-			_ = c.Close()
+			conns = append(conns, c)
 		}
 		s.mu.Unlock()
+		for _, c := range conns {
+			_ = peerwrite.Close(c)
+		}
 	}()
 	for {
 		c, err := service.Accept(ln)
@@ -280,7 +288,9 @@ func (s *Server) release(c net.Conn) {
 // serveConn serves one TCP connection: SeedLink, or an HTTP request to
 // upgrade to WebSocket, which is handed to the HTTP server and waited for.
 func (s *Server) serveConn(c net.Conn, web *chanListener, stop <-chan struct{}) {
-	defer func() { _ = c.Close() }()
+	// A session ended by a write that timed out leaves a full socket,
+	// where a TLS connection's closing alert would wait 5 s more.
+	defer func() { _ = peerwrite.Close(c) }()
 	br := bufio.NewReaderSize(c, MaxLine+2)
 	_ = c.SetReadDeadline(time.Now().Add(s.opts.Negotiation))
 	head, err := br.Peek(4)
