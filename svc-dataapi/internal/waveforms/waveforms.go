@@ -50,7 +50,7 @@ const unavailable = "archive unavailable"
 // archive, as the archive needs none and its gRPC metadata is no client's
 // business.
 func Handler(ctx context.Context, client waveformv1.WaveformServiceClient, log *slog.Logger, opts ...runtime.ServeMuxOption) (http.Handler, error) {
-	h := &handler{client: client, log: log}
+	h := &handler{client: client, log: log, writeStall: writeStall}
 	none := func(string) (string, bool) { return "", false }
 	opts = append(opts,
 		runtime.WithErrorHandler(h.gatewayError),
@@ -74,7 +74,13 @@ func Handler(ctx context.Context, client waveformv1.WaveformServiceClient, log *
 type handler struct {
 	client waveformv1.WaveformServiceClient
 	log    *slog.Logger
+	// writeStall is how long one part's write to the client may take.
+	writeStall time.Duration
 }
+
+// writeStall bounds each part's write: a client that takes none of it
+// for that long is cut, with its export (fdsnws-dataselect's bound).
+const writeStall = 30 * time.Second
 
 func (h *handler) gatewayError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if archiveFailed(err) {
@@ -149,6 +155,12 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	for {
+		// Without a deadline a client that stops reading would hold the
+		// handler and the archive's stream for as long as its kernel
+		// answers with a closed window.
+		if err := rc.SetWriteDeadline(time.Now().Add(h.writeStall)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return
+		}
 		if _, err := w.Write(part.GetData()); err != nil {
 			return // the client left; cancel ends the export
 		}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"shindo.dev/lib/peerwrite"
 	"shindo.dev/svc-edge/internal/sse"
 )
 
@@ -399,7 +400,9 @@ func (s *Server) session(conn net.Conn, br *bufio.Reader, addr string) {
 		// The connection is closed next either way; a client that does
 		// not take the reason within the second loses only the reason.
 		_, _ = conn.Write(append(disconnectFrame(reason), closeFrame(code, "")...))
-		conn.Close()
+		// Not crypto/tls's Close, which would wait 5 s more to write its
+		// alert where the reason did not fit, holding the address's slot.
+		_ = peerwrite.Close(conn)
 		release()
 	}
 	conn.SetReadDeadline(time.Now().Add(s.opts.StartTimeout))
@@ -409,7 +412,7 @@ func (s *Server) session(conn net.Conn, br *bufio.Reader, addr string) {
 			fail(ReasonFormat, closeProtocol)
 			return
 		}
-		conn.Close() // gone, or silent past the start timeout
+		_ = peerwrite.Close(conn) // gone, or silent past the start timeout
 		release()
 		return
 	}

@@ -189,7 +189,8 @@ type WSOptions struct {
 	// is, the connection is anonymous and costs the server for nothing.
 	FirstWithin time.Duration
 	// Idle closes a connection silent this long: a station sends several
-	// packets a second, and one that stopped is gone.
+	// packets a second, and one that stopped is gone. It bounds the write
+	// of an ack too: a station that takes none for that long is gone.
 	Idle time.Duration
 	// PerAddr bounds connections per client address, started or not (0:
 	// no bound); PerStation the connections of one station — the newest
@@ -307,7 +308,14 @@ func (u *wsUplink) serve(w http.ResponseWriter, r *http.Request) {
 			station = id
 			u.admit(station, c)
 		}
-		if err := c.Write(ctx, websocket.MessageBinary, ack); err != nil {
+		// A station that stops reading its acks ends the connection
+		// within Idle, as one that stops sending does: without a bound
+		// the write would wait as long as its kernel answers with a
+		// closed window, holding the address's connection slot.
+		wctx, cancel := context.WithTimeout(ctx, u.opts.Idle)
+		err = c.Write(wctx, websocket.MessageBinary, ack)
+		cancel()
+		if err != nil {
 			u.log.DebugContext(ctx, "ws ack not sent", slog.Any("error", err))
 			return
 		}

@@ -1,13 +1,16 @@
 package listen
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,5 +171,61 @@ func TestUDPClosedTwice(t *testing.T) {
 	}
 	if err := u.Close(); err != nil {
 		t.Errorf("Close after Run ended: %v", err)
+	}
+}
+
+// TestWebSocketStationThatStopsReading: a station that sends but takes
+// none of its acks ends its connection within Idle, as a silent one
+// does, and gives back its address's slot; without a bound on the ack's
+// write the handler waited as long as the station's kernel answered with
+// a closed window.
+func TestWebSocketStationThatStopsReading(t *testing.T) {
+	t.Parallel()
+	bigAck := bytes.Repeat([]byte("a"), 64<<10) // fills the buffers in a few dozen
+	ref := &refusals{n: map[string]int{}}
+	srv := httptest.NewServer(WebSocket(func(batch [][]byte, _ ingestv1.Transport) func() [][]byte {
+		acks := make([][]byte, len(batch))
+		for i := range batch {
+			acks[i] = bigAck
+		}
+		return func() [][]byte { return acks }
+	}, WSOptions{FirstWithin: 5 * time.Second, Idle: 500 * time.Millisecond, PerAddr: 1, Refused: ref.add},
+		slog.New(slog.NewTextHandler(io.Discard, nil))))
+	t.Cleanup(srv.Close)
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + WSPath
+
+	// A small receive buffer, so the server's writes block soon.
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	stuck, _, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.CloseNow()
+	// Packets until the station's own writes block: the server no longer
+	// reads, as it waits on an ack's write.
+	packet := datagram(t, "S1")
+	for range 5000 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := stuck.Write(ctx, websocket.MessageBinary, packet)
+		cancel()
+		if err != nil {
+			break
+		}
+	}
+	// The address's one slot comes back once the server lets go.
+	if !poll.Within(5*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c, _, err := websocket.Dial(ctx, url, nil)
+		if err != nil {
+			return false
+		}
+		c.CloseNow()
+		return true
+	}) {
+		t.Fatalf("the address's slot was never given back (refused per address %d times)", ref.get("per_address"))
 	}
 }
