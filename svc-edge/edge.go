@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -670,27 +671,9 @@ func (s *streams) compat(topic string) http.HandlerFunc {
 // cannot set headers) from the history.
 func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	want := map[string]bool{}
-	notifications := false
-	for _, part := range strings.Split(q.Get("topics"), ",") {
-		part = strings.TrimSpace(part)
-		switch public := streamTopics[part]; {
-		case part == "":
-			continue
-		case part == topicNotify:
-			notifications = true
-		case part == topicReport && !s.reports:
-			writeError(w, http.StatusBadRequest, "topic report: this edge serves no reports (it watches no data API)")
-			return
-		case !public:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown topic %q: this edge serves rts, eew, intensity, lpgm, report and notify", part))
-			return
-		default:
-			want[part] = true
-		}
-	}
-	if len(want) == 0 && !notifications {
-		writeError(w, http.StatusBadRequest, "topics: give one or more of rts, eew, intensity, lpgm, report, notify (comma-separated)")
+	want, notifications, err := parseTopics(q.Get("topics"), s.reports)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	compress := q.Get("compress") == "1"
@@ -742,6 +725,44 @@ func (s *streams) stream(w http.ResponseWriter, r *http.Request) {
 	s.serveSSE(w, r, o)
 }
 
+// parseTopics reads /v1/stream's topics= (comma-separated): the hub
+// topics wanted, and whether notifications are; reports tells whether this
+// edge serves reports. An unknown topic is an error naming it.
+func parseTopics(topics string, reports bool) (want map[string]bool, notifications bool, err error) {
+	want = map[string]bool{}
+	for _, part := range strings.Split(topics, ",") {
+		part = strings.TrimSpace(part)
+		switch public := streamTopics[part]; {
+		case part == "":
+			continue
+		case part == topicNotify:
+			notifications = true
+		case part == topicReport && !reports:
+			return nil, false, errors.New("topic report: this edge serves no reports (it watches no data API)")
+		case !public:
+			return nil, false, fmt.Errorf("unknown topic %q: this edge serves rts, eew, intensity, lpgm, report and notify", truncate(part, 64))
+		default:
+			want[part] = true
+		}
+	}
+	if len(want) == 0 && !notifications {
+		return nil, false, errors.New("topics: give one or more of rts, eew, intensity, lpgm, report, notify (comma-separated)")
+	}
+	return want, notifications, nil
+}
+
+// truncate cuts an echoed value from outside to at most n bytes, at a
+// rune's start.
+func truncate(v string, n int) string {
+	if len(v) <= n {
+		return v
+	}
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + "…"
+}
+
 // tremTopics are the topics of GET /api/v1/trem/sse and the hub topics
 // they carry (with mode=live, or without, asleep).
 var tremTopics = map[string]struct{ live, asleep string }{
@@ -749,36 +770,33 @@ var tremTopics = map[string]struct{ live, asleep string }{
 	"trem.intensity.v1": {topicIntensityXML, topicIntensityXML},
 }
 
-// tremSSE serves GET /api/v1/trem/sse?topics=trem.intensity.v1,trem.rts.v1
-// [&mode=live], the stream of the newest TREM-Lite
-// (packages/core/src/features/data/dataHttp.ts of ExpTechTW/TREM-Lite at
-// 2400a0e): one named event per topic, rts.v1 as JSON and the intensity
-// flashes as TREM XML, opened by an info event naming the topics granted
-// and denied. With mode=live every tick's rts.v1; without, asleep, only the
-// ticks with a triggered station. Resumes with Last-Event-ID like
-// /v1/stream.
-func (s *streams) tremSSE(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+// maxTremTopics bounds the topics one TREM stream names, granted or
+// denied: each denied one is echoed in the opening info event.
+const maxTremTopics = 16
+
+// parseTremTopics reads /api/v1/trem/sse's topics= and mode=: the hub
+// topics wanted, the TREM topics granted in their order, and those denied
+// with why.
+func parseTremTopics(topics, mode string) (want map[string]bool, granted []string, denied map[string]string, err error) {
 	live := false
-	switch q.Get("mode") {
+	switch mode {
 	case "live":
 		live = true
 	case "":
 	default:
-		writeError(w, http.StatusBadRequest, "mode: live, or none for alert frames only")
-		return
+		return nil, nil, nil, errors.New("mode: live, or none for alert frames only")
 	}
-	want := map[string]bool{}
-	var granted []string
-	denied := map[string]string{}
-	for _, name := range strings.Split(q.Get("topics"), ",") {
+	want, denied = map[string]bool{}, map[string]string{}
+	for _, name := range strings.Split(topics, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" || slices.Contains(granted, name) {
 			continue
 		}
-		if len(granted)+len(denied) >= 16 {
-			writeError(w, http.StatusBadRequest, "topics: at most 16")
-			return
+		if _, again := denied[name]; again {
+			continue
+		}
+		if len(granted)+len(denied) >= maxTremTopics {
+			return nil, nil, nil, fmt.Errorf("topics: at most %d", maxTremTopics)
 		}
 		t, ok := tremTopics[name]
 		if !ok {
@@ -793,7 +811,24 @@ func (s *streams) tremSSE(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(granted) == 0 {
-		writeError(w, http.StatusBadRequest, "topics: give trem.rts.v1 and/or trem.intensity.v1 (comma-separated)")
+		return nil, nil, nil, errors.New("topics: give trem.rts.v1 and/or trem.intensity.v1 (comma-separated)")
+	}
+	return want, granted, denied, nil
+}
+
+// tremSSE serves GET /api/v1/trem/sse?topics=trem.intensity.v1,trem.rts.v1
+// [&mode=live], the stream of the newest TREM-Lite
+// (packages/core/src/features/data/dataHttp.ts of ExpTechTW/TREM-Lite at
+// 2400a0e): one named event per topic, rts.v1 as JSON and the intensity
+// flashes as TREM XML, opened by an info event naming the topics granted
+// and denied. With mode=live every tick's rts.v1; without, asleep, only the
+// ticks with a triggered station. Resumes with Last-Event-ID like
+// /v1/stream.
+func (s *streams) tremSSE(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	want, granted, denied, err := parseTremTopics(q.Get("topics"), q.Get("mode"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	lastID, err := lastEventID(r)
@@ -807,7 +842,7 @@ func (s *streams) tremSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	hello, _ := json.Marshal(greeting)
 	s.serveSSE(w, r, sse.ServeOptions{Hello: []*sse.Event{sse.NewEvent("info", hello)}, LastID: lastID,
-		Latest: lastID == "" && live, Want: func(t string) bool { return want[t] }})
+		Latest: lastID == "" && q.Get("mode") == "live", Want: func(t string) bool { return want[t] }})
 }
 
 // serveSSE serves a stream within the per-address connection limit.

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +89,78 @@ func BenchmarkNTP(b *testing.B) {
 	for b.Loop() {
 		timesync.ServeNTP(httptest.NewRecorder(), req)
 	}
+}
+
+// FuzzParseTopics: /v1/stream's topics= never panics; what it accepts is
+// public topics only, something at least, and an error echoes at most a
+// bounded piece of what was sent.
+func FuzzParseTopics(f *testing.F) {
+	f.Add("rts,eew,report,notify", true)
+	f.Add("rts, intensity ,lpgm", false)
+	f.Add("report", false)
+	f.Add(",,,", true)
+	f.Add("rts,"+strings.Repeat("x", 5000), true)
+	f.Add("\xff\xfe,rts", true)
+	f.Add("notify", false)
+	f.Fuzz(func(t *testing.T, topics string, reports bool) {
+		want, notifications, err := parseTopics(topics, reports)
+		if err != nil {
+			if len(err.Error()) > 200 {
+				t.Fatalf("error of %d bytes: %q", len(err.Error()), err)
+			}
+			return
+		}
+		if len(want) == 0 && !notifications {
+			t.Fatal("accepted with nothing to stream")
+		}
+		for topic := range want {
+			if !streamTopics[topic] || topic == topicNotify || topic == topicReport && !reports {
+				t.Fatalf("topic %q granted", topic)
+			}
+			if !slices.ContainsFunc(strings.Split(topics, ","), func(p string) bool { return strings.TrimSpace(p) == topic }) {
+				t.Fatalf("topic %q not asked for in %q", topic, topics)
+			}
+		}
+	})
+}
+
+// FuzzParseTremTopics: /api/v1/trem/sse's topics= and mode= never panic;
+// what is granted is TREM topics asked for, once each, at most
+// maxTremTopics named in all, and the hub topics follow the mode.
+func FuzzParseTremTopics(f *testing.F) {
+	f.Add("trem.rts.v1,trem.intensity.v1", "live")
+	f.Add("trem.rts.v1,trem.rts.v1,x,y", "")
+	f.Add("trem.rts.v1", "asleep")
+	f.Add(strings.Repeat("a,", 40)+"trem.rts.v1", "")
+	f.Add(" trem.intensity.v1 ,", "live")
+	f.Fuzz(func(t *testing.T, topics, mode string) {
+		want, granted, denied, err := parseTremTopics(topics, mode)
+		if err != nil {
+			return
+		}
+		if mode != "" && mode != "live" {
+			t.Fatalf("mode %q accepted", mode)
+		}
+		if len(granted) == 0 || len(granted)+len(denied) > maxTremTopics {
+			t.Fatalf("%d granted, %d denied", len(granted), len(denied))
+		}
+		for i, name := range granted {
+			tt, ok := tremTopics[name]
+			if !ok || slices.Contains(granted[:i], name) {
+				t.Fatalf("granted %q", name)
+			}
+			hub := tt.asleep
+			if mode == "live" {
+				hub = tt.live
+			}
+			if !want[hub] {
+				t.Fatalf("granted %q without its hub topic %q", name, hub)
+			}
+		}
+		for name := range denied {
+			if _, ok := tremTopics[name]; ok {
+				t.Fatalf("denied %q, a TREM topic", name)
+			}
+		}
+	})
 }
