@@ -1,8 +1,12 @@
 package seedlink
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +82,63 @@ func FuzzSession(f *testing.F) {
 		err := newSession(s, tr).run(stop)
 		if err == nil {
 			t.Fatal("a session ended without a reason")
+		}
+	})
+}
+
+// FuzzLines: the command lines of a TCP client's bytes and of a WebSocket
+// message never hold CR or LF, are never blank, keep the bytes between
+// the line ends in order, and a TCP line is at most MaxLine bytes — a
+// longer run ends the connection instead.
+func FuzzLines(f *testing.F) {
+	for _, seed := range []string{
+		"HELLO\r\nSTATION 00001 SH\nSELECT 00BNZ.D\r\rDATA\nEND\n",
+		"\n\n\r\r",
+		"INFO ID",
+		strings.Repeat("x", MaxLine) + "\n" + strings.Repeat("y", MaxLine+1),
+		"SLPROTO 4.0\r\n   \r\nBYE\r\n",
+		"\x00\xff\xfe\n\x80",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		// What the lines must be: the runs between CR and LF, in order.
+		runs := strings.FieldsFunc(string(in), func(r rune) bool { return r == '\r' || r == '\n' })
+		// TCP: byte by byte from the stream; a last run with no line end
+		// is no line (the stream ended in it), unless it is already too
+		// long.
+		lines := runs
+		if n := len(in); n > 0 && in[n-1] != '\r' && in[n-1] != '\n' {
+			lines = runs[:len(runs)-1]
+		}
+		br := bufio.NewReader(bytes.NewReader(in))
+		for i := 0; ; i++ {
+			line, err := nextLine(br)
+			if errors.Is(err, errLineTooLong) {
+				if i >= len(runs) || len(runs[i]) <= MaxLine {
+					t.Fatalf("line %d: too long, but the run is %q", i, runs[i:])
+				}
+				break
+			}
+			if err != nil {
+				if i != len(lines) || len(runs) > len(lines) && len(runs[i]) > MaxLine {
+					t.Fatalf("ended after %d lines of %d (%v)", i, len(lines), err)
+				}
+				break
+			}
+			if i >= len(lines) || line != lines[i] || len(line) > MaxLine {
+				t.Fatalf("line %d: %q, want %q", i, line, lines[i:])
+			}
+		}
+		// WebSocket: one message's commands, blank ones left out.
+		var want []string
+		for _, r := range runs {
+			if strings.TrimSpace(r) != "" {
+				want = append(want, r)
+			}
+		}
+		if got := commands(in); !slices.Equal(got, want) {
+			t.Fatalf("commands %q, want %q", got, want)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -1110,4 +1111,40 @@ func archivedRun(last uint64) Frame {
 		run.UD, run.NS, run.EW = append(run.UD, f.UD...), append(run.NS, f.NS...), append(run.EW, f.EW...)
 	}
 	return run
+}
+
+// TestRefusedWebSocketRequestLetsGo: an HTTP request on the SeedLink port
+// that is no WebSocket upgrade is answered and its connection closed: kept
+// alive, it would hold a connection slot for as long as the client
+// cared to, as net/http waits for a next request without a deadline.
+func TestRefusedWebSocketRequestLetsGo(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, func(o *Options) { o.MaxPerAddr = 2 })
+	c := dial(t, s.addr)
+	if _, err := io.WriteString(c.c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Fatalf("a plain GET answered %s", resp.Status)
+	}
+	_ = c.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if n, err := c.r.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("after the refusal the connection read %d, %v; want it closed", n, err)
+	}
+	if !poll.Within(3*time.Second, func() bool { return s.connCount() == 0 }) {
+		t.Fatalf("%d connections held after the refusal", s.connCount())
+	}
+}
+
+// connCount is how many connections s holds.
+func (s *testServer) connCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }

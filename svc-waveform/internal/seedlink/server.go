@@ -185,8 +185,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveWebSocket(w, r, stop) }),
 		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// A connection serves one upgrade; kept alive after anything
+		// else, it would hold its slot waiting for a next request, which
+		// net/http does without a deadline unless given this one.
+		IdleTimeout:    s.opts.Negotiation,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	go func() { _ = hs.Serve(web) }() // ends when web closes
 	go func() {
@@ -376,12 +380,21 @@ func (t *tcpTransport) beginStream() {
 }
 
 func (t *tcpTransport) readLine() (string, error) {
+	// A whole line within the negotiation timeout, not each byte: one
+	// byte now and then must not hold a connection for MaxLine times it.
+	if !t.inStream {
+		_ = t.c.SetReadDeadline(time.Now().Add(t.negotiation))
+	}
+	return nextLine(t.r)
+}
+
+// nextLine reads the next command line from a client's bytes: up to CR or
+// LF (either ends a line, as clients send either or both), skipping empty
+// lines; errLineTooLong beyond MaxLine bytes.
+func nextLine(r io.ByteReader) (string, error) {
 	var line []byte
 	for {
-		if !t.inStream {
-			_ = t.c.SetReadDeadline(time.Now().Add(t.negotiation))
-		}
-		b, err := t.r.ReadByte()
+		b, err := r.ReadByte()
 		if err != nil {
 			return "", err
 		}
@@ -411,7 +424,7 @@ func (t *tcpTransport) writePackets(parts [][]byte) error { return t.write(parts
 
 // serveWebSocket upgrades a request to SeedLink over WebSocket.
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, stop <-chan struct{}) {
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	c, err := websocket.Accept(closeUnlessUpgraded{w}, r, &websocket.AcceptOptions{
 		Subprotocols: []string{"SeedLink4.0", "SeedLink3.1"},
 		// Browser pages of any origin may read public data, as ringserver
 		// lets them.
@@ -434,6 +447,21 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, stop <-c
 		_ = c.Close(websocket.StatusNormalClosure, "")
 	}
 }
+
+// closeUnlessUpgraded closes the connection after any answer but an
+// upgrade's: this port serves nothing else over HTTP. (The WebSocket
+// library answers a request that is no upgrade with "Connection: Upgrade",
+// which would keep it alive.)
+type closeUnlessUpgraded struct{ http.ResponseWriter }
+
+func (w closeUnlessUpgraded) WriteHeader(code int) {
+	if code != http.StatusSwitchingProtocols {
+		w.Header().Set("Connection", "close")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w closeUnlessUpgraded) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // wsTransport is SeedLink over WebSocket: each message from the client
 // holds one or more commands; each reply and packet is one binary message.
@@ -465,15 +493,23 @@ func (t *wsTransport) readLine() (string, error) {
 			}
 			return "", err
 		}
-		for _, l := range strings.FieldsFunc(string(msg), func(r rune) bool { return r == '\r' || r == '\n' }) {
-			if strings.TrimSpace(l) != "" {
-				t.pending = append(t.pending, l)
-			}
-		}
+		t.pending = append(t.pending, commands(msg)...)
 	}
 	l := t.pending[0]
 	t.pending = t.pending[1:]
 	return l, nil
+}
+
+// commands splits a WebSocket message into its command lines: at CR or
+// LF, blank lines left out.
+func commands(msg []byte) []string {
+	var out []string
+	for _, l := range strings.FieldsFunc(string(msg), func(r rune) bool { return r == '\r' || r == '\n' }) {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (t *wsTransport) write(parts ...[]byte) error {
