@@ -548,15 +548,13 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, o ServeOptions) {
 	h.mu.Unlock()
 	h.follow(c, o.Private)
 	go func() {
-		// Parked until the client closes (or sends, which SSE clients do
-		// not): then the stream ends at once, not at the next write.
+		// Parked until the client closes or sends: then the stream ends at
+		// once, not at the next write. An SSE client sends nothing after
+		// its request; one that does would otherwise cost a read per byte
+		// for as long as it liked.
 		var b [1]byte
-		for {
-			if _, err := conn.Read(b[:]); err != nil {
-				h.remove(c)
-				return
-			}
-		}
+		_, _ = conn.Read(b[:])
+		h.remove(c)
 	}()
 }
 

@@ -8,11 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -739,5 +741,31 @@ func TestWriteDeadline(t *testing.T) {
 				t.Fatal("the hub stalled after dropping the blocked client")
 			}
 		})
+	}
+}
+
+// TestClientThatSendsIsEnded: a taken-over stream ends as soon as its
+// client sends anything after the request, which no SSE client does: a
+// stream kept reading what it sent would cost the edge a read per byte.
+func TestClientThatSendsIsEnded(t *testing.T) {
+	t.Parallel()
+	h, srv := testHub(t, Options{})
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitClients(t, h, 1)
+	if _, err := conn.Write([]byte("junk after the request")); err != nil {
+		t.Fatal(err)
+	}
+	waitClients(t, h, 0)
+	// Closed: an end or, as it sent bytes the edge never read, a reset.
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, conn); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the stream did not end")
 	}
 }
