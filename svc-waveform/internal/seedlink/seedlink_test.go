@@ -1148,3 +1148,26 @@ func (s *testServer) connCount() int {
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
+
+// TestSlowLineCut: a command line must arrive within the negotiation
+// timeout as a whole; a client sending a byte now and then, each within
+// the timeout, is cut all the same.
+func TestSlowLineCut(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, func(o *Options) { o.Negotiation = 500 * time.Millisecond })
+	c := dial(t, s.addr)
+	start := time.Now()
+	for time.Since(start) < 3*time.Second {
+		if _, err := c.c.Write([]byte("H")); err != nil {
+			break // cut
+		}
+		//nolint:forbidigo // the trickle is the case under test
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !poll.Within(2*time.Second, func() bool { return s.connCount() == 0 }) {
+		t.Fatalf("a line trickling in for %v still holds its connection", time.Since(start).Round(time.Second))
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("cut after %v; the negotiation timeout is 500ms", took)
+	}
+}
