@@ -97,14 +97,15 @@ type Gate struct {
 	stations Stations
 	limits   Limits
 	windows  *replay.Set
-	buckets  buckets
+	buckets  buckets // new packets, per station
+	copies   buckets // copies of packets already had, per station
 	now      func() time.Time
 }
 
 // New returns a gate for site.
 func New(site string, stations Stations, limits Limits) *Gate {
 	return &Gate{site: site, stations: stations, limits: limits, windows: replay.NewSet(limits.Window),
-		buckets: buckets{m: map[string]*bucket{}}, now: time.Now}
+		buckets: buckets{m: map[string]*bucket{}}, copies: buckets{m: map[string]*bucket{}}, now: time.Now}
 }
 
 // Outcome is the gate's decision on one datagram.
@@ -167,25 +168,35 @@ func (g *Gate) Check(b []byte) Outcome {
 		out.Result = Stale
 		return out
 	}
-	if !g.buckets.take(p.GetStationId(), now, g.limits.Rate, g.limits.Burst) {
-		out.Result = RateLimited
-		return out
-	}
 	if !Bounded(p, g.limits.Freshness) {
 		out.Result = OutOfBounds
 		return out
 	}
 	out.signer, out.keyID = signer, d.GetKeyId()
+	// The replay window comes before the station's budget, and a copy of
+	// a packet already had draws on a budget of its own: anyone who saw
+	// one of a station's datagrams may send it again for as long as it is
+	// fresh, and copies drawing on the station's budget would leave none
+	// for its new packets. Copies stay bounded all the same: each is
+	// acked, to whatever address it came from.
 	w := g.window(st)
 	switch w.Check(p.GetSeq()) {
 	case replay.TooOld:
 		out.Result = Replayed
 	case replay.Duplicate:
+		if !g.copies.take(p.GetStationId(), now, g.limits.Rate, g.limits.Burst) {
+			out.Result = RateLimited
+			break
+		}
 		out.Result = Duplicate
 		out.Ack = out.sign(g.site)
 	case replay.New:
 		if top := w.Top(); g.limits.MaxSeqJump > 0 && top > 0 && p.GetSeq() > top && p.GetSeq()-top > g.limits.MaxSeqJump {
 			out.Result = OutOfBounds
+			break
+		}
+		if !g.buckets.take(p.GetStationId(), now, g.limits.Rate, g.limits.Burst) {
+			out.Result = RateLimited
 			break
 		}
 		out.Result = Accepted

@@ -301,3 +301,36 @@ func TestSeqReset(t *testing.T) {
 		t.Fatalf("seq 1 again: %v", r)
 	}
 }
+
+// TestCopiesDoNotSilenceTheStation: anyone who saw one of a station's
+// datagrams may send it again, many times, while it is fresh. The copies
+// are acked within a budget of their own; the station's new packets are
+// accepted all the same, where copies drawing on its budget left none.
+func TestCopiesDoNotSilenceTheStation(t *testing.T) {
+	t.Parallel()
+	g := testGate(t)
+	seen := seal(t, key, 1, packet("S1", 1, epoch))
+	if o := check(g, seen, true); o.Result != Accepted {
+		t.Fatalf("the station's packet: %v", o.Result)
+	}
+	acked, limited := 0, 0
+	for range 1000 {
+		switch o := check(g, seen, true); o.Result {
+		case Duplicate:
+			if o.Ack == nil {
+				t.Fatal("a copy within its budget was not acked")
+			}
+			acked++
+		case RateLimited:
+			limited++
+		default:
+			t.Fatalf("a copy: %v", o.Result)
+		}
+	}
+	if limited == 0 || acked == 0 {
+		t.Fatalf("1000 copies at one instant: %d acked, %d over the budget; want both", acked, limited)
+	}
+	if o := check(g, seal(t, key, 1, packet("S1", 2, epoch)), true); o.Result != Accepted {
+		t.Fatalf("the station's next packet, after the copies: %v", o.Result)
+	}
+}
