@@ -214,6 +214,9 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		result = fmt.Sprint(q.NoData())
 		w.WriteHeader(q.NoData())
 	}
+	// What net/http still holds goes out after the handler, maybe long
+	// after the last write's deadline (the archive's last windows empty).
+	_ = a.rc.SetWriteDeadline(time.Now().Add(h.limits.WriteStall))
 	h.requests.WithLabelValues(result).Inc()
 	h.log.DebugContext(r.Context(), "dataselect", slog.Int("windows", len(wins)), slog.Int("records", a.records),
 		slog.Int64("bytes", a.bytes), slog.Duration("took", time.Since(start)))

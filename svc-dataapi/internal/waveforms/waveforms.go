@@ -172,6 +172,9 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) {
 		}
 		part, err = stream.Recv()
 		if errors.Is(err, io.EOF) {
+			// The answer's end goes out after the handler, maybe long
+			// after the last part's deadline.
+			_ = rc.SetWriteDeadline(time.Now().Add(h.writeStall))
 			return
 		}
 		if err != nil {

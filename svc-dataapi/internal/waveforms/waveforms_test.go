@@ -2,6 +2,7 @@ package waveforms
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -99,5 +100,48 @@ func TestExportClientThatStopsReading(t *testing.T) {
 	case <-archive.ended:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the export went on with its client not reading")
+	}
+}
+
+// pausing is an archive whose export is one part, then, after a pause,
+// the end.
+type pausing struct{ waveformv1.WaveformServiceClient }
+
+func (pausing) Export(ctx context.Context, _ *waveformv1.ExportRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[waveformv1.ExportResponse], error) {
+	return &pausingStream{}, nil
+}
+
+type pausingStream struct {
+	grpc.ClientStream
+	sent bool
+}
+
+func (s *pausingStream) Recv() (*waveformv1.ExportResponse, error) {
+	if !s.sent {
+		s.sent = true
+		return &waveformv1.ExportResponse{NetworkCode: "SH", StationCode: "HUA01", Data: []byte("records")}, nil
+	}
+	//nolint:forbidigo // the archive's pause is the case under test
+	time.Sleep(600 * time.Millisecond)
+	return nil, io.EOF
+}
+
+// TestExportPausingBeforeItsEnd: the write bound is per part, not for the
+// whole download: an archive that pauses longer than it before the end
+// still has the end reach the client.
+func TestExportPausingBeforeItsEnd(t *testing.T) {
+	t.Parallel()
+	h := &handler{client: pausing{}, log: slog.New(slog.DiscardHandler), writeStall: 200 * time.Millisecond}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/waveforms/{station_id}/mseed", h.export)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/v1/waveforms/HUA01/mseed?start_ms=0&end_ms=60000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if body, err := io.ReadAll(resp.Body); err != nil || string(body) != "records" {
+		t.Fatalf("%q, %v", body, err)
 	}
 }

@@ -42,6 +42,10 @@ type Options struct {
 	EjectAfter, ReadmitAfter int
 	// ProbeInterval and ProbeTimeout pace the health probes (GET /readyz).
 	ProbeInterval, ProbeTimeout time.Duration
+	// WriteStall bounds each write of an answer to the client: one that
+	// takes nothing for that long is cut, and the core's answer with it
+	// (0: 30 s, fdsnws-dataselect's bound at the cores).
+	WriteStall time.Duration
 }
 
 // Defaults returns the documented defaults.
@@ -348,7 +352,11 @@ func (b *Balancer) probeOnce(ctx context.Context, c *core) error {
 // Handler proxies every request to the cores through b. When no core
 // answers, the client gets 502 with a JSON error and Retry-After.
 func (b *Balancer) Handler() http.Handler {
-	return &httputil.ReverseProxy{
+	stall := b.opts.WriteStall
+	if stall <= 0 {
+		stall = 30 * time.Second
+	}
+	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The balancer sets the core; this placeholder never leaves.
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "core"
@@ -378,4 +386,32 @@ func (b *Balancer) Handler() http.Handler {
 			w.Write([]byte(`{"error":"no core answered; retry shortly"}` + "\n"))
 		},
 	}
+	// Without a deadline a client that stops reading a large answer (a
+	// download, a station document) would hold the handler, and the
+	// core's answer, for as long as its kernel answers with a closed
+	// window.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		proxy.ServeHTTP(&stallBound{ResponseWriter: w, rc: rc, stall: stall}, r)
+		// What net/http still holds goes out after the handler, long
+		// after the last write's deadline if the core paused before its
+		// end.
+		_ = rc.SetWriteDeadline(time.Now().Add(stall))
+	})
 }
+
+// stallBound sets a write deadline before each write of an answer.
+type stallBound struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (w *stallBound) Write(p []byte) (int, error) {
+	if err := w.rc.SetWriteDeadline(time.Now().Add(w.stall)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return 0, err
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *stallBound) Unwrap() http.ResponseWriter { return w.ResponseWriter }

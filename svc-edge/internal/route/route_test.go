@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,5 +234,76 @@ func TestCoresCORSHeadersDropped(t *testing.T) {
 	resp.Body.Close()
 	if v := resp.Header.Values("Access-Control-Allow-Origin"); len(v) != 0 {
 		t.Fatalf("the core's CORS header passed through: %q", v)
+	}
+}
+
+// TestClientThatStopsReadingIsCut: a client that stops reading a large
+// answer through the edge is cut within WriteStall, and the core's answer
+// with it, where a write without a deadline held both for as long as the
+// client's kernel answered with a closed window.
+func TestClientThatStopsReadingIsCut(t *testing.T) {
+	t.Parallel()
+	ended := make(chan struct{})
+	c := &fakeCore{name: "TNN-1"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready\n") })
+	mux.HandleFunc("GET /v1/endless", func(w http.ResponseWriter, r *http.Request) {
+		defer close(ended)
+		chunk := make([]byte, 64<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	c.listen(t, "", mux)
+	opts := Defaults()
+	opts.WriteStall = 300 * time.Millisecond
+	_, front := testBalancer(t, opts, c)
+
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(front, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /v1/endless HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the core's answer went on with its client not reading")
+	}
+}
+
+// TestCoreThatPausesBeforeItsEnd: the write bound is per write, not for
+// the whole answer: a core that pauses longer than WriteStall before its
+// answer's end still has the end reach the client.
+func TestCoreThatPausesBeforeItsEnd(t *testing.T) {
+	t.Parallel()
+	c := &fakeCore{name: "TNN-1"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready\n") })
+	mux.HandleFunc("GET /v1/pausing", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello")
+		http.NewResponseController(w).Flush()
+		//nolint:forbidigo // the pause is the case under test
+		time.Sleep(600 * time.Millisecond)
+	})
+	c.listen(t, "", mux)
+	opts := Defaults()
+	opts.WriteStall = 200 * time.Millisecond
+	_, front := testBalancer(t, opts, c)
+	resp, err := http.Get(front + "/v1/pausing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "hello" {
+		t.Fatalf("%q, %v", body, err)
 	}
 }
