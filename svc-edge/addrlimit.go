@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+
+	"shindo.dev/lib/service"
 )
 
 // addrLimit caps the open streams per client address, so one address
@@ -34,12 +36,14 @@ func (l *addrLimit) release(addr string) {
 	}
 }
 
-// clientAddr is the connection's remote IP. Behind a proxy every client
-// would share its address; shindo's edges face clients directly.
+// clientAddr is what the per-address limits count a request's client by:
+// its connection's remote IP, an IPv6 one by its /64 (service.AddrKey).
+// Behind a proxy every client would share its address; shindo's edges
+// face clients directly.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	return service.AddrKey(host)
 }

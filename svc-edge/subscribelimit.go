@@ -3,7 +3,6 @@ package edge
 import (
 	"math"
 	"net/http"
-	"net/netip"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,7 +41,7 @@ func newSubscribeLimit(addrRate float64, addrBurst int, edgeRate float64, edgeBu
 // returning false when either is empty.
 func (l *subscribeLimit) admit(w http.ResponseWriter, r *http.Request) bool {
 	bucket := "address"
-	ok, wait := l.buckets.Allow("a:"+addrKey(clientAddr(r)), l.addrRate, l.addrBurst)
+	ok, wait := l.buckets.Allow("a:"+clientAddr(r), l.addrRate, l.addrBurst)
 	if ok {
 		bucket = "edge"
 		ok, wait = l.buckets.Allow("edge", l.edgeRate, l.edgeBurst)
@@ -54,17 +53,4 @@ func (l *subscribeLimit) admit(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(wait.Seconds())))))
 	writeError(w, http.StatusTooManyRequests, "too many notification subscriptions from this address or at this edge; retry later")
 	return false
-}
-
-// addrKey groups IPv6 addresses by /64, the block one host usually holds.
-func addrKey(host string) string {
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	if a.Is6() && !a.Is4In6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.Unmap().String()
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"syscall"
 	"time"
 )
@@ -35,4 +36,21 @@ func RemoteHost(a net.Addr) string {
 	}
 	host, _, _ := net.SplitHostPort(a.String())
 	return host
+}
+
+// AddrKey is what a per-address limit counts a client host by: an IPv4
+// address, or an IPv6 address's /64, the block one host usually holds
+// (one counted by each of its addresses would have a limit per address
+// times 2⁶⁴). Anything that is no address is its own key.
+func AddrKey(host string) string {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.WithZone("")
+	if a.Is6() && !a.Is4In6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.Unmap().String()
 }

@@ -48,3 +48,23 @@ func TestAcceptWaitsOutDescriptorShortage(t *testing.T) {
 		t.Fatalf("after Close: %v, want net.ErrClosed", err)
 	}
 }
+
+// TestAddrKey: per-address limits count an IPv6 host by its /64, an IPv4
+// one (also written IPv4-mapped) by its address.
+func TestAddrKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ host, want string }{
+		{"192.0.2.7", "192.0.2.7"},
+		{"::ffff:192.0.2.7", "192.0.2.7"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"},
+		{"fe80::1%eth0", "fe80::/64"},
+		{"::1", "::/64"},
+		{"not an address", "not an address"},
+		{"", ""},
+	} {
+		if got := AddrKey(tc.host); got != tc.want {
+			t.Errorf("AddrKey(%q) = %q, want %q", tc.host, got, tc.want)
+		}
+	}
+}

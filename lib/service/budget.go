@@ -67,7 +67,7 @@ func (l *budgetListener) Accept() (net.Conn, error) {
 		}
 		addr := ""
 		if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-			addr = tcp.IP.String()
+			addr = AddrKey(tcp.IP.String())
 		}
 		if reason := l.b.take(addr); reason != "" {
 			l.b.refused.WithLabelValues(l.name, reason).Inc()

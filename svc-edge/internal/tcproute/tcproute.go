@@ -127,7 +127,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return err
 		}
-		addr := service.RemoteHost(c.RemoteAddr())
+		addr := service.AddrKey(service.RemoteHost(c.RemoteAddr()))
 		if reason := p.admit(c, addr); reason != "" {
 			p.turnedAway.WithLabelValues(reason).Inc()
 			_ = c.Close()

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/ipv6"
 
 	ingestv1 "shindo.dev/gen/shindo/ingest/v1"
+	"shindo.dev/lib/service"
 	"shindo.dev/lib/stationwire"
 )
 
@@ -231,6 +232,7 @@ func (u *wsUplink) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		addr = r.RemoteAddr
 	}
+	addr = service.AddrKey(addr) // an IPv6 host by its /64
 	u.mu.Lock()
 	if u.opts.PerAddr > 0 && u.perAddr[addr] >= u.opts.PerAddr {
 		u.mu.Unlock()

@@ -236,7 +236,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // admit counts c against the limits, or answers ERROR and closes it.
 func (s *Server) admit(c net.Conn) bool {
-	addr := service.RemoteHost(c.RemoteAddr())
+	addr := service.AddrKey(service.RemoteHost(c.RemoteAddr()))
 	if s.opts.Proxy != nil && s.opts.Proxy(c) {
 		addr = ""
 	}
