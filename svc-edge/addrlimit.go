@@ -14,6 +14,8 @@ type addrLimit struct {
 	max int
 	mu  sync.Mutex
 	n   map[string]int
+	// refused counts the connections turned away.
+	refused uint64
 }
 
 func newAddrLimit(max int) *addrLimit { return &addrLimit{max: max, n: map[string]int{}} }
@@ -22,6 +24,7 @@ func (l *addrLimit) acquire(addr string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n[addr] >= l.max {
+		l.refused++
 		return false
 	}
 	l.n[addr]++
@@ -46,4 +49,11 @@ func clientAddr(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return service.AddrKey(host)
+}
+
+// turnedAway is how many connections the limit refused.
+func (l *addrLimit) turnedAway() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refused
 }

@@ -509,6 +509,12 @@ func (s *streams) collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shindo_edge_sse_repeats_skipped_total", Help: "Events not sent to an SSE client that already had them (published again at or before where it resumed).",
 		}, func() float64 { return float64(s.hub.Repeats()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shindo_edge_sse_refused_total", Help: "Stream clients (SSE and the WebSocket API) refused with 503: the edge held -sse-max-clients.",
+		}, func() float64 { return float64(s.hub.Refused()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shindo_edge_per_address_refused_total", Help: "Connections refused with 429 or closed by the per-address limit of streams, the WebSocket API and the SeedLink route.",
+		}, func() float64 { return float64(s.perAddr.turnedAway()) }),
 	}
 }
 

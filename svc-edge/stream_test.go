@@ -144,6 +144,9 @@ func TestStreamRefusals(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("third stream: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+	if n := st.perAddr.turnedAway(); n != 1 {
+		t.Errorf("turned away %d, want 1", n)
+	}
 }
 
 // TestWaveformRefusals: a malformed station ID gets 400 and an unknown

@@ -72,6 +72,8 @@ type Hub struct {
 	dropped uint64
 	// repeats counts events not sent to a client that already had them.
 	repeats uint64
+	// refused counts clients turned away with the hub at MaxClients.
+	refused uint64
 	ready   []*client // hijacked clients with something to write
 	workers int
 	janitor bool // the keep-alive and stop watcher runs
@@ -187,6 +189,14 @@ func (h *Hub) Repeats() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.repeats
+}
+
+// Refused returns how many clients were turned away because the hub held
+// MaxClients.
+func (h *Hub) Refused() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refused
 }
 
 // ServeOptions describe one client's stream.
@@ -438,7 +448,11 @@ func (h *Hub) subscribe(c *client, o ServeOptions) (replay []*Event, gap bool, p
 	want := func(e *Event) bool { return o.Want == nil || o.Want(e.topic) }
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.opts.MaxClients > 0 && len(h.clients) >= h.opts.MaxClients || h.stopped() {
+	if h.opts.MaxClients > 0 && len(h.clients) >= h.opts.MaxClients {
+		h.refused++
+		return nil, false, "", false
+	}
+	if h.stopped() {
 		return nil, false, "", false
 	}
 	if o.Want != nil {

@@ -233,6 +233,9 @@ func TestMaxClientsAndStop(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("second client: %s", resp.Status)
 	}
+	if n := h.Refused(); n != 1 {
+		t.Errorf("refused %d, want 1", n)
+	}
 	close(stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
