@@ -485,16 +485,28 @@ var errNotText = errors.New("first message is not text")
 // firstMessage reads the client's first data message (the start),
 // answering pings on the way.
 func (s *Server) firstMessage(conn net.Conn, br *bufio.Reader) ([]byte, error) {
+	return assemble(br, s.opts.MaxMessage, func(p []byte) error {
+		_, err := conn.Write(serverFrame(opPong, p))
+		return err
+	})
+}
+
+// assemble reads one text message of at most max bytes from a client's
+// frames: a text frame and its continuations, with pings (answered
+// through pong) and pongs between them. A close is net.ErrClosed; a
+// continuation with nothing to continue, or a text frame within a message,
+// errProtocol; a binary message errNotText; a longer message errTooBig.
+func assemble(br *bufio.Reader, max int, pong func([]byte) error) ([]byte, error) {
 	var msg []byte
 	started := false
 	for {
-		f, err := readFrame(br, s.opts.MaxMessage)
+		f, err := readFrame(br, max)
 		if err != nil {
 			return nil, err
 		}
 		switch f.op {
 		case opPing:
-			if _, err := conn.Write(serverFrame(opPong, f.payload)); err != nil {
+			if err := pong(f.payload); err != nil {
 				return nil, err // gone
 			}
 			continue
@@ -515,7 +527,7 @@ func (s *Server) firstMessage(conn net.Conn, br *bufio.Reader) ([]byte, error) {
 			return nil, errNotText
 		}
 		msg = append(msg, f.payload...)
-		if len(msg) > s.opts.MaxMessage {
+		if len(msg) > max {
 			return nil, errTooBig
 		}
 		if f.fin {

@@ -2,6 +2,7 @@ package wsapi
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -359,9 +360,15 @@ func rawFrame(t *testing.T, br *bufio.Reader) (byte, string) {
 }
 
 // masked is a client frame (FIN set, masked as RFC 6455 requires).
-func masked(op byte, payload []byte) []byte {
+func masked(op byte, payload []byte) []byte { return clientFrame(true, op, payload) }
+
+// clientFrame is a client frame, masked as RFC 6455 requires.
+func clientFrame(fin bool, op byte, payload []byte) []byte {
 	mask := []byte{7, 1, 3, 9}
-	b := []byte{0x80 | op}
+	b := []byte{op}
+	if fin {
+		b[0] |= 0x80
+	}
 	if len(payload) < 126 {
 		b = append(b, 0x80|byte(len(payload)))
 	} else {
@@ -423,6 +430,49 @@ func FuzzReadFrame(f *testing.F) {
 		fr, err := readFrame(bufio.NewReader(strings.NewReader(string(b))), 4096)
 		if err == nil && len(fr.payload) > 4096 {
 			t.Fatalf("%d bytes accepted", len(fr.payload))
+		}
+	})
+}
+
+// FuzzAssemble: a text message cut into a text frame and a continuation,
+// with a ping between them, comes back whole, the ping answered with its
+// payload, within the size bound; any bytes at all give a message within
+// the bound or an error, never a panic.
+func FuzzAssemble(f *testing.F) {
+	f.Add([]byte(`{"type":"start","key":"k","topic":["trem.rts.v1"]}`), uint8(7), true, []byte("p"), []byte{})
+	f.Add([]byte("x"), uint8(0), false, []byte{}, []byte{0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2})
+	f.Add(bytes.Repeat([]byte("y"), 200), uint8(150), true, []byte{}, []byte{0x80, 0x80, 0, 0, 0, 0})
+	f.Add([]byte{}, uint8(0), false, []byte{}, []byte{0x01, 0x81, 0, 0, 0, 0, 'a', 0x01, 0x81, 0, 0, 0, 0, 'b'})
+	const max = 128
+	f.Fuzz(func(t *testing.T, payload []byte, cut uint8, ping bool, pingData, raw []byte) {
+		if len(pingData) > 125 {
+			pingData = pingData[:125]
+		}
+		k := min(int(cut), len(payload))
+		in := clientFrame(false, opText, payload[:k])
+		if ping {
+			in = append(in, clientFrame(true, opPing, pingData)...)
+		}
+		in = append(in, clientFrame(true, opContinuation, payload[k:])...)
+		var pongs [][]byte
+		msg, err := assemble(bufio.NewReader(bytes.NewReader(in)), max, func(p []byte) error {
+			pongs = append(pongs, bytes.Clone(p))
+			return nil
+		})
+		switch {
+		case len(payload) > max:
+			if !errors.Is(err, errTooBig) {
+				t.Fatalf("%d bytes: %v", len(payload), err)
+			}
+		case err != nil || !bytes.Equal(msg, payload):
+			t.Fatalf("%q cut at %d: %q, %v", payload, k, msg, err)
+		case ping && (len(pongs) != 1 || !bytes.Equal(pongs[0], pingData)):
+			t.Fatalf("ping %q answered %q", pingData, pongs)
+		}
+
+		msg, err = assemble(bufio.NewReader(bytes.NewReader(raw)), max, func([]byte) error { return nil })
+		if err == nil && len(msg) > max {
+			t.Fatalf("%d bytes accepted", len(msg))
 		}
 	})
 }
