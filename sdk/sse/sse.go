@@ -133,48 +133,82 @@ func connect(ctx context.Context, opts Options, base, lastID string, events chan
 	}
 	onOpen()
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var ev Event
-	var data []string
+	sc.Buffer(make([]byte, 64<<10), maxEvent)
+	var p parser
 	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			if len(data) > 0 || ev.Name != "" {
-				ev.Data, ev.Entry = strings.Join(data, "\n"), base
-				if ev.ID != "" {
-					*id = ev.ID
-				}
-				select {
-				case events <- ev:
-				case <-ctx.Done():
-					return true, retry, ctx.Err()
-				}
-			}
-			ev, data = Event{}, nil
+		ev, ok, err := p.line(sc.Text())
+		if err != nil {
+			return true, p.retry, fmt.Errorf("sse: %s: %w", base, err)
+		}
+		if !ok {
 			continue
 		}
-		if strings.HasPrefix(line, ":") {
-			continue // comment: keep-alive
+		ev.Entry = base
+		if ev.ID != "" {
+			*id = ev.ID
 		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			ev.Name = value
-		case "data":
-			data = append(data, value)
-		case "id":
-			if !strings.ContainsRune(value, 0) {
-				ev.ID = value
-			}
-		case "retry":
-			if ms, err := strconv.Atoi(value); err == nil && ms > 0 {
-				retry = time.Duration(ms) * time.Millisecond
-			}
+		select {
+		case events <- ev:
+		case <-ctx.Done():
+			return true, p.retry, ctx.Err()
 		}
 	}
+	retry = p.retry
 	if err := sc.Err(); err != nil {
 		return true, retry, err
 	}
 	return true, retry, io.EOF
+}
+
+// Bounds on what a server may send: a client must not be made to hold an
+// event without end, nor to wait for days before reconnecting.
+const (
+	maxEvent = 16 << 20 // bytes of one event's data, or of one line
+	maxRetry = 5 * time.Minute
+)
+
+var errEventTooLarge = errors.New("an event's data is over 16 MiB")
+
+// parser interprets an event stream's lines as the HTML standard's
+// EventSource does: fields build an event, a blank line dispatches it,
+// lines starting with a colon are comments.
+type parser struct {
+	ev    Event
+	data  []string
+	size  int
+	retry time.Duration // the last retry: field, within maxRetry; 0: none
+}
+
+// line takes one line (without its end) and returns the event it
+// dispatches, if any.
+func (p *parser) line(line string) (Event, bool, error) {
+	if line == "" {
+		ev, ok := p.ev, len(p.data) > 0 || p.ev.Name != ""
+		ev.Data = strings.Join(p.data, "\n")
+		p.ev, p.data, p.size = Event{}, nil, 0
+		return ev, ok, nil
+	}
+	if strings.HasPrefix(line, ":") {
+		return Event{}, false, nil // comment: keep-alive
+	}
+	field, value, _ := strings.Cut(line, ":")
+	value = strings.TrimPrefix(value, " ")
+	switch field {
+	case "event":
+		p.ev.Name = value
+	case "data":
+		if p.size += len(value) + 1; p.size > maxEvent {
+			return Event{}, false, errEventTooLarge
+		}
+		p.data = append(p.data, value)
+	case "id":
+		if !strings.ContainsRune(value, 0) {
+			p.ev.ID = value
+		}
+	case "retry":
+		if ms, err := strconv.ParseInt(value, 10, 64); err == nil && ms > 0 {
+			p.retry = min(time.Duration(min(ms, int64(maxRetry/time.Millisecond)))*time.Millisecond, maxRetry)
+		}
+	}
+	return Event{}, false, nil
 }

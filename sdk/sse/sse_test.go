@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,4 +103,67 @@ func TestNoEntrance(t *testing.T) {
 	if err := Stream(context.Background(), Options{}, make(chan Event)); err == nil {
 		t.Fatal("no error without entrances")
 	}
+}
+
+// FuzzParser: any stream the client is sent gives events as the HTML
+// standard's EventSource would, each dispatched by a blank line, ids
+// without NUL, data within maxEvent, and a retry within maxRetry, never a
+// panic; a stream of well-formed events comes back as sent.
+func FuzzParser(f *testing.F) {
+	f.Add("retry: 20\n\n: hello\n\nevent: tick\nid: 1-0\ndata: {\"a\":1}\ndata: x\n\n")
+	f.Add("data\n\ndata:\n\nevent:\n\n")
+	f.Add("id: a\x00b\ndata: y\n\nretry: 99999999999999999999\nretry: 9223372036854775807\nretry: -5\n\n")
+	f.Add("\n\n\n:comment only\nfield without colon\n\n")
+	f.Fuzz(func(t *testing.T, stream string) {
+		var p parser
+		blank := 0
+		for _, l := range strings.Split(stream, "\n") {
+			ev, ok, err := p.line(l)
+			if l == "" {
+				blank++
+			}
+			if err != nil {
+				return
+			}
+			if ok && l != "" {
+				t.Fatalf("event %+v dispatched by %q", ev, l)
+			}
+			if strings.ContainsRune(ev.ID, 0) || len(ev.Data) > maxEvent {
+				t.Fatalf("event %+v", ev)
+			}
+			if p.retry < 0 || p.retry > maxRetry {
+				t.Fatalf("retry %v", p.retry)
+			}
+		}
+
+		// As sent: events made of the fuzzed text's lines, each a field
+		// value free of line ends.
+		var sent []Event
+		var b strings.Builder
+		for i, v := range strings.Split(stream, "\n") {
+			if strings.ContainsRune(v, '\r') {
+				continue
+			}
+			ev := Event{Name: fmt.Sprint("e", i), Data: v}
+			sent = append(sent, ev)
+			fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", ev.Name, ev.Data)
+		}
+		var got []Event
+		p = parser{}
+		for _, l := range strings.Split(b.String(), "\n") {
+			if ev, ok, err := p.line(l); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				got = append(got, ev)
+			}
+		}
+		if len(got) != len(sent) {
+			t.Fatalf("%d events, sent %d", len(got), len(sent))
+		}
+		for i := range got {
+			if got[i] != sent[i] {
+				t.Fatalf("event %d: %+v, sent %+v", i, got[i], sent[i])
+			}
+		}
+	})
 }
