@@ -428,15 +428,7 @@ func FuzzQuery(f *testing.F) {
 			return
 		}
 		resp, body := do(t, req)
-		switch resp.StatusCode {
-		case http.StatusOK:
-			if _, err := mseed.ReadAll(bytes.NewReader(body)); err != nil {
-				t.Fatalf("%q: 200 but not miniSEED: %v", query, err)
-			}
-		case http.StatusNoContent, http.StatusBadRequest, http.StatusNotFound, http.StatusRequestEntityTooLarge:
-		default:
-			t.Fatalf("%q: %d %.200s", query, resp.StatusCode, body)
-		}
+		checkAnswer(t, query, resp, body)
 	})
 }
 
@@ -522,5 +514,45 @@ func TestSpansStayInTheArchive(t *testing.T) {
 				t.Errorf("the next answer: %d bytes, %v; spans asked %d times, %d before", len(again), err, a.spanAsks.Load(), asked)
 			}
 		})
+	}
+}
+
+// FuzzQueryPost: the POST form of a query — parameter lines, then
+// selection lines — answers miniSEED, no data, or a client error, whatever
+// the body.
+func FuzzQueryPost(f *testing.F) {
+	for _, s := range []string{
+		"quality=B\nminimumlength=0.0\nlongestonly=false\nSH HL01 -- BN? 2026-12-01T03:00:00 2026-12-01T03:00:10\n",
+		"SH HL01 * * 2026-12-01T03:00:00 2026-12-01T03:00:10\nSH HL0? -- MX* 2026-12-01T03:00:00 2026-12-01T03:01:00\n",
+		"nodata=404\n* * * * 2026-12-01 2026-12-01T00:00:01",
+		"\n\n=\nSH\n",
+		"SH HL01 -- BNZ 2026-12-01T03:00:10 2026-12-01T03:00:00\n",
+		strings.Repeat("SH HL01 -- BNZ 2026-12-01T03:00:00 2026-12-01T03:00:01\n", 20),
+	} {
+		f.Add(s)
+	}
+	srv := newServer(f, &archive{}, Limits{MaxSpan: 2 * time.Hour, MaxWindows: 10, Concurrent: 4, WriteStall: time.Second})
+	f.Fuzz(func(t *testing.T, body string) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+Base+"query", strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		resp, got := do(t, req)
+		checkAnswer(t, body, resp, got)
+	})
+}
+
+// checkAnswer fails unless an answer to asked is miniSEED, no data, or a
+// client error.
+func checkAnswer(t *testing.T, asked string, resp *http.Response, body []byte) {
+	t.Helper()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if _, err := mseed.ReadAll(bytes.NewReader(body)); err != nil {
+			t.Fatalf("%q: 200 but not miniSEED: %v", asked, err)
+		}
+	case http.StatusNoContent, http.StatusBadRequest, http.StatusNotFound, http.StatusRequestEntityTooLarge:
+	default:
+		t.Fatalf("%q: %d %.200s", asked, resp.StatusCode, body)
 	}
 }

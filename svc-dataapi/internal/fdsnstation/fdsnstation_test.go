@@ -396,10 +396,7 @@ func FuzzQuery(f *testing.F) {
 		"minlon=170&maxlon=-170", "starttime=2026-01-01&endtime=2025-01-01", "cha=B?%2A&loc=--,00", "level=%00"} {
 		f.Add(s)
 	}
-	set := testSet(f)
-	h := New(func() *registry.Set { return set }, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	mux := http.NewServeMux()
-	h.Register(mux)
+	mux := fuzzMux(f)
 	f.Fuzz(func(t *testing.T, raw string) {
 		if _, err := url.ParseQuery(raw); err != nil {
 			return
@@ -463,4 +460,39 @@ func BenchmarkQuery1000(b *testing.B) {
 		b.SetBytes(int64(n))
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/query")
 	})
+}
+
+// FuzzQueryPost: the POST form of a query — parameter lines, then
+// selection lines — answers a document, no data, or a client error,
+// whatever the body.
+func FuzzQueryPost(f *testing.F) {
+	for _, s := range []string{
+		"level=channel\nformat=text\nSH * -- BN? 2026-01-01T00:00:00 *\n",
+		"level=response\nSH HL0? * * * *\n",
+		"* * * * 2026-01-01 2025-01-01\n",
+		"minlat=91\n* * * * * *\n",
+		"\n=\n\nSH\n",
+	} {
+		f.Add(s)
+	}
+	mux := fuzzMux(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		req := httptest.NewRequest(http.MethodPost, Base+"query", strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusOK, http.StatusNoContent, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("%q: status %d", body, rec.Code)
+		}
+	})
+}
+
+// fuzzMux serves the handler over testSet's stations.
+func fuzzMux(f *testing.F) *http.ServeMux {
+	set := testSet(f)
+	h := New(func() *registry.Set { return set }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	mux := http.NewServeMux()
+	h.Register(mux)
+	return mux
 }
