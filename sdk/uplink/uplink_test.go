@@ -394,8 +394,21 @@ func FuzzDispatch(f *testing.F) {
 	f.Add([]byte{})
 	u := &Uplink{links: map[string]*Link{}}
 	u.links["S1"] = &Link{u: u, station: "S1", key: stationKey, signer: stationwire.NewSigner(stationKey), pending: map[uint64]*pending{}}
+	verifier := stationwire.NewSigner(stationKey)
 	f.Fuzz(func(t *testing.T, b []byte) {
+		before := u.badAcks.Load()
 		u.dispatch(b)
+		counted := u.badAcks.Load() - before
+		// Taken only if it is an ack of the station, signed under its
+		// key; anything else is counted as bad, once.
+		signed := false
+		if d, err := stationwire.Open(b); err == nil {
+			var ack stationv1.Ack
+			signed = proto.Unmarshal(d.GetPacket(), &ack) == nil && ack.GetStationId() == "S1" && verifier.Verify(d)
+		}
+		if signed && counted != 0 || !signed && counted != 1 {
+			t.Fatalf("signed %v, counted bad %d times", signed, counted)
+		}
 	})
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	datav1 "shindo.dev/gen/shindo/data/v1"
 )
@@ -193,7 +195,22 @@ func FuzzStrictQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		StrictQuery{}.Parse(&datav1.ListReportsRequest{}, v, utilities.NewDoubleArray(nil))
-		StrictQuery{}.Parse(&datav1.ListDetectionsRequest{}, v, utilities.NewDoubleArray(nil))
+		for _, msg := range []proto.Message{&datav1.ListReportsRequest{}, &datav1.ListDetectionsRequest{}} {
+			if err := (StrictQuery{}).Parse(msg, v, utilities.NewDoubleArray(nil)); err != nil {
+				continue
+			}
+			// Accepted: every parameter names a scalar field, once
+			// unless the field is a list.
+			fields := msg.ProtoReflect().Descriptor().Fields()
+			for key, vs := range v {
+				fd := fields.ByJSONName(key)
+				if fd == nil && protoreflect.Name(key).IsValid() {
+					fd = fields.ByName(protoreflect.Name(key))
+				}
+				if fd == nil || fd.Message() != nil || len(vs) > 1 && !fd.IsList() {
+					t.Fatalf("%T: %q accepted (%q)", msg, key, vs)
+				}
+			}
+		}
 	})
 }
