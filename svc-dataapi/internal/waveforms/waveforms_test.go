@@ -105,7 +105,9 @@ func TestExportClientThatStopsReading(t *testing.T) {
 
 // pausing is an archive whose export is one part, then, after a pause,
 // the end.
-type pausing struct{ waveformv1.WaveformServiceClient }
+type pausing struct {
+	waveformv1.WaveformServiceClient
+}
 
 func (pausing) Export(ctx context.Context, _ *waveformv1.ExportRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[waveformv1.ExportResponse], error) {
 	return &pausingStream{}, nil
