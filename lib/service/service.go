@@ -239,11 +239,19 @@ func New(ctx context.Context, name string, common Common, cfg any) (*Service, er
 	reflection.Register(s.grpc)
 	// Not serving until Run has started everything.
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	s.admin = &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	// Scrapes, probes and profiles: small requests, answered at once but
+	// for a profile, which streams for as long as it was asked (so no
+	// write timeout).
+	s.admin = &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		IdleTimeout: time.Minute, MaxHeaderBytes: adminMaxHeader}
 
 	log.InfoContext(ctx, "configuration", slog.Any("config", conf.LogValue(cfg)))
 	return s, nil
 }
+
+// adminMaxHeader bounds an admin request's header: the admin routes take
+// no credentials or cookies.
+const adminMaxHeader = 16 << 10
 
 // Serve is the whole life of a service process: New, then wire to set up
 // its parts, then Run. If wire fails, everything New and wire opened is

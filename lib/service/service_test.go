@@ -149,6 +149,17 @@ func TestServiceLifecycle(t *testing.T) {
 	if code, body := get(t, admin+"/debug/pprof/cmdline"); code != 404 || strings.Contains(body, os.Args[0]) {
 		t.Errorf("/debug/pprof/cmdline: %d %q, want 404", code, body)
 	}
+	// A header past the admin listener's bound is refused.
+	big, _ := http.NewRequest(http.MethodGet, admin+"/healthz", nil)
+	big.Header.Set("X-Padding", strings.Repeat("x", 2*adminMaxHeader))
+	if resp, err := http.DefaultClient.Do(big); err != nil {
+		t.Errorf("oversized admin header: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("oversized admin header: %d, want 431", resp.StatusCode)
+		}
+	}
 
 	// Open the never-ending stream, then shut down.
 	streamResp, err := http.Get("http://" + httpAddr.String())
